@@ -1,0 +1,72 @@
+# Helpers shared by every folder: warnings, the LibTorch precompiled header, tests with labels.
+
+# Warnings and include root for one of our own targets.
+function(pipeplan_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+endfunction()
+
+# A library of one folder: pipeplan_library(NAME SOURCES ... [TORCH]).
+# TORCH targets reuse one precompiled <torch/torch.h> (a LibTorch translation unit costs ~17 s here).
+function(pipeplan_library name)
+  cmake_parse_arguments(ARG "TORCH" "" "SOURCES" ${ARGN})
+  add_library(pipeplan_${name} STATIC ${ARG_SOURCES})
+  add_library(pipeplan::${name} ALIAS pipeplan_${name})
+  pipeplan_defaults(pipeplan_${name})
+  if(ARG_TORCH)
+    target_link_libraries(pipeplan_${name} PUBLIC ${TORCH_LIBRARIES})
+    pipeplan_use_torch_pch(pipeplan_${name})
+  endif()
+endfunction()
+
+# Owner of the shared precompiled header; created on first use.
+function(pipeplan_use_torch_pch target)
+  if(NOT TARGET pipeplan_torch_pch)
+    add_library(pipeplan_torch_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
+    target_compile_options(pipeplan_torch_pch PRIVATE -Wall -Wextra)
+    target_link_libraries(pipeplan_torch_pch PUBLIC ${TORCH_LIBRARIES})
+    target_precompile_headers(pipeplan_torch_pch PRIVATE <torch/torch.h>)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM pipeplan_torch_pch)
+endfunction()
+
+# Sets PIPEPLAN_HAS_CUDA (cache) and a compile definition when the LibTorch found has CUDA.
+macro(pipeplan_detect_torch_cuda)
+  if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
+    set(PIPEPLAN_HAS_CUDA ON)
+    add_compile_definitions(PIPEPLAN_HAS_CUDA=1)
+    find_package(CUDAToolkit REQUIRED)
+  else()
+    set(PIPEPLAN_HAS_CUDA OFF)
+  endif()
+  message(STATUS "pipeplan: LibTorch ${Torch_VERSION}, CUDA ${PIPEPLAN_HAS_CUDA}")
+endmacro()
+
+# One GoogleTest binary per library: pipeplan_test(NAME SOURCES ... LIBS ... [TORCH]).
+# Test names decide CTest labels and scheduling: "Slow" gives the label `slow`, "Gpu" the label
+# `gpu`, others the library's name; "Serial" (tests that time things or start several
+# processes) and "Gpu" tests run alone.
+function(pipeplan_test name)
+  cmake_parse_arguments(ARG "TORCH" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name}_test ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+  pipeplan_defaults(${name}_test)
+  target_link_libraries(${name}_test PRIVATE ${ARG_LIBS} pipeplan::common GTest::gtest GTest::gmock)
+  if(ARG_TORCH)
+    pipeplan_use_torch_pch(${name}_test)
+  endif()
+  target_compile_definitions(${name}_test PRIVATE
+    PIPEPLAN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PIPEPLAN_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  set(target ${name}_test)
+  _pipeplan_discover("*-*Slow*:*Gpu*:*Serial*" FALSE ${name})
+  _pipeplan_discover("*Slow*-*Gpu*:*Serial*" FALSE slow)
+  _pipeplan_discover("*Serial*-*Gpu*:*Slow*" TRUE ${name})
+  _pipeplan_discover("*Slow*Serial*:*Serial*Slow*-*Gpu*" TRUE slow)
+  _pipeplan_discover("*Gpu*" TRUE gpu)
+endfunction()
+
+# gtest_discover_tests for the tests of `target` matching `filter`, with labels ARGN.
+# One label per test: gtest_discover_tests does not pass list-valued properties through.
+macro(_pipeplan_discover filter serial label)
+  gtest_discover_tests(${target} TEST_FILTER "${filter}" DISCOVERY_MODE PRE_TEST
+                       DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${label} RUN_SERIAL ${serial})
+endmacro()

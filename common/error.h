@@ -1,0 +1,69 @@
+// Errors: the one exception type for bad input and runtime failures, and the check macros.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace pipeplan {
+
+/// Why a command failed; decides the exit code (DESIGN.md: 1 runtime failure, 2 bad input).
+enum class ErrorKind {
+  kBadInput,  ///< a flag, file, plan or data set the user gave is wrong; exit 2
+  kRuntime,   ///< something failed while running (a peer died, a NaN loss); exit 1
+  kInternal,  ///< a pipeplan bug (PIPEPLAN_ASSERT); exit 1
+};
+
+/// The only exception pipeplan throws on purpose. Only `main` catches it and prints
+/// `pipeplan: error: <what()>` on one line.
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+  /// 2 for bad input, 1 otherwise.
+  int exit_code() const { return kind_ == ErrorKind::kBadInput ? 2 : 1; }
+
+ private:
+  ErrorKind kind_;
+};
+
+namespace detail {
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+[[noreturn]] void throw_internal(const char* file, int line, const char* cond, const std::string& msg);
+}  // namespace detail
+
+/// `'value'` with single quotes, for messages that quote what the user gave.
+std::string quote(std::string_view value);
+
+}  // namespace pipeplan
+
+/// Bad user input: throws pipeplan::Error(kBadInput). The message starts lower-case, quotes the
+/// value and says what is expected.
+#define PIPEPLAN_CHECK(cond, ...)                                                       \
+  do {                                                                                  \
+    if (!(cond))                                                                        \
+      throw ::pipeplan::Error(::pipeplan::ErrorKind::kBadInput,                         \
+                              ::pipeplan::detail::concat(__VA_ARGS__));                 \
+  } while (0)
+
+/// A failure while running (not the user's input, not a bug): throws Error(kRuntime).
+#define PIPEPLAN_RUNTIME_CHECK(cond, ...)                                               \
+  do {                                                                                  \
+    if (!(cond))                                                                        \
+      throw ::pipeplan::Error(::pipeplan::ErrorKind::kRuntime,                          \
+                              ::pipeplan::detail::concat(__VA_ARGS__));                 \
+  } while (0)
+
+/// A pipeplan bug; never fires on user input.
+#define PIPEPLAN_ASSERT(cond, ...)                                                      \
+  do {                                                                                  \
+    if (!(cond))                                                                        \
+      ::pipeplan::detail::throw_internal(__FILE__, __LINE__, #cond,                     \
+                                         ::pipeplan::detail::concat("", ##__VA_ARGS__)); \
+  } while (0)

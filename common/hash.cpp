@@ -1,0 +1,45 @@
+// Content hashes: FNV-1a 64 and seed mixing.
+#include "common/hash.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace pipeplan {
+
+uint64_t fnv1a64(std::string_view bytes, uint64_t seed) {
+  constexpr uint64_t kPrime = 1099511628211ULL;
+  uint64_t hash = seed;
+  for (unsigned char byte : bytes) {
+    hash ^= byte;
+    hash *= kPrime;
+  }
+  return hash;
+}
+
+std::string content_hash(std::string_view bytes) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
+  return std::string("fnv1a64:") + hex;
+}
+
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  PIPEPLAN_CHECK(in.good(), "cannot read ", quote(path), ": ", std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return content_hash(buffer.str());
+}
+
+uint64_t mix_seed(uint64_t seed, uint64_t salt) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace pipeplan

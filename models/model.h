@@ -1,0 +1,95 @@
+// Models as layer sequences with lazy per-layer factories (DESIGN.md, Models).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/model_ref.h"
+
+namespace pipeplan::models {
+
+/// One entry of a model's layer sequence: a module whose forward maps one tensor to one tensor.
+/// The first dimension of input and output is the batch.
+class Layer : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+};
+using LayerPtr = std::shared_ptr<Layer>;
+
+/// How the loss is computed from the last layer's output and the target.
+enum class LossKind {
+  kCrossEntropy,           ///< output [B, C] logits, target [B] class indices
+  kNextTokenCrossEntropy,  ///< output [B, T, V] logits, target [B, T] next-token indices
+};
+
+/// One sample of the model's input.
+struct InputSpec {
+  std::vector<int64_t> sample_shape;  ///< without the batch dimension
+  torch::Dtype dtype = torch::kFloat32;
+  int64_t token_range = 0;  ///< int64 inputs only: values lie in [0, token_range)
+};
+
+/// One sample of the target, and the loss.
+struct TargetSpec {
+  std::vector<int64_t> sample_shape;  ///< {} for one class per sample, {T} for next tokens
+  int64_t num_classes = 0;            ///< classes, or vocabulary size
+  LossKind loss = LossKind::kCrossEntropy;
+};
+
+/// One layer of the sequence, not yet built.
+struct LayerSpec {
+  std::string name;          ///< unique within the model: "stem", "layer2.1", "block7", "head"
+  std::string kind;          ///< "stem", "block", "embedding", "head", "linear", ...
+  int64_t param_count = 0;   ///< exact parameter count of the built layer (tested)
+  std::function<LayerPtr()> build;  ///< constructs and initialises it from the global torch RNG
+};
+
+/// A model: name, full configuration, layer sequence, input, target and loss.
+struct Model {
+  std::string name;              ///< zoo name, or a TorchScript file path
+  Json config = Json::object();  ///< every configuration field, after overrides
+  std::vector<LayerSpec> layers;
+  InputSpec input;
+  TargetSpec target;
+  std::string hash;  ///< content_hash of name and config (and of the file for TorchScript)
+};
+
+/// The zoo's model names, in listing order.
+std::vector<std::string> zoo_model_names();
+
+/// Builds the model `name` from its default configuration with `model_args` ("KEY=VALUE")
+/// applied. Throws Error(kBadInput) for an unknown name, an unknown key, a value of the wrong
+/// type, or an inconsistent configuration, naming the key and value.
+Model make_model(const std::string& name, const std::vector<std::string>& model_args = {});
+
+/// Builds the model from a complete configuration as stored in a profile or a plan.
+Model make_model_from_config(const std::string& name, const Json& config);
+
+/// What profiles, plans and runs record about the model.
+ModelRef model_ref(const Model& model);
+
+/// Total parameter count (sum of the layers' counts).
+int64_t parameter_count(const Model& model);
+
+/// Builds layers [first, last). Layer i's parameters and buffers depend only on (seed, i), not on
+/// the range it is built in. Reseeds the global torch RNG before each layer.
+std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed);
+
+/// Runs `layers` one after another.
+torch::Tensor forward_layers(const std::vector<LayerPtr>& layers, torch::Tensor input);
+
+/// Mean loss over the batch (and tokens) of the last layer's `output` against `target`.
+torch::Tensor compute_loss(const Model& model, const torch::Tensor& output,
+                           const torch::Tensor& target);
+
+/// A seeded random batch: input as InputSpec describes and a matching target.
+std::pair<torch::Tensor, torch::Tensor> random_batch(const Model& model, int64_t batch_size,
+                                                      uint64_t seed);
+
+}  // namespace pipeplan::models

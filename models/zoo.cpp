@@ -1,0 +1,115 @@
+// The model zoo's registry and the family-independent model functions.
+#include "models/zoo.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "models/config.h"
+
+namespace pipeplan::models {
+namespace {
+
+const ZooEntry& find_entry(const std::string& name) {
+  for (const ZooEntry& entry : zoo())
+    if (entry.name == name) return entry;
+  std::string names;
+  for (const ZooEntry& entry : zoo()) names += (names.empty() ? "" : ", ") + entry.name;
+  throw Error(ErrorKind::kBadInput,
+              detail::concat("unknown model ", quote(name), " (models: ", names, ")"));
+}
+
+Model finish(Model model) {
+  model.hash = content_hash(model.name + "\n" + model.config.dump());
+  return model;
+}
+
+}  // namespace
+
+const std::vector<ZooEntry>& zoo() {
+  static const std::vector<ZooEntry> entries = [] {
+    std::vector<ZooEntry> all;
+    for (auto&& family : {mlp_entries()})
+      for (const ZooEntry& entry : family) all.push_back(entry);
+    return all;
+  }();
+  return entries;
+}
+
+std::vector<std::string> zoo_model_names() {
+  std::vector<std::string> names;
+  for (const ZooEntry& entry : zoo()) names.push_back(entry.name);
+  return names;
+}
+
+Model make_model(const std::string& name, const std::vector<std::string>& model_args) {
+  const ZooEntry& entry = find_entry(name);
+  return finish(entry.build(name, apply_model_args(name, entry.defaults, model_args)));
+}
+
+Model make_model_from_config(const std::string& name, const Json& config) {
+  const ZooEntry& entry = find_entry(name);
+  return finish(entry.build(name, check_config_keys(name, entry.defaults, config)));
+}
+
+ModelRef model_ref(const Model& model) {
+  ModelRef ref;
+  ref.name = model.name;
+  ref.config = model.config;
+  ref.hash = model.hash;
+  ref.num_layers = static_cast<int>(model.layers.size());
+  ref.input_shape = model.input.sample_shape;
+  ref.input_dtype = model.input.dtype == torch::kInt64 ? "int64" : "float32";
+  return ref;
+}
+
+int64_t parameter_count(const Model& model) {
+  int64_t total = 0;
+  for (const LayerSpec& layer : model.layers) total += layer.param_count;
+  return total;
+}
+
+std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed) {
+  PIPEPLAN_ASSERT(0 <= first && first <= last && last <= static_cast<int>(model.layers.size()),
+                  "layer range [", first, ", ", last, ")");
+  std::vector<LayerPtr> layers;
+  for (int layer_idx = first; layer_idx < last; ++layer_idx) {
+    torch::manual_seed(mix_seed(seed, static_cast<uint64_t>(layer_idx)));
+    layers.push_back(model.layers[layer_idx].build());
+  }
+  return layers;
+}
+
+torch::Tensor forward_layers(const std::vector<LayerPtr>& layers, torch::Tensor input) {
+  for (const LayerPtr& layer : layers) input = layer->forward(input);
+  return input;
+}
+
+torch::Tensor compute_loss(const Model& model, const torch::Tensor& output,
+                           const torch::Tensor& target) {
+  namespace F = torch::nn::functional;
+  if (model.target.loss == LossKind::kNextTokenCrossEntropy)
+    return F::cross_entropy(output.reshape({-1, output.size(-1)}).to(torch::kFloat32),
+                            target.reshape({-1}));
+  return F::cross_entropy(output.to(torch::kFloat32), target);
+}
+
+std::pair<torch::Tensor, torch::Tensor> random_batch(const Model& model, int64_t batch_size,
+                                                      uint64_t seed) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<int64_t> input_shape{batch_size};
+  input_shape.insert(input_shape.end(), model.input.sample_shape.begin(),
+                     model.input.sample_shape.end());
+  std::vector<int64_t> target_shape{batch_size};
+  target_shape.insert(target_shape.end(), model.target.sample_shape.begin(),
+                      model.target.sample_shape.end());
+  torch::Tensor input =
+      model.input.dtype == torch::kInt64
+          ? torch::randint(model.input.token_range, input_shape, generator, torch::kInt64)
+          : torch::randn(input_shape, generator, torch::kFloat32);
+  torch::Tensor target =
+      torch::randint(model.target.num_classes, target_shape, generator, torch::kInt64);
+  return {input, target};
+}
+
+}  // namespace pipeplan::models

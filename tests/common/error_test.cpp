@@ -1,0 +1,44 @@
+// Tests for common/error.h: the check macros and their exit codes.
+#include "common/error.h"
+
+#include <gtest/gtest.h>
+
+namespace pipeplan {
+namespace {
+
+TEST(ErrorTest, CheckThrowsBadInputWithMessage) {
+  try {
+    PIPEPLAN_CHECK(1 + 1 == 3, "--devices: ", quote("0"), " must be at least 1");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_STREQ(e.what(), "--devices: '0' must be at least 1");
+  }
+}
+
+TEST(ErrorTest, RuntimeCheckAndAssertExitOne) {
+  try {
+    PIPEPLAN_RUNTIME_CHECK(false, "rank ", 1, " died");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
+    EXPECT_EQ(e.exit_code(), 1);
+  }
+  try {
+    PIPEPLAN_ASSERT(2 < 1, "detail ", 7);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("2 < 1"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("detail 7"), std::string::npos);
+  }
+}
+
+TEST(ErrorTest, PassingChecksDoNotThrow) {
+  EXPECT_NO_THROW(PIPEPLAN_CHECK(true, "x"));
+  EXPECT_NO_THROW(PIPEPLAN_ASSERT(true));
+}
+
+}  // namespace
+}  // namespace pipeplan
