@@ -1,0 +1,132 @@
+// The Plan: enum words, optimizer defaults, validation, hashing.
+#include "plans/plan.h"
+
+#include <set>
+#include <utility>
+
+#include "common/error.h"
+#include "common/hash.h"
+
+namespace pipeplan {
+namespace {
+
+template <typename Enum, size_t N>
+Enum parse_word(std::string_view text, std::string_view field,
+                const std::pair<const char*, Enum> (&words)[N]) {
+  std::string accepted;
+  for (const auto& [word, value] : words) {
+    if (text == word) return value;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(word);
+  }
+  throw Error(ErrorKind::kBadInput,
+              detail::concat(field, ": ", quote(text), " is not one of ", accepted));
+}
+
+constexpr std::pair<const char*, Schedule> kScheduleWords[] = {{"gpipe", Schedule::kGpipe},
+                                                               {"1f1b", Schedule::kOneFOneB}};
+constexpr std::pair<const char*, Precision> kPrecisionWords[] = {
+    {"fp32", Precision::kFp32}, {"amp-bf16", Precision::kAmpBf16}, {"amp-fp16", Precision::kAmpFp16}};
+constexpr std::pair<const char*, OptimizerKind> kOptimizerWords[] = {{"sgd", OptimizerKind::kSgd},
+                                                                     {"adamw", OptimizerKind::kAdamw}};
+
+template <typename Enum, size_t N>
+std::string word_of(Enum value, const std::pair<const char*, Enum> (&words)[N]) {
+  for (const auto& [word, candidate] : words)
+    if (candidate == value) return word;
+  PIPEPLAN_ASSERT(false, "enum value without a word");
+}
+
+void validate_stages(const Plan& plan, std::string_view document) {
+  PIPEPLAN_CHECK(static_cast<int>(plan.stages.size()) == plan.pp, document, ": stages: ",
+                 plan.stages.size(), " stages for pp=", plan.pp);
+  int expected_first = 0;
+  for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
+    const StagePlan& stage = plan.stages[stage_idx];
+    PIPEPLAN_CHECK(stage.first == expected_first, document, ": stages[", stage_idx, "].first: ",
+                   stage.first, " (expected ", expected_first, ": stages must be contiguous)");
+    PIPEPLAN_CHECK(stage.last > stage.first, document, ": stages[", stage_idx, "].last: ",
+                   stage.last, " must be greater than first=", stage.first);
+    expected_first = stage.last;
+  }
+  PIPEPLAN_CHECK(expected_first == plan.model.num_layers, document, ": stages: cover layers [0, ",
+                 expected_first, ") of a model with ", plan.model.num_layers, " layers");
+}
+
+void validate_ranks(const Plan& plan, std::string_view document) {
+  PIPEPLAN_CHECK(static_cast<int>(plan.ranks.size()) == plan.dp * plan.pp, document, ": ranks: ",
+                 plan.ranks.size(), " ranks for dp=", plan.dp, " pp=", plan.pp);
+  std::set<std::pair<int, int>> placed;
+  for (size_t rank = 0; rank < plan.ranks.size(); ++rank) {
+    const RankAssignment& assignment = plan.ranks[rank];
+    PIPEPLAN_CHECK(assignment.rank == static_cast<int>(rank), document, ": ranks[", rank,
+                   "].rank: ", assignment.rank, " (expected ", rank, ")");
+    PIPEPLAN_CHECK(assignment.stage >= 0 && assignment.stage < plan.pp, document, ": ranks[", rank,
+                   "].stage: ", assignment.stage, " is not in [0, ", plan.pp, ")");
+    PIPEPLAN_CHECK(assignment.replica >= 0 && assignment.replica < plan.dp, document, ": ranks[",
+                   rank, "].replica: ", assignment.replica, " is not in [0, ", plan.dp, ")");
+    PIPEPLAN_CHECK(placed.insert({assignment.stage, assignment.replica}).second, document,
+                   ": ranks[", rank, "]: stage ", assignment.stage, " of replica ",
+                   assignment.replica, " is placed twice");
+  }
+}
+
+}  // namespace
+
+std::string to_string(Schedule schedule) { return word_of(schedule, kScheduleWords); }
+std::string to_string(Precision precision) { return word_of(precision, kPrecisionWords); }
+std::string to_string(OptimizerKind optimizer) { return word_of(optimizer, kOptimizerWords); }
+
+Schedule parse_schedule(std::string_view text, std::string_view field) {
+  return parse_word(text, field, kScheduleWords);
+}
+Precision parse_precision(std::string_view text, std::string_view field) {
+  return parse_word(text, field, kPrecisionWords);
+}
+OptimizerKind parse_optimizer(std::string_view text, std::string_view field) {
+  return parse_word(text, field, kOptimizerWords);
+}
+
+OptimizerSettings OptimizerSettings::defaults_for(OptimizerKind kind) {
+  OptimizerSettings settings;
+  settings.kind = kind;
+  if (kind == OptimizerKind::kAdamw) {
+    settings.base_lr = 1e-3;
+    settings.weight_decay = 0.01;
+  }
+  return settings;
+}
+
+void Plan::validate(std::string_view document) const {
+  model.validate(document);
+  PIPEPLAN_CHECK(dp >= 1, document, ": dp: ", dp, " must be at least 1");
+  PIPEPLAN_CHECK(pp >= 1, document, ": pp: ", pp, " must be at least 1");
+  PIPEPLAN_CHECK(cluster.devices == dp * pp, document, ": cluster.devices: ", cluster.devices,
+                 " is not dp*pp=", dp * pp);
+  PIPEPLAN_CHECK(cluster.device_kind == "cpu" || cluster.device_kind == "cuda", document,
+                 ": cluster.device_kind: ", quote(cluster.device_kind), " is not 'cpu' or 'cuda'");
+  PIPEPLAN_CHECK(micro_batch_size >= 1, document, ": micro_batch_size: ", micro_batch_size,
+                 " must be at least 1");
+  PIPEPLAN_CHECK(num_micro_batches >= 1, document, ": num_micro_batches: ", num_micro_batches,
+                 " must be at least 1");
+  PIPEPLAN_CHECK(global_batch == dp * num_micro_batches * micro_batch_size, document,
+                 ": global_batch: ", global_batch, " is not dp*num_micro_batches*micro_batch_size=",
+                 dp * num_micro_batches * micro_batch_size);
+  PIPEPLAN_CHECK(pp <= model.num_layers, document, ": pp: ", pp, " stages for ",
+                 model.num_layers, " layers");
+  validate_stages(*this, document);
+  validate_ranks(*this, document);
+  PIPEPLAN_CHECK(static_cast<int>(predictions.stages.size()) == pp, document,
+                 ": predictions.stages: ", predictions.stages.size(), " entries for pp=", pp);
+  PIPEPLAN_CHECK(optimizer.base_lr > 0 && optimizer.base_batch >= 1, document,
+                 ": optimizer: base_lr must be > 0 and base_batch >= 1");
+}
+
+std::string plan_hash(const Plan& plan) { return content_hash(to_json(plan).dump()); }
+
+int rank_of(const Plan& plan, int stage, int replica) {
+  for (const RankAssignment& assignment : plan.ranks)
+    if (assignment.stage == stage && assignment.replica == replica) return assignment.rank;
+  PIPEPLAN_ASSERT(false, "no rank for stage ", stage, " replica ", replica);
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,157 @@
+// The Plan: a fully decided configuration and its predictions (plan.json) — the contract
+// between the planner and the executor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/model_ref.h"
+
+namespace pipeplan {
+
+inline constexpr const char* kPlanSchema = "pipeplan.plan/1";
+
+/// Order of forward/backward/send/recv actions on each rank (plans/schedule.h).
+enum class Schedule { kGpipe, kOneFOneB };
+/// Numeric precision of the run.
+enum class Precision { kFp32, kAmpBf16, kAmpFp16 };
+enum class OptimizerKind { kSgd, kAdamw };
+
+std::string to_string(Schedule schedule);        ///< "gpipe", "1f1b"
+std::string to_string(Precision precision);      ///< "fp32", "amp-bf16", "amp-fp16"
+std::string to_string(OptimizerKind optimizer);  ///< "sgd", "adamw"
+/// Parsers; `field` names the flag or key in the one-line error listing the accepted words.
+Schedule parse_schedule(std::string_view text, std::string_view field);
+Precision parse_precision(std::string_view text, std::string_view field);
+OptimizerKind parse_optimizer(std::string_view text, std::string_view field);
+
+/// Optimizer and learning-rate schedule. lr = base_lr · global_batch / base_batch, warmed up
+/// linearly over `warmup_steps`, then cosine-decayed to min_lr_fraction·lr at the last step.
+struct OptimizerSettings {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double base_lr = 0.1;
+  int64_t base_batch = 256;
+  int64_t warmup_steps = 0;
+  double min_lr_fraction = 0.0;
+  double momentum = 0.9;  ///< SGD only
+  double weight_decay = 5e-4;
+  double beta1 = 0.9;  ///< AdamW only
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  /// The defaults pipeplan uses for `kind` (SGD: lr 0.1 at 256, momentum 0.9, wd 5e-4;
+  /// AdamW: lr 1e-3 at 256, wd 0.01).
+  static OptimizerSettings defaults_for(OptimizerKind kind);
+};
+
+/// The devices a plan is for.
+struct Cluster {
+  std::string device_kind = "cpu";  ///< "cpu" or "cuda"
+  int devices = 1;
+  int64_t device_memory_bytes = 0;  ///< usable memory of one device
+  int devices_per_node = 1;
+  double intra_node_bandwidth_bytes_per_s = 0;
+  double inter_node_bandwidth_bytes_per_s = 0;
+  double latency_ms = 0;  ///< per message, point-to-point
+};
+
+/// One pipeline stage: layers [first, last) and what crosses its boundaries.
+struct StagePlan {
+  int first = 0;
+  int last = 0;
+  bool checkpoint = false;  ///< recompute the stage's forward during backward
+  std::vector<int64_t> input_sample_shape;   ///< activation received, per sample (no batch dim)
+  std::string input_dtype = "float32";       ///< "float32", "int64", "bfloat16", "float16"
+  std::vector<int64_t> output_sample_shape;  ///< activation sent, per sample
+  std::string output_dtype = "float32";
+};
+
+/// Where one rank runs.
+struct RankAssignment {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  int node = 0;
+  int local_rank = 0;
+  std::string device = "cpu";  ///< "cpu" or "cuda:N"
+};
+
+/// Every term of the memory model for one stage (DESIGN.md, Memory model), in bytes.
+struct MemoryTerms {
+  int64_t parameters_bytes = 0;
+  int64_t gradients_bytes = 0;
+  int64_t optimizer_state_bytes = 0;
+  int64_t master_copy_bytes = 0;  ///< low-precision weight copies under autocast
+  int64_t buffers_bytes = 0;
+  int64_t activation_bytes_per_micro_batch = 0;  ///< A_s(b), or the stage input if checkpointed
+  int in_flight = 0;                             ///< ℓ_s
+  int64_t activations_bytes = 0;                 ///< ℓ_s · A_s(b)
+  int64_t recompute_bytes = 0;  ///< one micro-batch's full activations while recomputing
+  int64_t transient_bytes = 0;
+  int64_t comm_buffers_bytes = 0;
+  int64_t runtime_overhead_bytes = 0;
+  int64_t total_bytes = 0;  ///< the predicted peak: the sum of the terms above
+};
+
+/// Predicted behaviour of one stage (the same for each of its replicas).
+struct StagePrediction {
+  double fwd_ms = 0;        ///< one micro-batch
+  double bwd_ms = 0;        ///< one micro-batch
+  double recompute_ms = 0;  ///< extra forward per micro-batch when checkpointed
+  double p2p_ms = 0;        ///< sending one micro-batch's boundary tensors
+  double compute_ms = 0;    ///< all micro-batches of one iteration
+  double busy_ms = 0;       ///< simulated, per iteration
+  double idle_ms = 0;       ///< simulated, per iteration
+  int64_t peak_memory_bytes = 0;
+  MemoryTerms memory;
+};
+
+/// Whole-plan predictions.
+struct Predictions {
+  double iteration_ms = 0;
+  double samples_per_s = 0;
+  double bubble_fraction = 0;  ///< idle share of all ranks' time in one iteration
+  double allreduce_ms = 0;
+  double optimizer_ms = 0;
+  std::vector<StagePrediction> stages;
+  std::vector<std::string> notes;  ///< e.g. "micro-batch 64 is beyond the profiled 1..32"
+};
+
+/// A whole plan.json.
+struct Plan {
+  std::string tool_version;
+  std::string profile_path;
+  std::string profile_hash;
+  ModelRef model;
+  Cluster cluster;
+  int64_t global_batch = 0;
+  int dp = 1;
+  int pp = 1;
+  int64_t micro_batch_size = 0;
+  int num_micro_batches = 1;
+  Schedule schedule = Schedule::kOneFOneB;
+  Precision precision = Precision::kFp32;
+  OptimizerSettings optimizer;
+  std::string partition = "optimal";  ///< optimal, uniform, parameters, greedy-time, explicit
+  std::vector<StagePlan> stages;
+  std::vector<RankAssignment> ranks;  ///< indexed by rank
+  Predictions predictions;
+
+  /// Consistency: dp·pp = devices = ranks; pp stages, contiguous, non-empty, covering
+  /// [0, num_layers); global_batch = dp · num_micro_batches · micro_batch_size; each
+  /// (stage, replica) on exactly one rank. Throws Error(kBadInput) naming the field.
+  void validate(std::string_view document) const;
+};
+
+Json to_json(const Plan& plan);
+Plan plan_from_json(const Json& json, const std::string& document);
+Plan read_plan(const std::string& path);
+void write_plan(const std::string& path, const Plan& plan);
+/// content_hash of the canonical JSON: identifies the plan a run came from.
+std::string plan_hash(const Plan& plan);
+/// The rank running `stage` of `replica`.
+int rank_of(const Plan& plan, int stage, int replica);
+
+}  // namespace pipeplan

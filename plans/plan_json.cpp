@@ -1,0 +1,214 @@
+// The Plan: JSON reading and writing.
+#include <utility>
+
+#include "common/error.h"
+#include "plans/plan.h"
+
+namespace pipeplan {
+namespace {
+
+Json optimizer_json(const OptimizerSettings& o) {
+  return Json{{"kind", to_string(o.kind)},     {"base_lr", o.base_lr},
+              {"base_batch", o.base_batch},    {"warmup_steps", o.warmup_steps},
+              {"min_lr_fraction", o.min_lr_fraction}, {"momentum", o.momentum},
+              {"weight_decay", o.weight_decay}, {"beta1", o.beta1},
+              {"beta2", o.beta2},              {"eps", o.eps}};
+}
+
+OptimizerSettings optimizer_from(const JsonReader& r) {
+  OptimizerSettings o;
+  o.kind = parse_optimizer(r.string("kind"), r.document() + ": optimizer.kind");
+  o.base_lr = r.non_negative("base_lr");
+  o.base_batch = r.integer_at_least("base_batch", 1);
+  o.warmup_steps = r.integer_at_least("warmup_steps", 0);
+  o.min_lr_fraction = r.non_negative("min_lr_fraction");
+  o.momentum = r.non_negative("momentum");
+  o.weight_decay = r.non_negative("weight_decay");
+  o.beta1 = r.non_negative("beta1");
+  o.beta2 = r.non_negative("beta2");
+  o.eps = r.non_negative("eps");
+  return o;
+}
+
+Json cluster_json(const Cluster& c) {
+  return Json{{"device_kind", c.device_kind},
+              {"devices", c.devices},
+              {"device_memory_bytes", c.device_memory_bytes},
+              {"devices_per_node", c.devices_per_node},
+              {"intra_node_bandwidth_bytes_per_s", c.intra_node_bandwidth_bytes_per_s},
+              {"inter_node_bandwidth_bytes_per_s", c.inter_node_bandwidth_bytes_per_s},
+              {"latency_ms", c.latency_ms}};
+}
+
+Cluster cluster_from(const JsonReader& r) {
+  Cluster c;
+  c.device_kind = r.string("device_kind");
+  c.devices = static_cast<int>(r.integer_at_least("devices", 1));
+  c.device_memory_bytes = r.integer_at_least("device_memory_bytes", 1);
+  c.devices_per_node = static_cast<int>(r.integer_at_least("devices_per_node", 1));
+  c.intra_node_bandwidth_bytes_per_s = r.non_negative("intra_node_bandwidth_bytes_per_s");
+  c.inter_node_bandwidth_bytes_per_s = r.non_negative("inter_node_bandwidth_bytes_per_s");
+  c.latency_ms = r.non_negative("latency_ms");
+  return c;
+}
+
+Json stage_json(const StagePlan& s) {
+  return Json{{"first", s.first},
+              {"last", s.last},
+              {"checkpoint", s.checkpoint},
+              {"input_sample_shape", s.input_sample_shape},
+              {"input_dtype", s.input_dtype},
+              {"output_sample_shape", s.output_sample_shape},
+              {"output_dtype", s.output_dtype}};
+}
+
+StagePlan stage_from(const JsonReader& r) {
+  StagePlan s;
+  s.first = static_cast<int>(r.integer_at_least("first", 0));
+  s.last = static_cast<int>(r.integer_at_least("last", 1));
+  s.checkpoint = r.boolean("checkpoint");
+  s.input_sample_shape = r.integers("input_sample_shape");
+  s.input_dtype = r.string("input_dtype");
+  s.output_sample_shape = r.integers("output_sample_shape");
+  s.output_dtype = r.string("output_dtype");
+  return s;
+}
+
+Json rank_json(const RankAssignment& a) {
+  return Json{{"rank", a.rank}, {"stage", a.stage}, {"replica", a.replica},
+              {"node", a.node}, {"local_rank", a.local_rank}, {"device", a.device}};
+}
+
+RankAssignment rank_from(const JsonReader& r) {
+  RankAssignment a;
+  a.rank = static_cast<int>(r.integer_at_least("rank", 0));
+  a.stage = static_cast<int>(r.integer_at_least("stage", 0));
+  a.replica = static_cast<int>(r.integer_at_least("replica", 0));
+  a.node = static_cast<int>(r.integer_at_least("node", 0));
+  a.local_rank = static_cast<int>(r.integer_at_least("local_rank", 0));
+  a.device = r.string("device");
+  return a;
+}
+
+// The memory terms, in a fixed order shared by writer and reader.
+const std::pair<const char*, int64_t MemoryTerms::*> kMemoryFields[] = {
+    {"parameters_bytes", &MemoryTerms::parameters_bytes},
+    {"gradients_bytes", &MemoryTerms::gradients_bytes},
+    {"optimizer_state_bytes", &MemoryTerms::optimizer_state_bytes},
+    {"master_copy_bytes", &MemoryTerms::master_copy_bytes},
+    {"buffers_bytes", &MemoryTerms::buffers_bytes},
+    {"activation_bytes_per_micro_batch", &MemoryTerms::activation_bytes_per_micro_batch},
+    {"activations_bytes", &MemoryTerms::activations_bytes},
+    {"recompute_bytes", &MemoryTerms::recompute_bytes},
+    {"transient_bytes", &MemoryTerms::transient_bytes},
+    {"comm_buffers_bytes", &MemoryTerms::comm_buffers_bytes},
+    {"runtime_overhead_bytes", &MemoryTerms::runtime_overhead_bytes},
+    {"total_bytes", &MemoryTerms::total_bytes},
+};
+
+// Per-micro-batch and per-iteration times of a stage prediction.
+const std::pair<const char*, double StagePrediction::*> kStageTimeFields[] = {
+    {"fwd_ms", &StagePrediction::fwd_ms},         {"bwd_ms", &StagePrediction::bwd_ms},
+    {"recompute_ms", &StagePrediction::recompute_ms}, {"p2p_ms", &StagePrediction::p2p_ms},
+    {"compute_ms", &StagePrediction::compute_ms}, {"busy_ms", &StagePrediction::busy_ms},
+    {"idle_ms", &StagePrediction::idle_ms},
+};
+
+Json stage_prediction_json(const StagePrediction& s) {
+  Json memory{{"in_flight", s.memory.in_flight}};
+  for (const auto& [key, field] : kMemoryFields) memory[key] = s.memory.*field;
+  Json json{{"peak_memory_bytes", s.peak_memory_bytes}, {"memory", memory}};
+  for (const auto& [key, field] : kStageTimeFields) json[key] = s.*field;
+  return json;
+}
+
+StagePrediction stage_prediction_from(const JsonReader& r) {
+  StagePrediction s;
+  for (const auto& [key, field] : kStageTimeFields) s.*field = r.non_negative(key);
+  s.peak_memory_bytes = r.integer_at_least("peak_memory_bytes", 0);
+  const JsonReader memory = r.object("memory");
+  s.memory.in_flight = static_cast<int>(memory.integer_at_least("in_flight", 0));
+  for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.integer_at_least(key, 0);
+  return s;
+}
+
+Json predictions_json(const Predictions& p) {
+  Json stages = Json::array();
+  for (const StagePrediction& stage : p.stages) stages.push_back(stage_prediction_json(stage));
+  return Json{{"iteration_ms", p.iteration_ms}, {"samples_per_s", p.samples_per_s},
+              {"bubble_fraction", p.bubble_fraction}, {"allreduce_ms", p.allreduce_ms},
+              {"optimizer_ms", p.optimizer_ms}, {"stages", stages}, {"notes", p.notes}};
+}
+
+Predictions predictions_from(const JsonReader& r) {
+  Predictions p;
+  p.iteration_ms = r.non_negative("iteration_ms");
+  p.samples_per_s = r.non_negative("samples_per_s");
+  p.bubble_fraction = r.non_negative("bubble_fraction");
+  p.allreduce_ms = r.non_negative("allreduce_ms");
+  p.optimizer_ms = r.non_negative("optimizer_ms");
+  for (const JsonReader& stage : r.objects("stages")) p.stages.push_back(stage_prediction_from(stage));
+  for (const Json& note : r.at("notes")) {
+    if (!note.is_string()) r.fail("notes", "expected strings");
+    p.notes.push_back(note.get<std::string>());
+  }
+  return p;
+}
+
+}  // namespace
+
+Json to_json(const Plan& plan) {
+  Json stages = Json::array();
+  for (const StagePlan& stage : plan.stages) stages.push_back(stage_json(stage));
+  Json ranks = Json::array();
+  for (const RankAssignment& rank : plan.ranks) ranks.push_back(rank_json(rank));
+  return Json{{"schema", kPlanSchema},
+              {"tool_version", plan.tool_version},
+              {"profile", {{"path", plan.profile_path}, {"hash", plan.profile_hash}}},
+              {"model", to_json(plan.model)},
+              {"cluster", cluster_json(plan.cluster)},
+              {"global_batch", plan.global_batch},
+              {"dp", plan.dp},
+              {"pp", plan.pp},
+              {"micro_batch_size", plan.micro_batch_size},
+              {"num_micro_batches", plan.num_micro_batches},
+              {"schedule", to_string(plan.schedule)},
+              {"precision", to_string(plan.precision)},
+              {"optimizer", optimizer_json(plan.optimizer)},
+              {"partition", plan.partition},
+              {"stages", stages},
+              {"ranks", ranks},
+              {"predictions", predictions_json(plan.predictions)}};
+}
+
+Plan plan_from_json(const Json& json, const std::string& document) {
+  check_schema(json, kPlanSchema, document);
+  const JsonReader r(json, document);
+  Plan plan;
+  plan.tool_version = r.string("tool_version");
+  const JsonReader profile = r.object("profile");
+  plan.profile_path = profile.string("path");
+  plan.profile_hash = profile.string("hash");
+  plan.model = model_ref_from_json(r.object("model"));
+  plan.cluster = cluster_from(r.object("cluster"));
+  plan.global_batch = r.integer_at_least("global_batch", 1);
+  plan.dp = static_cast<int>(r.integer_at_least("dp", 1));
+  plan.pp = static_cast<int>(r.integer_at_least("pp", 1));
+  plan.micro_batch_size = r.integer_at_least("micro_batch_size", 1);
+  plan.num_micro_batches = static_cast<int>(r.integer_at_least("num_micro_batches", 1));
+  plan.schedule = parse_schedule(r.string("schedule"), document + ": schedule");
+  plan.precision = parse_precision(r.string("precision"), document + ": precision");
+  plan.optimizer = optimizer_from(r.object("optimizer"));
+  plan.partition = r.string("partition");
+  for (const JsonReader& stage : r.objects("stages")) plan.stages.push_back(stage_from(stage));
+  for (const JsonReader& rank : r.objects("ranks")) plan.ranks.push_back(rank_from(rank));
+  plan.predictions = predictions_from(r.object("predictions"));
+  plan.validate(document);
+  return plan;
+}
+
+Plan read_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
+
+void write_plan(const std::string& path, const Plan& plan) { write_json_file(path, to_json(plan)); }
+
+}  // namespace pipeplan

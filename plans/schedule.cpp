@@ -1,0 +1,79 @@
+// Schedule expansion for gpipe and 1f1b.
+#include "plans/schedule.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+// Appends one micro-batch's forward with its receive and send.
+void add_forward(std::vector<Action>* actions, int pp, int stage_idx, int micro_batch) {
+  if (stage_idx > 0) actions->push_back({ActionKind::kRecvActivation, micro_batch, stage_idx - 1});
+  actions->push_back({ActionKind::kForward, micro_batch, -1});
+  if (stage_idx < pp - 1)
+    actions->push_back({ActionKind::kSendActivation, micro_batch, stage_idx + 1});
+}
+
+// Appends one micro-batch's backward with its receive and send.
+void add_backward(std::vector<Action>* actions, int pp, int stage_idx, int micro_batch) {
+  if (stage_idx < pp - 1)
+    actions->push_back({ActionKind::kRecvGradient, micro_batch, stage_idx + 1});
+  actions->push_back({ActionKind::kBackward, micro_batch, -1});
+  if (stage_idx > 0) actions->push_back({ActionKind::kSendGradient, micro_batch, stage_idx - 1});
+}
+
+}  // namespace
+
+std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
+                                  bool all_reduce) {
+  PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
+  std::vector<Action> actions;
+  const int m = num_micro_batches;
+  if (schedule == Schedule::kGpipe) {
+    for (int mb = 0; mb < m; ++mb) add_forward(&actions, pp, stage_idx, mb);
+    for (int mb = 0; mb < m; ++mb) add_backward(&actions, pp, stage_idx, mb);
+  } else {
+    const int warmup = std::min(pp - stage_idx - 1, m);
+    for (int mb = 0; mb < warmup; ++mb) add_forward(&actions, pp, stage_idx, mb);
+    for (int step = 0; step < m - warmup; ++step) {
+      add_forward(&actions, pp, stage_idx, warmup + step);
+      add_backward(&actions, pp, stage_idx, step);
+    }
+    for (int mb = m - warmup; mb < m; ++mb) add_backward(&actions, pp, stage_idx, mb);
+  }
+  if (all_reduce) actions.push_back({ActionKind::kAllReduce, -1, -1});
+  actions.push_back({ActionKind::kOptimizerStep, -1, -1});
+  return actions;
+}
+
+std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
+  std::vector<std::vector<Action>> per_rank(plan.ranks.size());
+  for (const RankAssignment& assignment : plan.ranks) {
+    std::vector<Action> actions = stage_actions(plan.schedule, plan.pp, assignment.stage,
+                                                plan.num_micro_batches, plan.dp > 1);
+    for (Action& action : actions)
+      if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
+    per_rank[assignment.rank] = std::move(actions);
+  }
+  return per_rank;
+}
+
+std::string to_string(const Action& action) {
+  const std::string mb = std::to_string(action.micro_batch);
+  const std::string peer = std::to_string(action.peer);
+  switch (action.kind) {
+    case ActionKind::kRecvActivation: return "recv-act " + mb + " <- r" + peer;
+    case ActionKind::kForward: return "F" + mb;
+    case ActionKind::kSendActivation: return "send-act " + mb + " -> r" + peer;
+    case ActionKind::kRecvGradient: return "recv-grad " + mb + " <- r" + peer;
+    case ActionKind::kBackward: return "B" + mb;
+    case ActionKind::kSendGradient: return "send-grad " + mb + " -> r" + peer;
+    case ActionKind::kAllReduce: return "all-reduce";
+    case ActionKind::kOptimizerStep: return "step";
+  }
+  return "?";
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,58 @@
+// Schedule expansion: a plan -> the ordered action list of every rank for one iteration.
+// The executor interprets exactly these lists and the simulator plays them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plans/plan.h"
+
+namespace pipeplan {
+
+/// What a rank does. Sends are asynchronous (they never block the rank); a receive blocks the
+/// rank's next compute until the data has arrived.
+enum class ActionKind {
+  kRecvActivation,  ///< input activation of a micro-batch, from the previous stage
+  kForward,
+  kSendActivation,  ///< output activation, to the next stage
+  kRecvGradient,    ///< gradient of the output, from the next stage
+  kBackward,
+  kSendGradient,  ///< gradient of the input, to the previous stage
+  kAllReduce,     ///< average gradients over the stage's replicas (dp > 1 only)
+  kOptimizerStep,
+};
+
+/// One action. `micro_batch` is -1 for kAllReduce and kOptimizerStep; `peer` is the rank (or,
+/// from stage_actions, the stage) on the other end of a send or receive, else -1.
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int micro_batch = -1;
+  int peer = -1;
+  bool operator==(const Action& other) const {
+    return kind == other.kind && micro_batch == other.micro_batch && peer == other.peer;
+  }
+};
+
+/// The actions of stage `stage_idx` of a `pp`-stage pipeline over `num_micro_batches`, with
+/// peers given as stage indices; ends with kAllReduce when `all_reduce`, then kOptimizerStep.
+///
+/// gpipe, stage s:  F0 F1 .. F(m-1)  B0 B1 .. B(m-1)            in flight: m
+/// 1f1b,  stage s:  w = min(pp-s-1, m) warm-up forwards, then alternating F(w+i) B(i),
+///                  then the remaining backwards                 in flight: min(m, pp-s)
+///
+///   1f1b, pp=3, m=4   time ->
+///   stage 0: F0 F1 F2 B0 F3 B1 B2 B3
+///   stage 1:    F0 F1 B0 F2 B1 F3 B2 B3
+///   stage 2:       F0 B0 F1 B1 F2 B2 F3 B3
+/// Each F is preceded by its activation receive (stage > 0) and followed by its send
+/// (stage < pp-1); each B likewise with gradients in the other direction.
+std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
+                                  bool all_reduce);
+
+/// The actions of every rank of `plan` (indexed by rank), peers as ranks of the same replica.
+std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
+
+/// Short text for logs and tests: "F3", "B0", "recv-act 2 <- r1", "all-reduce", "step".
+std::string to_string(const Action& action);
+
+}  // namespace pipeplan

@@ -1,0 +1,147 @@
+// The Profile: per-layer measurements of one model on one device kind (profile.json), free of
+// LibTorch so that the planner can read it anywhere.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/model_ref.h"
+
+namespace pipeplan {
+
+inline constexpr const char* kProfileSchema = "pipeplan.profile/1";
+
+/// y = intercept + slope·x, fitted by least squares over the profiled points.
+struct LinearFit {
+  double intercept = 0;
+  double slope = 0;
+  double rms_residual = 0;  ///< root-mean-square residual, in the units of y
+  double at(double x) const { return intercept + slope * x; }
+};
+
+/// Least-squares fit of ys over xs (same length, >= 1 point; one point gives a line through
+/// the origin and the point).
+LinearFit fit_linear(const std::vector<double>& xs, const std::vector<double>& ys);
+
+/// One layer measured at one micro-batch size.
+struct LayerPoint {
+  int64_t batch_size = 0;
+  double fwd_ms = 0;      ///< median forward time over the repeats
+  double fwd_ms_p90 = 0;  ///< 90th percentile forward time
+  double bwd_ms = 0;      ///< median backward time (this layer alone)
+  double bwd_ms_p90 = 0;
+  /// CUDA only: median GPU kernel time inside the layer's window (CUPTI); wall time above.
+  std::optional<double> fwd_kernel_ms;
+  std::optional<double> bwd_kernel_ms;
+  std::vector<int64_t> output_shape;  ///< including the batch dimension
+  int64_t output_bytes = 0;           ///< bytes of the output activation
+  /// Bytes the layer's autograd graph keeps alive from forward until backward, measured with
+  /// the allocator's own reporting; includes the layer's input and output when it saves them.
+  int64_t retained_bytes = 0;
+  /// The part of retained_bytes that is the layer's input (e.g. a Linear saves its input).
+  int64_t saved_input_bytes = 0;
+  /// The part of retained_bytes that is the layer's output (e.g. a ReLU saves its output).
+  /// Chaining layers i and i+1, min(saved_output_bytes[i], saved_input_bytes[i+1]) is the
+  /// same storage counted twice.
+  int64_t saved_output_bytes = 0;
+  /// Peak bytes during forward above the end state (input, graph and output alive).
+  int64_t fwd_transient_bytes = 0;
+  /// Peak bytes during backward above the state just before it (graph, output gradient and
+  /// allocated parameter gradients alive); includes the input gradient it produces.
+  int64_t bwd_transient_bytes = 0;
+};
+
+/// Fits over the batch size of each per-point quantity.
+struct LayerFits {
+  LinearFit fwd_ms;
+  LinearFit bwd_ms;
+  LinearFit output_bytes;
+  LinearFit retained_bytes;
+  LinearFit fwd_transient_bytes;
+  LinearFit bwd_transient_bytes;
+};
+
+/// Everything measured about one layer.
+struct LayerProfile {
+  int index = 0;
+  std::string name;
+  std::string kind;
+  int64_t param_count = 0;
+  int64_t param_bytes = 0;
+  int64_t buffer_bytes = 0;
+  std::string output_dtype = "float32";
+  /// Time of one optimizer step over this layer's parameters, by optimizer ("sgd", "adamw").
+  std::map<std::string, double> optimizer_step_ms;
+  std::vector<LayerPoint> points;  ///< one per profiled batch size, ascending
+  LayerFits fits;
+};
+
+/// A communication operation timed over message sizes: time = latency + bytes / bandwidth.
+struct CommProfile {
+  double latency_ms = 0;
+  double bandwidth_bytes_per_s = 0;
+  double rms_residual_ms = 0;
+  struct Point {
+    int64_t bytes = 0;
+    double time_ms = 0;  ///< median
+  };
+  std::vector<Point> points;
+};
+
+/// Measured between two local ranks with the backend the executor will use.
+struct InterconnectProfile {
+  std::string backend;  ///< "gloo" or "nccl"
+  int ranks = 2;
+  CommProfile p2p;        ///< one send/recv
+  CommProfile allreduce;  ///< all-reduce over `ranks`
+};
+
+/// The device the layers ran on.
+struct DeviceProfile {
+  std::string kind;  ///< "cpu" or "cuda"
+  std::string name;  ///< CPU model or GPU name
+  int cores = 0;     ///< logical cores of the machine
+  int threads = 0;   ///< intra-op threads each measuring process used
+  int64_t memory_bytes = 0;            ///< physical memory, or GPU capacity
+  int64_t runtime_overhead_bytes = 0;  ///< device memory held after runtime initialisation
+};
+
+/// How the profile was taken (the command-line settings).
+struct ProfileSettings {
+  std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
+  std::vector<int64_t> batch_sizes;
+  std::string precision = "fp32";  ///< "fp32", "amp-bf16", "amp-fp16"
+  int warmup = 0;
+  int repeats = 0;
+  int co_located = 1;  ///< processes that measured at once (sharing cores or one GPU)
+};
+
+/// A whole profile.json.
+struct Profile {
+  std::string tool_version;
+  std::string created_at;  ///< UTC, ISO 8601
+  ModelRef model;
+  ProfileSettings settings;
+  DeviceProfile device;
+  std::optional<InterconnectProfile> interconnect;  ///< absent with --no-comm
+  std::vector<LayerProfile> layers;
+
+  /// Checks everything a reader relies on: one layer record per model layer with index i at
+  /// position i, points sorted by batch size matching settings.batch_sizes, no negative
+  /// times or sizes. Throws Error(kBadInput) naming `document` and the field.
+  void validate(std::string_view document) const;
+};
+
+Json to_json(const Profile& profile);
+/// Parses and validates; `document` names the file in errors.
+Profile profile_from_json(const Json& json, const std::string& document);
+/// Reads, checks the schema, parses and validates a profile file.
+Profile read_profile(const std::string& path);
+/// Writes atomically (temporary file + rename).
+void write_profile(const std::string& path, const Profile& profile);
+
+}  // namespace pipeplan
