@@ -22,7 +22,11 @@ struct ZooEntry {
 /// Every zoo entry, in listing order.
 const std::vector<ZooEntry>& zoo();
 
-/// Entries of each family (one source file each).
+/// Entries of each family (one source file each): the full-size models, then the family's
+/// small preset that trains in seconds on one CPU core.
+/// ResNet-18/34/50/101/152 (torchvision) and resnet_tiny.
+std::vector<ZooEntry> resnet_entries();
+/// mlp and mlp_tiny.
 std::vector<ZooEntry> mlp_entries();
 
 }  // namespace pipeplan::models
