@@ -26,6 +26,8 @@ const std::vector<ZooEntry>& zoo();
 /// small preset that trains in seconds on one CPU core.
 /// ResNet-18/34/50/101/152 (torchvision) and resnet_tiny.
 std::vector<ZooEntry> resnet_entries();
+/// ViT-B/16, L/16, H/14 (torchvision) and vit_tiny.
+std::vector<ZooEntry> vit_entries();
 /// mlp and mlp_tiny.
 std::vector<ZooEntry> mlp_entries();
 
