@@ -28,6 +28,8 @@ const std::vector<ZooEntry>& zoo();
 std::vector<ZooEntry> resnet_entries();
 /// ViT-B/16, L/16, H/14 (torchvision) and vit_tiny.
 std::vector<ZooEntry> vit_entries();
+/// gpt (GPT-2 small shape) and gpt_tiny.
+std::vector<ZooEntry> gpt_entries();
 /// mlp and mlp_tiny.
 std::vector<ZooEntry> mlp_entries();
 
