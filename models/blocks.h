@@ -34,6 +34,7 @@ class TransformerBlock : public Layer {
  public:
   /// Builds and initialises the block as `shape.init` says.
   explicit TransformerBlock(const BlockShape& shape);
+  /// [B, T, hidden] -> [B, T, hidden]; T may be any length (no positional state here).
   torch::Tensor forward(const torch::Tensor& input) override;
 
  private:

@@ -2,7 +2,6 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "models/blocks.h"
 #include "models/config.h"
 #include "models/zoo.h"
