@@ -36,9 +36,9 @@ int run_models(const ModelsOptions& options) {
     std::printf("%s\n", listing.dump(2).c_str());
     return 0;
   }
-  std::printf("%-14s %7s %14s  %-12s %s\n", "model", "layers", "parameters", "input", "description");
+  std::printf("%-14s %7s %14s  %-18s %s\n", "model", "layers", "parameters", "input", "description");
   for (const Json& row : listing)
-    std::printf("%-14s %7d %14lld  %-12s %s\n", row["name"].get<std::string>().c_str(),
+    std::printf("%-14s %7d %14lld  %-18s %s\n", row["name"].get<std::string>().c_str(),
                 row["num_layers"].get<int>(), row["parameter_count"].get<long long>(),
                 (shape_text(row["input_shape"]) + " " + row["input_dtype"].get<std::string>()).c_str(),
                 row["description"].get<std::string>().c_str());

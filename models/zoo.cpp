@@ -29,7 +29,7 @@ Model finish(Model model) {
 const std::vector<ZooEntry>& zoo() {
   static const std::vector<ZooEntry> entries = [] {
     std::vector<ZooEntry> all;
-    for (auto&& family : {mlp_entries()})
+    for (auto&& family : {resnet_entries(), vit_entries(), gpt_entries(), mlp_entries()})
       for (const ZooEntry& entry : family) all.push_back(entry);
     return all;
   }();

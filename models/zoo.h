@@ -22,7 +22,15 @@ struct ZooEntry {
 /// Every zoo entry, in listing order.
 const std::vector<ZooEntry>& zoo();
 
-/// Entries of each family (one source file each).
+/// Entries of each family (one source file each): the full-size models, then the family's
+/// small preset that trains in seconds on one CPU core.
+/// ResNet-18/34/50/101/152 (torchvision) and resnet_tiny.
+std::vector<ZooEntry> resnet_entries();
+/// ViT-B/16, L/16, H/14 (torchvision) and vit_tiny.
+std::vector<ZooEntry> vit_entries();
+/// gpt (GPT-2 small shape) and gpt_tiny.
+std::vector<ZooEntry> gpt_entries();
+/// mlp and mlp_tiny.
 std::vector<ZooEntry> mlp_entries();
 
 }  // namespace pipeplan::models
