@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "executor/image_data.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -15,12 +16,14 @@ constexpr int64_t kSyntheticTestSamples = 1024;
 
 }  // namespace
 
-std::unique_ptr<DataSource> open_data(const std::string& kind, const std::string& /*dir*/,
+std::unique_ptr<DataSource> open_data(const std::string& kind, const std::string& dir,
                                       const models::Model& model, uint64_t seed) {
+  if (kind == "fashion-mnist") return open_fashion_mnist(dir, model);
+  if (kind == "cifar10") return open_cifar10(dir, model);
   if (kind == "synthetic")
     return open_synthetic(model, seed, kSyntheticTrainSamples, kSyntheticTestSamples);
   throw Error(ErrorKind::kBadInput,
-              detail::concat("--data: ", quote(kind), " is not one of synthetic"));
+              detail::concat("--data: ", quote(kind), " is not one of fashion-mnist, cifar10, synthetic"));
 }
 
 std::vector<int64_t> epoch_order(int64_t size, uint64_t seed, int64_t epoch) {
