@@ -14,5 +14,7 @@ using Runner = std::function<int()>;
 using AddCommand = Runner (*)(CLI::App& app);
 
 Runner add_models_command(CLI::App& app);
+/// `pipeplan profile`: per-layer measurement of a model -> profile.json.
+Runner add_profile_command(CLI::App& app);
 
 }  // namespace pipeplan::cli
