@@ -55,39 +55,47 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / name).string();
 }
 
-TEST(ProfileCommandTest, BadInputExitsTwoWithOneLine) {
-  const std::string out = " -o " + temp_path("pipeplan_profile_cmd_bad.json");
-  // args, and what the one error line must contain.
-  std::vector<std::pair<std::string, std::string>> cases = {
-      {"--model no_such_model" + out, "unknown model 'no_such_model'"},
-      {"--model mlp_tiny --device tpu" + out, "--device: 'tpu' is not cpu, cuda or cuda:N"},
-      {"--model mlp_tiny --batch-sizes ''" + out, "--batch-sizes: empty list"},
-      {"--model mlp_tiny --batch-sizes 1,0" + out, "--batch-sizes: '0' must be at least 1"},
-      {"--model mlp_tiny --batch-sizes 2,x" + out, "'x' in '2,x' is not a positive integer"},
-      {"--model mlp_tiny --warmup=-1" + out, "--warmup: -1 is negative"},
-      {"--model mlp_tiny --repeats 0" + out, "--repeats: 0 is below 1"},
-      {"--model mlp_tiny --threads 0" + out, "--threads: 0 is below 1"},
-      {"--model mlp_tiny --precision fp8" + out, "--precision: 'fp8' is not fp32"},
-      {"--model mlp_tiny --precision amp-bf16" + out, "needs --device cuda"},
-      {"--model mlp_tiny --model-arg hidden=0" + out, "hidden"},
-      {"--model mlp_tiny -o /no/such/folder/p.json", "-o: cannot write '/no/such/folder/p.json'"},
-      {"-o x.json", "--model is required"},
-  };
-#ifndef PIPEPLAN_HAS_CUDA
-  cases.emplace_back("--model mlp_tiny --device cuda" + out, "needs a pipeplan built with CUDA");
-#endif
-  // All at once: most of each run is LibTorch loading.
+// Runs every case at once (most of each run is LibTorch loading) and expects exit code 2 and
+// exactly one line "pipeplan: error: ..." containing the case's message.
+void expect_bad_input(const std::vector<std::pair<std::string, std::string>>& cases) {
   std::vector<std::unique_ptr<ProfileRun>> runs;
   for (const auto& [args, message] : cases) runs.push_back(std::make_unique<ProfileRun>(args));
   for (size_t case_idx = 0; case_idx < cases.size(); ++case_idx) {
     const Result result = runs[case_idx]->result();
-    const std::string& args = cases[case_idx].first;
+    const auto& [args, message] = cases[case_idx];
     EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
     EXPECT_EQ(result.output.rfind("pipeplan: error: ", 0), 0u) << result.output;
     EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
-    EXPECT_NE(result.output.find(cases[case_idx].second), std::string::npos) << args << "\n"
-                                                                             << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << args << "\n" << result.output;
   }
+}
+
+const std::string kOutput = " -o " + temp_path("pipeplan_profile_cmd_bad.json");
+
+TEST(ProfileCommandTest, BadModelDeviceOrOutputExitsTwoWithOneLine) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model no_such_model" + kOutput, "unknown model 'no_such_model'"},
+      {"--model mlp_tiny --device tpu" + kOutput, "--device: 'tpu' is not cpu, cuda or cuda:N"},
+      {"--model mlp_tiny --precision amp-bf16" + kOutput, "needs --device cuda"},
+      {"--model mlp_tiny -o /no/such/folder/p.json", "-o: cannot write '/no/such/folder/p.json'"},
+      {"-o x.json", "--model is required"},
+  };
+#ifndef PIPEPLAN_HAS_CUDA
+  cases.emplace_back("--model mlp_tiny --device cuda" + kOutput,
+                     "needs a pipeplan built with CUDA");
+#endif
+  expect_bad_input(cases);
+  EXPECT_FALSE(std::filesystem::exists(temp_path("pipeplan_profile_cmd_bad.json")));
+}
+
+TEST(ProfileCommandTest, BadNumbersExitTwoWithOneLine) {
+  expect_bad_input({
+      {"--model mlp_tiny --batch-sizes ''" + kOutput, "--batch-sizes: empty list"},
+      {"--model mlp_tiny --batch-sizes 1,0" + kOutput, "--batch-sizes: '0' must be at least 1"},
+      {"--model mlp_tiny --warmup=-1" + kOutput, "--warmup: -1 is negative"},
+      {"--model mlp_tiny --repeats 0" + kOutput, "--repeats: 0 is below 1"},
+      {"--model mlp_tiny --threads 0" + kOutput, "--threads: 0 is below 1"},
+  });
   EXPECT_FALSE(std::filesystem::exists(temp_path("pipeplan_profile_cmd_bad.json")));
 }
 
