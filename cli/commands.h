@@ -14,6 +14,9 @@ using Runner = std::function<int()>;
 using AddCommand = Runner (*)(CLI::App& app);
 
 Runner add_models_command(CLI::App& app);
+/// `pipeplan profile`: per-layer measurement of a model -> profile.json.
+Runner add_profile_command(CLI::App& app);
+/// `pipeplan launch`: start N local ranks the way torchrun does.
 Runner add_launch_command(CLI::App& app);
 
 }  // namespace pipeplan::cli

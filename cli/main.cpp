@@ -19,6 +19,7 @@ struct Subcommand {
 // Order is the order of `pipeplan --help`.
 constexpr Subcommand kSubcommands[] = {
     {"models", pipeplan::cli::add_models_command},
+    {"profile", pipeplan::cli::add_profile_command},
     {"launch", pipeplan::cli::add_launch_command},
 };
 

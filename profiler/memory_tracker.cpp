@@ -54,6 +54,12 @@ bool MemoryTracker::is_live(const void* ptr) const {
   return live_bytes_.count(ptr) > 0;
 }
 
+int64_t MemoryTracker::live_bytes(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_bytes_.find(ptr);
+  return it == live_bytes_.end() ? 0 : it->second;
+}
+
 MemoryTrackingScope::MemoryTrackingScope(std::shared_ptr<MemoryTracker> tracker)
     : guard_(c10::DebugInfoKind::PROFILER_STATE, std::move(tracker)) {}
 

@@ -34,6 +34,9 @@ class MemoryTracker : public c10::MemoryReportingInfoBase {
   void reset_peak();
   /// Whether the allocation starting at `ptr` was made while tracking and is still alive.
   bool is_live(const void* ptr) const;
+  /// Size the allocator reported for the live tracked allocation starting at `ptr` (a storage's
+  /// base pointer), or 0 when there is none.
+  int64_t live_bytes(const void* ptr) const;
 
  private:
   void record(void* ptr, int64_t alloc_size, c10::Device device);

@@ -129,7 +129,8 @@ CommProfile comm_from(const JsonReader& reader) {
 Json settings_json(const ProfileSettings& settings) {
   return Json{{"device", settings.device},       {"batch_sizes", settings.batch_sizes},
               {"precision", settings.precision}, {"warmup", settings.warmup},
-              {"repeats", settings.repeats},     {"co_located", settings.co_located}};
+              {"repeats", settings.repeats},     {"co_located", settings.co_located},
+              {"seed", settings.seed}};
 }
 
 ProfileSettings settings_from(const JsonReader& reader) {
@@ -140,6 +141,7 @@ ProfileSettings settings_from(const JsonReader& reader) {
   settings.warmup = static_cast<int>(reader.integer_at_least("warmup", 0));
   settings.repeats = static_cast<int>(reader.integer_at_least("repeats", 1));
   settings.co_located = static_cast<int>(reader.integer_at_least("co_located", 1));
+  settings.seed = static_cast<uint64_t>(reader.integer_at_least("seed", 0));
   return settings;
 }
 

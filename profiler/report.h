@@ -30,17 +30,27 @@ LinearFit fit_linear(const std::vector<double>& xs, const std::vector<double>& y
 /// One layer measured at one micro-batch size.
 struct LayerPoint {
   int64_t batch_size = 0;
-  double fwd_ms = 0;      ///< median forward time over the repeats
+  /// Median forward time over the repeats (steady clock on the CPU, CUDA events on a GPU): the
+  /// layer's forward building its autograd graph. The model's last layer includes the loss
+  /// (compute_loss against a random target) in its forward and backward.
+  double fwd_ms = 0;
   double fwd_ms_p90 = 0;  ///< 90th percentile forward time
-  double bwd_ms = 0;      ///< median backward time (this layer alone)
+  /// Median backward time of this layer alone: from a random output gradient (the loss, for the
+  /// last layer) to its parameter gradients (accumulated into allocated ones) and, except for
+  /// layer 0 whose input is the data, its input gradient.
+  double bwd_ms = 0;
   double bwd_ms_p90 = 0;
-  /// CUDA only: median GPU kernel time inside the layer's window (CUPTI); wall time above.
+  /// CUDA with CUPTI only: median GPU busy time inside the layer's window, from kernel activity
+  /// records (the union of kernel intervals: the sum of kernel durations on one stream, without
+  /// launch gaps); the wall times above come from CUDA events.
   std::optional<double> fwd_kernel_ms;
   std::optional<double> bwd_kernel_ms;
   std::vector<int64_t> output_shape;  ///< including the batch dimension
   int64_t output_bytes = 0;           ///< bytes of the output activation
   /// Bytes the layer's autograd graph keeps alive from forward until backward, measured with
   /// the allocator's own reporting; includes the layer's input and output when it saves them.
+  /// CPU: the bytes LibTorch's CPU allocator reported (requested sizes); CUDA: the caching
+  /// allocator's allocated bytes (block sizes). The executor compares against the same counts.
   int64_t retained_bytes = 0;
   /// The part of retained_bytes that is the layer's input (e.g. a Linear saves its input).
   int64_t saved_input_bytes = 0;
@@ -107,7 +117,10 @@ struct DeviceProfile {
   int cores = 0;     ///< logical cores of the machine
   int threads = 0;   ///< intra-op threads each measuring process used
   int64_t memory_bytes = 0;            ///< physical memory, or GPU capacity
-  int64_t runtime_overhead_bytes = 0;  ///< device memory held after runtime initialisation
+  /// Device memory held after runtime initialisation outside the allocator's accounting (CUDA
+  /// context, library handles, loaded kernels). 0 on the CPU: the byte counts of this profile are
+  /// allocator-tracked, and the executor compares against the same allocator-tracked counts.
+  int64_t runtime_overhead_bytes = 0;
 };
 
 /// How the profile was taken (the command-line settings).
@@ -115,9 +128,10 @@ struct ProfileSettings {
   std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
   std::vector<int64_t> batch_sizes;
   std::string precision = "fp32";  ///< "fp32", "amp-bf16", "amp-fp16"
-  int warmup = 0;
-  int repeats = 0;
-  int co_located = 1;  ///< processes that measured at once (sharing cores or one GPU)
+  int warmup = 0;       ///< untimed runs per layer, batch size and phase (forward, backward)
+  int repeats = 0;      ///< timed runs of forward and of backward per layer and batch size
+  int co_located = 1;   ///< processes that measured at once (sharing cores or one GPU)
+  uint64_t seed = 0;    ///< seed of the layer weights and the random input batch
 };
 
 /// A whole profile.json.

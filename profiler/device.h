@@ -1,0 +1,96 @@
+// The device a profile is measured on: parsing --device and --precision, device facts, timers,
+// allocator-level memory readings and autocast, for the CPU and (when built with it) CUDA.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/torch_compat.h"
+#include "profiler/memory_tracker.h"
+#include "profiler/report.h"
+
+namespace pipeplan::profiler {
+
+/// The numeric precision layers run in while profiled (`--precision`).
+enum class Precision {
+  kFp32,     ///< everything in float32
+  kAmpBf16,  ///< CUDA autocast to bfloat16 (forward and loss; backward follows the graph)
+  kAmpFp16,  ///< CUDA autocast to float16
+};
+
+/// Parses "fp32", "amp-bf16" or "amp-fp16". Throws Error(kBadInput) naming --precision.
+Precision parse_precision(const std::string& text);
+/// The name parse_precision accepts.
+std::string precision_name(Precision precision);
+
+/// Parses "cpu", "cuda" (device 0) or "cuda:N" and checks that this build and machine have it.
+/// Throws Error(kBadInput) naming --device: unknown device, CUDA on a build without CUDA, no
+/// such CUDA device.
+c10::Device parse_device(const std::string& text);
+
+/// Checks that `precision` can run on `device`: the CPU profiles fp32 only.
+void check_precision(const c10::Device& device, Precision precision);
+
+/// The dtype's name as profile.json writes it: "float32", "bfloat16", "float16", "int64", ...
+std::string dtype_name(c10::ScalarType dtype);
+
+/// Facts of the device: name, logical cores, intra-op threads in use (at::get_num_threads()),
+/// memory capacity, and runtime overhead. On the CPU the overhead is 0: the executor compares
+/// against the same allocator-tracked bytes this profile records, which exclude the process's
+/// own code and libraries. On CUDA it is the device memory in use after CUDA, cuBLAS and cuDNN
+/// initialisation that the caching allocator does not account for (cudaMemGetInfo's used bytes
+/// minus the allocator's reserved bytes, after a warm-up matrix product and convolution); it
+/// also counts other processes on the GPU, so profile on an otherwise idle one.
+DeviceProfile describe_device(const c10::Device& device);
+
+/// Waits until all work queued on `device` is done (no-op on the CPU).
+void synchronize(const c10::Device& device);
+
+/// Times windows of work on a device.
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  /// Waits for queued work, then starts a window.
+  virtual void start() = 0;
+  /// Ends the window, waiting for its work; returns its wall time in milliseconds.
+  virtual double stop_ms() = 0;
+  /// GPU kernel busy milliseconds (CUPTI) of each window closed since the last call, in order;
+  /// nullopt on the CPU or where CUPTI is unavailable.
+  virtual std::optional<std::vector<double>> take_kernel_ms() { return std::nullopt; }
+};
+
+/// A steady clock on the CPU; CUDA events and CUPTI kernel records on a CUDA device.
+std::unique_ptr<DeviceTimer> make_device_timer(const c10::Device& device);
+
+/// Bytes allocated on one device, by the allocator's own accounting: on the CPU the tracker's
+/// count of allocations LibTorch reported while it was installed; on CUDA the caching
+/// allocator's allocated-bytes statistics (every thread and stream counts, in block sizes).
+/// Readings are meaningful as differences.
+class MemoryMeter {
+ public:
+  MemoryMeter(const c10::Device& device, std::shared_ptr<MemoryTracker> tracker);
+  /// Makes peak_bytes() start again from current_bytes().
+  void reset_peak();
+  int64_t current_bytes() const;
+  /// Highest current_bytes() since the last reset_peak().
+  int64_t peak_bytes() const;
+
+ private:
+  c10::Device device_;
+  std::shared_ptr<MemoryTracker> tracker_;
+};
+
+/// RAII: autocast for `precision` on `device` (nothing for fp32).
+class AutocastScope {
+ public:
+  AutocastScope(const c10::Device& device, Precision precision);
+
+ private:
+  std::optional<compat::CudaAutocastScope> cuda_;
+};
+
+}  // namespace pipeplan::profiler

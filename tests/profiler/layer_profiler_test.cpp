@@ -1,0 +1,247 @@
+// Tests for profiler/layer_profiler.h: retained bytes equal the analytically saved tensors, the
+// transients follow their definitions, times and optimizer steps are measured.
+#include "profiler/layer_profiler.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+
+#include "common/error.h"
+
+namespace pipeplan::profiler {
+namespace {
+
+constexpr int64_t kFloatBytes = 4;
+constexpr int64_t kBatch = 8;
+constexpr int64_t kInFeatures = 64;
+constexpr int64_t kOutFeatures = 32;
+
+// A Linear layer, optionally followed by a ReLU.
+class LinearLayer : public models::Layer {
+ public:
+  LinearLayer(int64_t in_features, int64_t out_features, bool relu)
+      : fc_(register_module("fc", torch::nn::Linear(in_features, out_features))), relu_(relu) {}
+  torch::Tensor forward(const torch::Tensor& input) override {
+    torch::Tensor out = fc_->forward(input);
+    return relu_ ? torch::relu(out) : out;
+  }
+
+ private:
+  torch::nn::Linear fc_;
+  bool relu_;
+};
+
+// A parameter-free layer computing `fn`.
+class FunctionLayer : public models::Layer {
+ public:
+  explicit FunctionLayer(std::function<torch::Tensor(const torch::Tensor&)> fn)
+      : fn_(std::move(fn)) {}
+  torch::Tensor forward(const torch::Tensor& input) override { return fn_(input); }
+
+ private:
+  std::function<torch::Tensor(const torch::Tensor&)> fn_;
+};
+
+LayerSettings quick_settings(const c10::Device& device = c10::Device(c10::DeviceType::CPU)) {
+  LayerSettings settings;
+  settings.device = device;
+  settings.warmup = 1;
+  settings.repeats = 3;
+  return settings;
+}
+
+torch::Tensor input_of(int64_t features,
+                       const c10::Device& device = c10::Device(c10::DeviceType::CPU)) {
+  return torch::randn({kBatch, features}, torch::TensorOptions().device(device));
+}
+
+LayerPoint measure(models::Layer& layer, const torch::Tensor& input,
+                   bool input_requires_grad = true) {
+  LayerProfiler profiler(quick_settings());
+  return profiler.measure(layer, input, input_requires_grad).point;
+}
+
+TEST(LayerProfilerTest, LinearRetainsExactlyItsInput) {
+  LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/false);
+  const LayerPoint point = measure(layer, input_of(kInFeatures));
+  const int64_t input_bytes = kBatch * kInFeatures * kFloatBytes;
+  EXPECT_EQ(point.retained_bytes, input_bytes);
+  EXPECT_EQ(point.saved_input_bytes, input_bytes);
+  EXPECT_EQ(point.saved_output_bytes, 0);
+  EXPECT_EQ(point.output_bytes, kBatch * kOutFeatures * kFloatBytes);
+  EXPECT_EQ(point.output_shape, (std::vector<int64_t>{kBatch, kOutFeatures}));
+  EXPECT_EQ(point.batch_size, kBatch);
+}
+
+TEST(LayerProfilerTest, ReluRetainsExactlyItsOutput) {
+  FunctionLayer layer([](const torch::Tensor& x) { return torch::relu(x); });
+  const LayerPoint point = measure(layer, input_of(kInFeatures));
+  const int64_t bytes = kBatch * kInFeatures * kFloatBytes;
+  EXPECT_EQ(point.retained_bytes, bytes);
+  EXPECT_EQ(point.saved_output_bytes, bytes);
+  EXPECT_EQ(point.saved_input_bytes, 0);
+  // Forward allocates only the output; backward only the input gradient (threshold_backward).
+  EXPECT_EQ(point.fwd_transient_bytes, 0);
+  EXPECT_EQ(point.bwd_transient_bytes, bytes);
+}
+
+TEST(LayerProfilerTest, LinearReluRetainsInputAndOutputAndFreesThePreActivation) {
+  LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/true);
+  const LayerPoint point = measure(layer, input_of(kInFeatures));
+  const int64_t input_bytes = kBatch * kInFeatures * kFloatBytes;
+  const int64_t output_bytes = kBatch * kOutFeatures * kFloatBytes;
+  EXPECT_EQ(point.retained_bytes, input_bytes + output_bytes);
+  EXPECT_EQ(point.saved_input_bytes, input_bytes);
+  EXPECT_EQ(point.saved_output_bytes, output_bytes);
+  // The Linear's output exists only until the ReLU has run.
+  EXPECT_EQ(point.fwd_transient_bytes, output_bytes);
+  // Backward produces the input gradient and the parameter gradients before accumulating them.
+  const int64_t param_bytes = (kInFeatures * kOutFeatures + kOutFeatures) * kFloatBytes;
+  EXPECT_GE(point.bwd_transient_bytes, input_bytes + kInFeatures * kOutFeatures * kFloatBytes);
+  EXPECT_LE(point.bwd_transient_bytes, input_bytes + param_bytes + 2 * output_bytes);
+}
+
+TEST(LayerProfilerTest, ScalingRetainsNothing) {
+  FunctionLayer layer([](const torch::Tensor& x) { return x * 2.0; });
+  const LayerPoint point = measure(layer, input_of(kInFeatures));
+  EXPECT_EQ(point.retained_bytes, 0);
+  EXPECT_EQ(point.saved_input_bytes, 0);
+  EXPECT_EQ(point.saved_output_bytes, 0);
+}
+
+TEST(LayerProfilerTest, SavedIntermediateIsRetainedButIsNeitherInputNorOutput) {
+  // tanh saves its result; the scaling after it saves nothing.
+  FunctionLayer layer([](const torch::Tensor& x) { return torch::tanh(x) * 3.0; });
+  const LayerPoint point = measure(layer, input_of(kInFeatures));
+  const int64_t bytes = kBatch * kInFeatures * kFloatBytes;
+  EXPECT_EQ(point.retained_bytes, bytes);
+  EXPECT_EQ(point.saved_input_bytes, 0);
+  EXPECT_EQ(point.saved_output_bytes, 0);
+  // Both tensors are alive at the end; only the wrapped scalar 3.0 comes and goes.
+  EXPECT_LT(point.fwd_transient_bytes, 16);
+}
+
+TEST(LayerProfilerTest, OutputViewingASavedResultCountsAsSavedOutput) {
+  // sigmoid saves its result; the layer returns a flattened view of it.
+  FunctionLayer layer([](const torch::Tensor& x) { return torch::sigmoid(x).flatten(1); });
+  const LayerPoint point =
+      measure(layer, torch::randn({kBatch, 4, kInFeatures / 4}), /*input_requires_grad=*/true);
+  const int64_t bytes = kBatch * kInFeatures * kFloatBytes;
+  EXPECT_EQ(point.retained_bytes, bytes);
+  EXPECT_EQ(point.saved_output_bytes, bytes);  // the view shares sigmoid's saved result
+  EXPECT_EQ(point.saved_input_bytes, 0);
+}
+
+TEST(LayerProfilerTest, DataInputOfAParameterFreeLayerHasNoBackward) {
+  FunctionLayer layer([](const torch::Tensor& x) { return torch::relu(x); });
+  const LayerPoint point = measure(layer, input_of(kInFeatures), /*input_requires_grad=*/false);
+  EXPECT_EQ(point.retained_bytes, 0);  // nothing requires a gradient: no graph at all
+  EXPECT_EQ(point.bwd_ms, 0.0);
+  EXPECT_EQ(point.bwd_transient_bytes, 0);
+  EXPECT_GT(point.fwd_ms, 0.0);
+}
+
+TEST(LayerProfilerTest, LossOfTheLastLayerIsMeasuredWithIt) {
+  LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/false);
+  const torch::Tensor input = input_of(kInFeatures);
+  const torch::Tensor target = torch::randint(kOutFeatures, {kBatch}, torch::kInt64);
+  LayerProfiler profiler(quick_settings());
+  const LayerPoint plain = profiler.measure(layer, input, /*input_requires_grad=*/true).point;
+  const LossFn loss = [&](const torch::Tensor& output) {
+    return torch::nn::functional::cross_entropy(output, target);
+  };
+  const LayerMeasurement with_loss =
+      profiler.measure(layer, input, /*input_requires_grad=*/true, loss);
+  // log_softmax saves its result, the size of the logits.
+  EXPECT_GE(with_loss.point.retained_bytes, plain.retained_bytes + plain.output_bytes);
+  EXPECT_EQ(with_loss.point.output_shape, plain.output_shape);  // the logits, not the loss
+  EXPECT_EQ(with_loss.output.sizes().vec(), plain.output_shape);
+}
+
+TEST(LayerProfilerTest, TimesArePositiveAndOrdered) {
+  LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/true);
+  const LayerMeasurement measurement =
+      LayerProfiler(quick_settings()).measure(layer, input_of(kInFeatures), true);
+  const LayerPoint& point = measurement.point;
+  EXPECT_GT(point.fwd_ms, 0.0);
+  EXPECT_GT(point.bwd_ms, 0.0);
+  EXPECT_GE(point.fwd_ms_p90, point.fwd_ms);
+  EXPECT_GE(point.bwd_ms_p90, point.bwd_ms);
+  EXPECT_FALSE(point.fwd_kernel_ms.has_value());  // CPU: no kernel records
+  EXPECT_EQ(measurement.output_dtype, "float32");
+  EXPECT_FALSE(measurement.output.requires_grad());
+  // Parameter gradients stay allocated and zeroed.
+  for (const torch::Tensor& param : layer.parameters()) {
+    ASSERT_TRUE(param.grad().defined());
+    EXPECT_EQ(param.grad().abs().sum().item<double>(), 0.0);
+  }
+}
+
+TEST(LayerProfilerTest, OptimizerStepsAreTimedPerOptimizer) {
+  LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/false);
+  LayerProfiler profiler(quick_settings());
+  const auto step_ms = profiler.optimizer_step_ms(layer);
+  ASSERT_EQ(step_ms.size(), 2u);
+  EXPECT_GT(step_ms.at("sgd"), 0.0);
+  EXPECT_GT(step_ms.at("adamw"), 0.0);
+  FunctionLayer no_params([](const torch::Tensor& x) { return x; });
+  EXPECT_EQ(profiler.optimizer_step_ms(no_params).at("adamw"), 0.0);
+}
+
+TEST(LayerProfilerTest, DescribesParametersAndBuffers) {
+  LinearLayer linear(kInFeatures, kOutFeatures, /*relu=*/false);
+  LayerProfile profile;
+  describe_layer(linear, profile);
+  EXPECT_EQ(profile.param_count, kInFeatures * kOutFeatures + kOutFeatures);
+  EXPECT_EQ(profile.param_bytes, profile.param_count * kFloatBytes);
+  EXPECT_EQ(profile.buffer_bytes, 0);
+  torch::nn::BatchNorm1d norm(kOutFeatures);
+  FunctionLayer with_buffers([](const torch::Tensor& x) { return x; });
+  with_buffers.register_module("norm", norm);
+  describe_layer(with_buffers, profile);
+  // running_mean, running_var (float) and num_batches_tracked (int64).
+  EXPECT_EQ(profile.buffer_bytes, 2 * kOutFeatures * kFloatBytes + 8);
+}
+
+TEST(LayerProfilerTest, SettingsAreChecked) {
+  LayerSettings settings = quick_settings();
+  settings.repeats = 0;
+  EXPECT_THROW(LayerProfiler{settings}, Error);
+  settings = quick_settings();
+  settings.warmup = -1;
+  EXPECT_THROW(LayerProfiler{settings}, Error);
+  settings = quick_settings();
+  settings.precision = Precision::kAmpBf16;  // the CPU runs fp32 only
+  EXPECT_THROW(LayerProfiler{settings}, Error);
+}
+
+TEST(QuantileTest, InterpolatesBetweenOrderStatistics) {
+  EXPECT_DOUBLE_EQ(quantile({4, 1, 3, 2}, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(quantile({4, 1, 3, 2}, 0.9), 3.7);
+  EXPECT_DOUBLE_EQ(quantile({7}, 0.9), 7.0);
+  EXPECT_DOUBLE_EQ(quantile({1, 2, 3}, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(quantile({1, 2, 3}, 1.0), 3.0);
+}
+
+TEST(GpuLayerProfilerTest, LinearRetainsItsInputBlockOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const c10::Device device(c10::DeviceType::CUDA, 0);
+  LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/false);
+  layer.to(device);
+  LayerProfiler profiler(quick_settings(device));
+  const LayerPoint point = profiler.measure(layer, input_of(kInFeatures, device), true).point;
+  // The caching allocator hands out blocks in multiples of 512 bytes.
+  const int64_t input_bytes = kBatch * kInFeatures * kFloatBytes;
+  EXPECT_EQ(point.retained_bytes, point.saved_input_bytes);
+  EXPECT_GE(point.saved_input_bytes, input_bytes);
+  EXPECT_LT(point.saved_input_bytes, input_bytes + 512);
+  EXPECT_EQ(point.saved_output_bytes, 0);
+  ASSERT_TRUE(point.fwd_kernel_ms.has_value());
+  ASSERT_TRUE(point.bwd_kernel_ms.has_value());
+  EXPECT_GT(*point.fwd_kernel_ms, 0.0);
+  EXPECT_LE(*point.fwd_kernel_ms, point.fwd_ms_p90 * 1.05);
+}
+
+}  // namespace
+}  // namespace pipeplan::profiler

@@ -1,0 +1,186 @@
+// Tests for profiler/report.h (no LibTorch): exact JSON round trips, rejected documents name the
+// field, and the linear fits.
+#include "profiler/report.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+LayerPoint sample_point(int64_t batch_size, double scale) {
+  LayerPoint point;
+  point.batch_size = batch_size;
+  point.fwd_ms = 0.25 * scale;
+  point.fwd_ms_p90 = 0.3125 * scale;
+  point.bwd_ms = 0.5 * scale;
+  point.bwd_ms_p90 = 0.625 * scale;
+  point.output_shape = {batch_size, 128};
+  point.output_bytes = batch_size * 512;
+  point.retained_bytes = batch_size * 3136 + 512;
+  point.saved_input_bytes = batch_size * 3136;
+  point.saved_output_bytes = 0;
+  point.fwd_transient_bytes = batch_size * 512;
+  point.bwd_transient_bytes = batch_size * 3136 + 401920;
+  return point;
+}
+
+// A profile touching every field, optional ones included (kernel times, interconnect).
+Profile sample_profile() {
+  Profile profile;
+  profile.tool_version = "0.1.0";
+  profile.created_at = "2025-01-31T12:00:00Z";
+  profile.model.name = "mlp_tiny";
+  profile.model.config = Json{{"hidden", 128}, {"layers", 1}};
+  profile.model.hash = "abc123";
+  profile.model.num_layers = 2;
+  profile.model.input_shape = {1, 28, 28};
+  profile.settings = ProfileSettings{"cuda:1", {1, 4}, "amp-bf16", 3, 10, 1, 42};
+  profile.device = DeviceProfile{"cuda", "NVIDIA H100", 16, 8, 85899345920, 536870912};
+  profile.interconnect = InterconnectProfile{
+      "nccl", 2, CommProfile{0.01, 1.5e11, 0.001, {{1024, 0.02}, {1048576, 0.03}}},
+      CommProfile{0.02, 1e11, 0.002, {{1024, 0.04}}}};
+  for (int layer_idx = 0; layer_idx < 2; ++layer_idx) {
+    LayerProfile layer;
+    layer.index = layer_idx;
+    layer.name = layer_idx == 0 ? "input" : "head";
+    layer.kind = layer_idx == 0 ? "linear" : "head";
+    layer.param_count = 100480;
+    layer.param_bytes = 401920;
+    layer.buffer_bytes = 64;
+    layer.output_dtype = "bfloat16";
+    layer.optimizer_step_ms = {{"sgd", 0.125}, {"adamw", 0.25}};
+    layer.points = {sample_point(1, 1.0), sample_point(4, 3.0)};
+    layer.points[1].fwd_kernel_ms = 0.0625;
+    layer.points[1].bwd_kernel_ms = 0.125;
+    layer.fits.fwd_ms = LinearFit{0.125, 0.125, 0.0};
+    layer.fits.retained_bytes = LinearFit{512, 3136, 0.5};
+    profile.layers.push_back(layer);
+  }
+  return profile;
+}
+
+TEST(ProfileReportTest, RoundTripThroughJsonAndFileIsExact) {
+  const Profile profile = sample_profile();
+  const Json json = to_json(profile);
+  EXPECT_EQ(to_json(profile_from_json(json, "profile.json")), json);
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "pipeplan_report_test_profile.json").string();
+  write_profile(path, profile);
+  const Profile again = read_profile(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(to_json(again), json);
+  ASSERT_TRUE(again.layers[0].points[1].fwd_kernel_ms.has_value());
+  EXPECT_FALSE(again.layers[0].points[0].bwd_kernel_ms.has_value());
+  EXPECT_EQ(again.settings.seed, 42u);
+  ASSERT_TRUE(again.interconnect.has_value());
+  EXPECT_EQ(again.interconnect->p2p.points.size(), 2u);
+}
+
+TEST(ProfileReportTest, MissingFieldsAreNamed) {
+  const Json json = to_json(sample_profile());
+  Json missing_point_field = json;
+  missing_point_field["layers"][1]["points"][0].erase("retained_bytes");
+  EXPECT_EQ(error_of([&] { profile_from_json(missing_point_field, "p.json"); }),
+            "p.json: layers[1].points[0].retained_bytes: missing");
+  Json missing_settings = json;
+  missing_settings.erase("settings");
+  EXPECT_EQ(error_of([&] { profile_from_json(missing_settings, "p.json"); }),
+            "p.json: settings: missing");
+  Json missing_fit = json;
+  missing_fit["layers"][0]["fits"].erase("bwd_transient_bytes");
+  EXPECT_EQ(error_of([&] { profile_from_json(missing_fit, "p.json"); }),
+            "p.json: layers[0].fits.bwd_transient_bytes: missing");
+}
+
+TEST(ProfileReportTest, WrongSchemaIsRejected) {
+  Json json = to_json(sample_profile());
+  json["schema"] = "pipeplan.profile/2";
+  EXPECT_NE(error_of([&] { profile_from_json(json, "p.json"); }).find("unsupported schema"),
+            std::string::npos);
+  json["schema"] = "pipeplan.plan/1";
+  EXPECT_NE(error_of([&] { profile_from_json(json, "p.json"); }).find("pipeplan.profile/1"),
+            std::string::npos);
+}
+
+TEST(ProfileReportTest, NegativeValuesAreRejectedWithTheField) {
+  const Json json = to_json(sample_profile());
+  const auto rejects = [&](const std::function<void(Json&)>& spoil, const std::string& field) {
+    Json bad = json;
+    spoil(bad);
+    const std::string message = error_of([&] { profile_from_json(bad, "p.json"); });
+    EXPECT_NE(message.find("p.json: " + field + ": "), std::string::npos) << message;
+  };
+  rejects([](Json& j) { j["layers"][1]["points"][0]["fwd_ms"] = -0.5; },
+          "layers[1].points[0].fwd_ms");
+  rejects([](Json& j) { j["layers"][0]["points"][1]["bwd_kernel_ms"] = -1.0; },
+          "layers[0].points[1].bwd_kernel_ms");
+  rejects([](Json& j) { j["layers"][0]["param_bytes"] = -4; }, "layers[0].param_bytes");
+  rejects([](Json& j) { j["layers"][0]["points"][0]["bwd_transient_bytes"] = -1; },
+          "layers[0].points[0].bwd_transient_bytes");
+  rejects([](Json& j) { j["layers"][0]["optimizer_step_ms"]["adamw"] = -2.0; },
+          "layers[0].optimizer_step_ms.adamw");
+  rejects([](Json& j) { j["device"]["memory_bytes"] = -1; }, "device.memory_bytes");
+  rejects([](Json& j) { j["settings"]["warmup"] = -1; }, "settings.warmup");
+  rejects([](Json& j) { j["settings"]["seed"] = -7; }, "settings.seed");
+  rejects([](Json& j) { j["layers"][0]["fits"]["fwd_ms"]["rms_residual"] = -1.0; },
+          "layers[0].fits.fwd_ms.rms_residual");
+}
+
+TEST(ProfileReportTest, InconsistentDocumentsAreRejected) {
+  const Json json = to_json(sample_profile());
+  Json saved_too_much = json;
+  saved_too_much["layers"][0]["points"][0]["saved_output_bytes"] = 1 << 20;
+  EXPECT_NE(error_of([&] {
+              profile_from_json(saved_too_much, "p.json");
+            }).find("layers[0].points[0].saved_input_bytes"),
+            std::string::npos);
+  Json wrong_sizes = json;
+  wrong_sizes["settings"]["batch_sizes"] = {1, 8};
+  EXPECT_NE(error_of([&] {
+              profile_from_json(wrong_sizes, "p.json");
+            }).find("layers[0].points[1].batch_size: 4 (expected 8)"),
+            std::string::npos);
+  Json too_few_layers = json;
+  too_few_layers["layers"].erase(1);
+  EXPECT_NE(error_of([&] {
+              profile_from_json(too_few_layers, "p.json");
+            }).find("layers: 1 records for a model of 2 layers"),
+            std::string::npos);
+  Json bad_precision = json;
+  bad_precision["settings"]["precision"] = "fp8";
+  EXPECT_NE(error_of([&] { profile_from_json(bad_precision, "p.json"); }).find("'fp8'"),
+            std::string::npos);
+}
+
+TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
+  const LinearFit fit = fit_linear({1, 2, 4, 8}, {3, 5, 9, 17});
+  EXPECT_NEAR(fit.intercept, 1.0, 1e-9);
+  EXPECT_NEAR(fit.slope, 2.0, 1e-9);
+  EXPECT_NEAR(fit.rms_residual, 0.0, 1e-9);
+  EXPECT_NEAR(fit.at(16), 33.0, 1e-9);
+  const LinearFit one = fit_linear({4}, {10});
+  EXPECT_DOUBLE_EQ(one.intercept, 0.0);
+  EXPECT_DOUBLE_EQ(one.slope, 2.5);
+  const LinearFit noisy = fit_linear({1, 2, 3}, {1, 3, 2});
+  EXPECT_GT(noisy.rms_residual, 0.0);
+}
+
+}  // namespace
+}  // namespace pipeplan
