@@ -14,5 +14,6 @@ using Runner = std::function<int()>;
 using AddCommand = Runner (*)(CLI::App& app);
 
 Runner add_models_command(CLI::App& app);
+Runner add_train_command(CLI::App& app);
 
 }  // namespace pipeplan::cli

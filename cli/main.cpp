@@ -19,6 +19,7 @@ struct Subcommand {
 // Order is the order of `pipeplan --help`.
 constexpr Subcommand kSubcommands[] = {
     {"models", pipeplan::cli::add_models_command},
+    {"train", pipeplan::cli::add_train_command},
 };
 
 // One line: errors reach the user without stack traces or multi-line dumps.
