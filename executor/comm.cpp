@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -48,25 +49,28 @@ std::string reason(const std::exception& e) {
   return first_line(e.what());
 }
 
-// Waits for `work`; a failure or timeout becomes one Error(kRuntime) line that starts with
-// `describe()` (only called on failure).
+// Waits for `work`, at most `timeout` (none: c10d's own default); a failure or timeout becomes
+// one Error(kRuntime) line that starts with `describe()` (only called on failure).
 template <typename Describe>
-void wait_work(const WorkPtr& work, std::chrono::milliseconds timeout, Describe&& describe) {
+void wait_work(const WorkPtr& work, std::optional<std::chrono::milliseconds> timeout,
+               Describe&& describe) {
   bool completed = false;
   try {
-    completed = work->wait(timeout);
+    completed = timeout ? work->wait(*timeout) : work->wait();
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime,
                 detail::concat(describe(), " failed: ", reason(e),
                                " (a peer rank failed or timed out; see its error)"));
   }
-  PIPEPLAN_RUNTIME_CHECK(completed, describe(), " timed out after ", timeout.count() / 1000,
+  PIPEPLAN_RUNTIME_CHECK(completed, describe(), " timed out after ",
+                         timeout ? timeout->count() / 1000 : 0,
                          " s (a peer rank is stuck or gone; raise --timeout-s if it is slow)");
 }
 
 // Every rank counts itself in; all wait until the count is complete, so that a missing rank is
 // named here (and not as a socket timeout inside the first process group).
-void wait_for_all_ranks(c10d::Store& store, const RendezvousEnv& env, std::chrono::milliseconds timeout) {
+void wait_for_all_ranks(c10d::Store& store, const RendezvousEnv& env,
+                        std::chrono::milliseconds timeout) {
   const std::string key = "pipeplan/joined";
   store.add(key, 1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -173,6 +177,13 @@ struct Comm::Impl {
   std::map<std::string, std::string> local_store;  // single process only
 
   bool stages_via_host() const { return backend == CommBackend::kGlooHostStaging; }
+  // NCCL's wait with a timeout polls the CPU in 1 ms sleeps; without one it only orders the
+  // current stream after the transfer, and NCCL's watchdog ends a transfer stuck past the
+  // group's timeout. Gloo waits block the CPU, bounded by the timeout.
+  std::optional<std::chrono::milliseconds> device_wait_timeout() const {
+    if (backend == CommBackend::kNccl) return std::nullopt;
+    return timeout;
+  }
   torch::Device transfer_device() const {
     return backend == CommBackend::kNccl ? device : torch::Device(torch::kCPU);
   }
@@ -211,7 +222,8 @@ void Comm::Impl::warm_up_edge(const GroupPtr& group, int group_rank, bool sender
   std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
   const int peer = 1 - group_rank;
   const WorkPtr work = sender ? group->send(tensors, peer, /*tag=*/0) : group->recv(tensors, peer, /*tag=*/0);
-  wait_work(work, timeout, [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
+  wait_work(work, device_wait_timeout(),
+            [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
 }
 
 void Comm::Impl::create_groups(const Plan& plan) {
@@ -239,7 +251,7 @@ void Comm::Impl::create_groups(const Plan& plan) {
     dp = make_group("dp/s" + std::to_string(me.stage), me.replica, plan.dp, /*on_host=*/false,
                     kDpGroupThreads);
     std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
-    wait_work(dp->allreduce(tensors), timeout, [&] {
+    wait_work(dp->allreduce(tensors), device_wait_timeout(), [&] {
       return detail::concat("rank ", env.rank, ": connecting the replicas of stage ", me.stage);
     });
   }
@@ -301,7 +313,7 @@ torch::Tensor Comm::wait_recv(ActionKind kind, int micro_batch) {
   auto it = posted.begin();
   while (it != posted.end() && it->micro_batch != micro_batch) ++it;
   PIPEPLAN_ASSERT(it != posted.end(), "no receive posted for micro-batch ", micro_batch);
-  wait_work(it->work, d.timeout, [&] {
+  wait_work(it->work, d.device_wait_timeout(), [&] {
     return detail::concat("rank ", d.env.rank, ": receiving the ", boundary_name(kind),
                           " of micro-batch ", micro_batch, " from rank ", it->peer);
   });
@@ -330,7 +342,7 @@ void Comm::wait_sends() {
   Impl& d = *impl_;
   for (const StartedSend& started : d.sends) {
     const int peer = started.kind == ActionKind::kSendActivation ? d.next_rank : d.prev_rank;
-    wait_work(started.work, d.timeout, [&] {
+    wait_work(started.work, d.device_wait_timeout(), [&] {
       return detail::concat("rank ", d.env.rank, ": sending the ", boundary_name(started.kind),
                             " of micro-batch ", started.micro_batch, " to rank ", peer);
     });
@@ -349,7 +361,7 @@ void Comm::average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes) {
     d.bucket_works.push_back(d.dp->allreduce(d.one_tensor));
   }
   for (const WorkPtr& work : d.bucket_works)
-    wait_work(work, d.timeout, [&] {
+    wait_work(work, d.device_wait_timeout(), [&] {
       return detail::concat("rank ", d.env.rank, ": all-reducing gradients over ", d.dp_size,
                             " replicas");
     });
@@ -373,9 +385,15 @@ void Comm::finish_world_sum() {
   wait_work(work, d.timeout, [&] { return detail::concat("rank ", d.env.rank, ": summing metrics"); });
 }
 
+// Independent of a pending start_world_sum: Gloo runs a group's collectives in the order they
+// were started, the same on every rank.
 void Comm::world_sum(const torch::Tensor& values) {
-  start_world_sum(values);
-  finish_world_sum();
+  Impl& d = *impl_;
+  PIPEPLAN_ASSERT(values.device().is_cpu());
+  if (!d.world) return;
+  d.one_tensor[0] = values;
+  wait_work(d.world->allreduce(d.one_tensor), d.timeout,
+            [&] { return detail::concat("rank ", d.env.rank, ": summing over all ranks"); });
 }
 
 void Comm::barrier() {

@@ -77,7 +77,7 @@ class Comm {
   void start_world_sum(const torch::Tensor& values);
   /// Waits for the sum started last (no-op when none is pending).
   void finish_world_sum();
-  /// start_world_sum then finish_world_sum.
+  /// Sums like start_world_sum and waits for it; may run while a started sum is pending.
   void world_sum(const torch::Tensor& values);
   /// Waits until every rank has reached the barrier.
   void barrier();
