@@ -51,7 +51,9 @@ class Comm {
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
+  /// The backend choose_backend picked for the plan.
   CommBackend backend() const;
+  /// This process's RANK and the job's WORLD_SIZE.
   int rank() const;
   int world_size() const;
 

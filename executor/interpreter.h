@@ -71,7 +71,7 @@ class Interpreter {
   void begin_pass(const std::vector<Action>& actions, const PassData& data);
   void post_ahead(RecvQueue& queue, const PassData& data);
   void receive(const Action& action, const PassData& data);
-  void forward(const Action& action, const PassData& data, IterationOutcome* outcome);
+  void forward(const Action& action, const PassData& data);
   void backward(const Action& action);
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);

@@ -56,8 +56,9 @@ class LossScaler {
   double scale() const { return scale_; }
   /// Records whether the step's gradients overflowed on any rank; returns whether to apply it.
   bool update(bool found_inf);
-  /// State for checkpoints.
+  /// Clean steps since the scale last changed (checkpoint state).
   int64_t clean_steps() const { return clean_steps_; }
+  /// Restores the state a checkpoint saved.
   void restore(double scale, int64_t clean_steps);
 
  private:

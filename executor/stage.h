@@ -32,16 +32,19 @@ class StageRuntime {
   StageRuntime(const models::Model& model, const Plan& plan, int stage_idx,
                const torch::Device& device, uint64_t seed);
 
+  /// This stage's index, whether it is the first or the last, and whether the plan checkpoints it.
   int stage() const { return stage_idx_; }
   bool is_first() const { return stage_idx_ == 0; }
   bool is_last() const { return stage_idx_ == pp_ - 1; }
   bool checkpointed() const { return checkpoint_; }
+  /// The device the layers live on.
   const torch::Device& device() const { return device_; }
   /// Flat parameters and gradients (float32, on the device).
   torch::Tensor& parameters() { return flat_parameters_; }
   torch::Tensor& gradients() { return flat_gradients_; }
   /// The built layers, first to last; layer_idx is first + position.
   const std::vector<models::LayerPtr>& layers() const { return layers_; }
+  /// The model index of layers()[0].
   int first_layer() const { return first_; }
 
   /// Starts a training iteration of `num_micro_batches`: clears the in-flight table.

@@ -104,6 +104,28 @@ std::string read_text(const std::string& path) {
   return buffer.str();
 }
 
+// Waits for every process; kills those still running after `timeout` (their exit code is -1).
+std::vector<RankExit> wait_all(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
+  std::vector<RankExit> exits(pids.size());
+  std::vector<bool> done(pids.size(), false);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (size_t running = pids.size(); running > 0;) {
+    for (size_t idx = 0; idx < pids.size(); ++idx) {
+      int status = 0;
+      if (done[idx] || ::waitpid(pids[idx], &status, WNOHANG) != pids[idx]) continue;
+      done[idx] = true;
+      --running;
+      exits[idx].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (size_t idx = 0; idx < pids.size(); ++idx)
+        if (!done[idx]) ::kill(pids[idx], SIGKILL);
+    }
+    if (running > 0) std::this_thread::sleep_for(kPollInterval);
+  }
+  return exits;
+}
+
 }  // namespace
 
 OptimizerSettings TestPlanSpec::test_optimizer() {
@@ -184,23 +206,7 @@ std::vector<RankExit> run_ranks(int world_size, const std::vector<std::string>& 
     }
     pids.push_back(spawn(argv, environment_with(overrides), log_dir + "/" + std::to_string(process)));
   }
-  std::vector<RankExit> exits(static_cast<size_t>(processes));
-  std::vector<bool> done(static_cast<size_t>(processes), false);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (size_t running = pids.size(); running > 0;) {
-    for (size_t idx = 0; idx < pids.size(); ++idx) {
-      int status = 0;
-      if (done[idx] || ::waitpid(pids[idx], &status, WNOHANG) != pids[idx]) continue;
-      done[idx] = true;
-      --running;
-      exits[idx].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (size_t idx = 0; idx < pids.size(); ++idx)
-        if (!done[idx]) ::kill(pids[idx], SIGKILL);
-    }
-    if (running > 0) std::this_thread::sleep_for(kPollInterval);
-  }
+  std::vector<RankExit> exits = wait_all(pids, std::chrono::seconds(timeout_s));
   for (int process = 0; process < processes; ++process)
     exits[process].stderr_text = read_text(log_dir + "/" + std::to_string(process));
   return exits;
