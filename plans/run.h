@@ -29,8 +29,8 @@ struct RankMeasurement {
   double allreduce_ms = 0;                ///< the gradient all-reduce, per iteration
   double recv_wait_ms = 0;                ///< blocked on receives, per iteration
   double busy_ms = 0;                     ///< compute + optimizer + data loading, per iteration
-  double idle_ms = 0;                     ///< iteration_ms - busy_ms (waits, all-reduce, gaps)
-  double iteration_ms = 0;                ///< this rank's own iteration time
+  double idle_ms = 0;  ///< the run's iteration_ms - busy_ms (receive waits, all-reduce, gaps)
+  double iteration_ms = 0;  ///< this rank's own iteration time (step start to its last wait)
 };
 
 /// One stage, over its replicas: times are the replicas' mean, memory their maximum.
