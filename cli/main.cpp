@@ -20,6 +20,7 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"models", pipeplan::cli::add_models_command},
     {"profile", pipeplan::cli::add_profile_command},
+    {"train", pipeplan::cli::add_train_command},
     {"launch", pipeplan::cli::add_launch_command},
 };
 

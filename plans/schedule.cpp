@@ -76,4 +76,17 @@ std::string to_string(const Action& action) {
   return "?";
 }
 
+std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_micro_batches) {
+  PIPEPLAN_ASSERT(num_micro_batches >= 0);
+  std::vector<std::vector<Action>> per_rank(plan.ranks.size());
+  for (const RankAssignment& assignment : plan.ranks) {
+    std::vector<Action>& actions = per_rank[assignment.rank];
+    for (int mb = 0; mb < num_micro_batches; ++mb)
+      add_forward(&actions, plan.pp, assignment.stage, mb);
+    for (Action& action : actions)
+      if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
+  }
+  return per_rank;
+}
+
 }  // namespace pipeplan
