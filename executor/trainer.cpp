@@ -22,11 +22,8 @@
 #include "executor/stage.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
+#include "models/torch_compat.h"
 #include "profiler/memory_tracker.h"
-
-#ifdef PIPEPLAN_HAS_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 namespace pipeplan::executor {
 namespace {
@@ -352,8 +349,7 @@ RankMeasurement Trainer::measure_rank() const {
   m.peak_memory_bytes = tracker_->peak_bytes(device_.type());
 #ifdef PIPEPLAN_HAS_CUDA
   if (device_.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
-    m.cuda_allocator_peak_bytes = stats.reserved_bytes[0].peak;  // [0]: all pools together
+    m.cuda_allocator_peak_bytes = compat::cuda_allocator_bytes(device_.index()).peak_allocated;
   }
 #endif
   return m;
