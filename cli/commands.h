@@ -14,5 +14,7 @@ using Runner = std::function<int()>;
 using AddCommand = Runner (*)(CLI::App& app);
 
 Runner add_models_command(CLI::App& app);
+Runner add_plan_command(CLI::App& app);
+Runner add_simulate_command(CLI::App& app);
 
 }  // namespace pipeplan::cli

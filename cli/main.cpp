@@ -19,6 +19,8 @@ struct Subcommand {
 // Order is the order of `pipeplan --help`.
 constexpr Subcommand kSubcommands[] = {
     {"models", pipeplan::cli::add_models_command},
+    {"plan", pipeplan::cli::add_plan_command},
+    {"simulate", pipeplan::cli::add_simulate_command},
 };
 
 // One line: errors reach the user without stack traces or multi-line dumps.

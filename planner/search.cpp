@@ -230,7 +230,8 @@ class Search {
     return key;
   }
 
-  // Best first: samples/s, then lower peak memory, fewer checkpointed stages, smaller pp, dp,
+  // Best first: samples/s (the iteration time: the global batch is the same), then lower
+  // peak memory, fewer checkpointed stages, smaller pp, dp,
   // micro-batch size, schedule, then stage boundaries; independent of evaluation order.
   static bool better(const Plan& a, const Plan& b) {
     auto key = [](const Plan& plan) {
@@ -243,7 +244,9 @@ class Search {
         split.push_back(stage.last);
         checkpointed += stage.checkpoint;
       }
-      return std::make_tuple(-plan.predictions.samples_per_s, peak, checkpointed, plan.pp, plan.dp,
+      // Whole nanoseconds: iterations that differ only by rounding tie, then memory decides.
+      const int64_t iteration_ns = to_ns(plan.predictions.iteration_ms);
+      return std::make_tuple(iteration_ns, peak, checkpointed, plan.pp, plan.dp,
                              plan.micro_batch_size, plan.schedule, split);
     };
     return key(a) < key(b);

@@ -24,10 +24,15 @@ constexpr double kMinLabelWidthPx = 18;  // boxes narrower than this get no "F3"
 constexpr int kTargetTicks = 10;
 constexpr double kGoldenAngleDeg = 137.508;  // spreads micro-batch hues evenly
 
-std::string number(double value) {
+std::string number(double value, int decimals = 2) {
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f", value);
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
   return buffer;
+}
+
+// Enough decimals to tell ticks `step` apart: 0 for steps of 1 and more, 1 for 0.1, ...
+int tick_decimals(double step) {
+  return step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
 }
 
 std::string escape(const std::string& text) {
@@ -188,7 +193,8 @@ class SvgCanvas {
       out_ << "<line x1=\"" << number(px) << "\" y1=\"" << number(top) << "\" x2=\"" << number(px)
            << "\" y2=\"" << number(top + 5) << "\" stroke=\"black\"/>\n"
            << "<text x=\"" << number(px) << "\" y=\"" << number(top + 17)
-           << "\" text-anchor=\"middle\">" << number(tick * step) << "</text>\n";
+           << "\" text-anchor=\"middle\">" << number(tick * step, tick_decimals(step))
+           << "</text>\n";
     }
     out_ << "<text x=\"" << number(x(span_ms_ / 2)) << "\" y=\"" << number(top + 33)
          << "\" text-anchor=\"middle\">time (ms)</text>\n";

@@ -113,7 +113,7 @@ TEST(SimulatorTest, RecomputeRunsBeforeEachBackward) {
   EXPECT_DOUBLE_EQ(result.bubble_fraction, 0);
 }
 
-TEST(SimulatorTest, AllReduceWaitsForTheSlowestReplicaThenTheOptimizerRuns) {
+TEST(SimulatorTest, AllReduceWaitsForTheLastReplicaThenTheOptimizerRuns) {
   // pp = 2, m = 1, f = b = 1, all-reduce 2 ms, optimizer 1 ms. Replica 0 has free links,
   // replica 1 takes 1 ms per transfer, so its stage 1 ends at 4 and its stage 0 at 6:
   //   stage 1 all-reduce [4, 6], optimizer [6, 7]; stage 0 all-reduce [6, 8], optimizer [8, 9].
