@@ -11,6 +11,7 @@
 
 namespace pipeplan {
 
+/// Which partitioner --partition picked.
 enum class PartitionMethod { kOptimal, kUniform, kParameters, kGreedyTime, kExplicit };
 
 /// A parsed --partition value.

@@ -50,20 +50,28 @@ class LayerTable {
   /// Throws Error(kBadInput) when a layer has no optimizer_step_ms for `optimizer`.
   LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer);
 
+  /// L, the profile's layer count.
   int num_layers() const { return static_cast<int>(layers_.size()); }
+  /// b, the micro-batch size the table is at.
   int64_t micro_batch_size() const { return micro_batch_size_; }
   /// The extrapolation note for this micro-batch size, or "".
   const std::string& note() const { return note_; }
+  /// One layer's interpolated values.
   const LayerAt& layer(int layer_idx) const { return layers_[layer_idx]; }
 
+  /// Forward time of the stage's layers per micro-batch (each layer rounded to 1 ns).
   int64_t fwd_ns(int first, int last) const { return fwd_ns_[last] - fwd_ns_[first]; }
+  /// Backward time of the stage's layers per micro-batch.
   int64_t bwd_ns(int first, int last) const { return bwd_ns_[last] - bwd_ns_[first]; }
   /// Forward plus backward: the stage's compute per micro-batch without recompute.
   int64_t compute_ns(int first, int last) const {
     return fwd_ns(first, last) + bwd_ns(first, last);
   }
+  /// One optimizer step over the stage's parameters (the table's optimizer).
   int64_t optimizer_ns(int first, int last) const { return opt_ns_[last] - opt_ns_[first]; }
+  /// Parameters of the stage's layers.
   int64_t param_count(int first, int last) const { return params_[last] - params_[first]; }
+  /// Buffer bytes (e.g. batch-norm statistics) of the stage's layers.
   int64_t buffer_bytes(int first, int last) const { return buffers_[last] - buffers_[first]; }
   /// A_s(b): Σ retained_bytes − Σ over internal boundaries i of
   /// min(saved_output_bytes[i], saved_input_bytes[i+1]) (storage counted by both layers).
@@ -84,8 +92,9 @@ class LayerTable {
   /// The smallest boundary_bytes over the positions a stage boundary can take, 1..L−1 (0 for
   /// a single layer).
   int64_t min_inner_boundary_bytes() const { return min_inner_boundary_bytes_; }
-  /// Per-sample shape and dtype of that boundary tensor.
+  /// Per-sample shape of that boundary tensor (no batch dimension).
   const std::vector<int64_t>& boundary_shape(int position) const { return shapes_[position]; }
+  /// Its dtype.
   const std::string& boundary_dtype(int position) const { return dtypes_[position]; }
   /// The slowest single layer's forward plus backward.
   int64_t max_layer_compute_ns() const { return max_layer_compute_ns_; }

@@ -401,12 +401,19 @@ PartitionResult evaluate_boundaries(const StageEvaluator& evaluator,
   return result;
 }
 
-PartitionResult optimal_partition(const StageEvaluator& evaluator) {
-  if (evaluator.pp() > 1) {
-    PartitionResult proof;
-    proof.reason = memory_certificate(evaluator, &proof.needed_bytes);
-    if (!proof.reason.empty()) return proof;
+bool proven_infeasible(const StageEvaluator& evaluator, PartitionResult* proof) {
+  if (evaluator.pp() == 1) {  // the one split is its own proof
+    *proof = evaluate_boundaries(evaluator, {0, evaluator.num_layers()});
+    return !proof->feasible;
   }
+  *proof = PartitionResult{};
+  proof->reason = memory_certificate(evaluator, &proof->needed_bytes);
+  return !proof->reason.empty();
+}
+
+PartitionResult optimal_partition(const StageEvaluator& evaluator) {
+  PartitionResult proof;
+  if (proven_infeasible(evaluator, &proof)) return proof;
   const int64_t bottleneck = optimal_bottleneck(evaluator);
   if (bottleneck == kInfinite) {
     PartitionResult result = evaluate_boundaries(evaluator, least_memory_split(evaluator));

@@ -20,13 +20,13 @@ struct PartitionResult {
   std::string reason;
   /// When infeasible: the memory the stage named in the reason needs (at least).
   int64_t needed_bytes = 0;
-  std::vector<int> boundaries;         ///< pp + 1 positions, 0 = b_0 < b_1 < ... < b_pp = L
-  std::vector<bool> checkpoint;        ///< per stage, as the policy decided
-  std::vector<int64_t> stage_cost_ns;  ///< per stage, StageChoice::cost_ns
-  std::vector<int64_t> stage_memory_bytes;
-  int64_t bottleneck_ns = 0;  ///< max stage cost
-  int64_t total_ns = 0;       ///< sum of stage costs
-  int64_t peak_memory_bytes = 0;
+  std::vector<int> boundaries;              ///< pp + 1 positions, 0 = b_0 < b_1 < ... < b_pp = L
+  std::vector<bool> checkpoint;             ///< per stage, as the policy decided
+  std::vector<int64_t> stage_cost_ns;       ///< per stage, StageChoice::cost_ns
+  std::vector<int64_t> stage_memory_bytes;  ///< per stage, StageChoice::memory_bytes
+  int64_t bottleneck_ns = 0;                ///< max stage cost
+  int64_t total_ns = 0;                     ///< sum of stage costs
+  int64_t peak_memory_bytes = 0;            ///< max stage memory
 };
 
 /// The objective, compared lexicographically: the slowest stage, then the sum over stages,
@@ -35,7 +35,9 @@ struct PartitionObjective {
   int64_t bottleneck_ns = 0;
   int64_t total_ns = 0;
   int64_t peak_memory_bytes = 0;
+  /// Lexicographic (bottleneck, total, peak).
   bool operator<(const PartitionObjective& other) const;
+  /// All three equal.
   bool operator==(const PartitionObjective& other) const;
 };
 
@@ -65,6 +67,12 @@ PartitionObjective objective(const PartitionResult& result);
 /// in practice about L · (L / pp) · (band share), e.g. 10^4..10^5 evaluations of O(1) each
 /// for L = 1000 — plus O(L · probes) for the greedy bound.
 PartitionResult optimal_partition(const StageEvaluator& evaluator);
+
+/// Phase 0 of optimal_partition alone, O(pp · log L): true with `proof` set to the infeasible
+/// result (and its reason) when the memory lower bound shows that no split fits (for pp = 1:
+/// when the one split does not fit); false when there is no such proof (the split may or
+/// may not exist).
+bool proven_infeasible(const StageEvaluator& evaluator, PartitionResult* proof);
 
 /// Evaluates a given split (pp + 1 boundaries, validated by the caller) under the policy.
 PartitionResult evaluate_boundaries(const StageEvaluator& evaluator,

@@ -110,13 +110,13 @@ class Search {
   SearchResult run() {
     std::vector<Entry> entries = enumerate();
     result_.candidates = static_cast<int>(entries.size());
-    for (size_t idx = 0; idx < entries.size(); ++idx) {
-      if (!could_enter_top(entries[idx].bound_ms)) {
-        result_.pruned += static_cast<int>(entries.size() - idx);
-        break;
-      }
+    size_t idx = 0;
+    for (; idx < entries.size() && could_enter_top(entries[idx].bound_ms); ++idx)
       evaluate(entries[idx].candidate);
-    }
+    result_.pruned += static_cast<int>(entries.size() - idx);
+    // Skipped candidates cannot be among the best, but the user still learns which families
+    // cannot fit at all, as far as the quick memory proof shows.
+    for (; idx < entries.size(); ++idx) prove_infeasible(entries[idx].candidate);
     report_infeasible_families();
     return std::move(result_);
   }
@@ -194,6 +194,26 @@ class Search {
     return run_partition(options_.partition, StageEvaluator(table, problem));
   }
 
+  // For a skipped candidate: counts it as infeasible when the quick memory proof applies.
+  void prove_infeasible(Candidate candidate) {
+    Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
+    if (family.feasible) return;
+    const PartitionProblem problem = partition_problem(context_, candidate);
+    PartitionResult proof;
+    if (!proven_infeasible(StageEvaluator(table(candidate.micro_batch_size), problem), &proof))
+      return;
+    --family.unevaluated;
+    record_infeasible(&family, candidate, proof);
+  }
+
+  void record_infeasible(Family* family, const Candidate& candidate, const PartitionResult& split) {
+    if (family->reason.empty() || split.needed_bytes < family->needed_bytes) {
+      family->reason = detail::concat(split.reason, " (", to_string(candidate.schedule),
+                                      ", checkpoint ", to_string(candidate.policy), ")");
+      family->needed_bytes = split.needed_bytes;
+    }
+  }
+
   void evaluate(Candidate candidate) {
     const LayerTable& layer_table = table(candidate.micro_batch_size);
     const PartitionResult split = partition(layer_table, &candidate);
@@ -201,11 +221,7 @@ class Search {
     Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
     --family.unevaluated;
     if (!split.feasible) {
-      if (family.reason.empty() || split.needed_bytes < family.needed_bytes) {
-        family.reason = detail::concat(split.reason, " (", to_string(candidate.schedule),
-                                       ", checkpoint ", to_string(candidate.policy), ")");
-        family.needed_bytes = split.needed_bytes;
-      }
+      record_infeasible(&family, candidate, split);
       return;
     }
     family.feasible = true;

@@ -29,8 +29,10 @@ struct SearchOptions {
 /// The outcome. "No feasible plan" is an empty `plans`, not an exception.
 struct SearchResult {
   std::vector<Plan> plans;  ///< feasible, best first (samples/s), at most top_k, all simulated
-  /// One line per family (dp, pp, micro-batch size) all of whose candidates were evaluated
-  /// and found infeasible: "dp=4 pp=1 b=56: stage 0 needs 22.6 GiB > 22.5 GiB (1f1b, ...)".
+  /// One line per family (dp, pp, micro-batch size) all of whose candidates were found
+  /// infeasible — evaluated, or (when skipped) proven by the quick memory proof
+  /// (proven_infeasible): "dp=4 pp=1 b=56: stage 0 needs 22.6 GiB > 22.5 GiB (1f1b, ...)",
+  /// giving the candidate that needs least.
   std::vector<std::string> infeasible;
   int candidates = 0;  ///< enumerated
   int evaluated = 0;   ///< partitioned

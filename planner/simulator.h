@@ -34,8 +34,9 @@ struct SimulationInput {
   std::vector<std::vector<int>> ranks;
 };
 
+/// What the simulator does besides timing.
 struct SimulationOptions {
-  bool record_timeline = true;
+  bool record_timeline = true;  ///< fill SimulationResult::timeline (the search does not)
   /// Replicas whose transfer times are all equal behave identically; simulate one of each
   /// kind. Results are the same either way (a test checks it); only the work differs.
   bool merge_identical_replicas = true;

@@ -107,6 +107,7 @@ class StageEvaluator {
   /// The slowest single send at any boundary position over either kind of link, in ns.
   int64_t largest_transfer_ns() const { return largest_transfer_ns_; }
 
+  /// What the evaluator was built from.
   int num_layers() const { return table_.num_layers(); }
   int pp() const { return problem_.pp; }
   int64_t device_memory_bytes() const { return problem_.device_memory_bytes; }

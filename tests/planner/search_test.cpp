@@ -105,6 +105,7 @@ TEST(SearchTest, FlagsNarrowTheSearch) {
 TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
   std::mt19937_64 rng(99);
   int pruned = 0;
+  size_t reported = 0;
   for (int case_idx = 0; case_idx < 30; ++case_idx) {
     const Profile profile = testing::make_profile(testing::random_layers(rng, 3 + case_idx % 6),
                                                   {1, 2, 4}, 64, 1000, 0.02, 2e6);
@@ -123,9 +124,19 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
     ASSERT_EQ(fast.plans.size(), full.plans.size()) << "case " << case_idx;
     for (size_t idx = 0; idx < fast.plans.size(); ++idx)
       EXPECT_EQ(to_json(fast.plans[idx]), to_json(full.plans[idx])) << "case " << case_idx;
+    // Families reported infeasible with pruning are infeasible (the reasons may differ).
+    auto family = [](const std::string& line) { return line.substr(0, line.find(':')); };
+    for (const std::string& line : fast.infeasible) {
+      const bool also =
+          std::any_of(full.infeasible.begin(), full.infeasible.end(),
+                      [&](const std::string& other) { return family(other) == family(line); });
+      EXPECT_TRUE(also) << line;
+    }
+    reported += fast.infeasible.size();
     pruned += fast.pruned;
   }
   EXPECT_GT(pruned, 100);  // the bound does prune
+  EXPECT_GT(reported, 0u);
 }
 
 TEST(SearchTest, EveryInfeasibleFamilyHasAReason) {
