@@ -110,7 +110,9 @@ void BM_Simulate(benchmark::State& state) {
   input.ranks = {std::vector<int>(pp)};
   for (int stage = 0; stage < pp; ++stage) input.ranks[0][stage] = stage;
   for (auto _ : state)
-    benchmark::DoNotOptimize(simulate(input, {/*record_timeline=*/false, true}).iteration_ms);
+    benchmark::DoNotOptimize(
+        simulate(input, {/*record_timeline=*/false, /*merge_identical_replicas=*/true})
+            .iteration_ms);
   // Forward, backward and their sends and receives of every micro-batch on every stage.
   state.counters["actions_per_s"] =
       benchmark::Counter(static_cast<double>(pp) * input.num_micro_batches * 6,

@@ -48,12 +48,12 @@ StageChoice StageEvaluator::evaluate_as(int stage_idx, int first, int last, bool
 StageChoice StageEvaluator::evaluate(int stage_idx, int first, int last) const {
   switch (problem_.policy) {
     case CheckpointPolicy::kNone:
-      return evaluate_as(stage_idx, first, last, false);
+      return evaluate_as(stage_idx, first, last, /*checkpoint=*/false);
     case CheckpointPolicy::kAll:
-      return evaluate_as(stage_idx, first, last, true);
+      return evaluate_as(stage_idx, first, last, /*checkpoint=*/true);
     case CheckpointPolicy::kNeeded: {
-      const StageChoice plain = evaluate_as(stage_idx, first, last, false);
-      return plain.fits ? plain : evaluate_as(stage_idx, first, last, true);
+      const StageChoice plain = evaluate_as(stage_idx, first, last, /*checkpoint=*/false);
+      return plain.fits ? plain : evaluate_as(stage_idx, first, last, /*checkpoint=*/true);
     }
   }
   return {};

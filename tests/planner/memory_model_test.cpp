@@ -49,7 +49,7 @@ TEST(MemoryModelTest, EveryTermByHandGpipe) {
   EXPECT_EQ(s0.runtime_overhead_bytes, 1000);
   EXPECT_EQ(s0.total_bytes, 36000 + 16 + 2080 + 140 + 96 + 1000);
   // Stage 1 = layer 2.
-  const MemoryTerms s1 = stage_memory(table, gpipe, 1, 2, 3, false);
+  const MemoryTerms s1 = stage_memory(table, gpipe, 1, 2, 3, /*checkpoint=*/false);
   EXPECT_EQ(s1.parameters_bytes + s1.gradients_bytes + s1.optimizer_state_bytes, 500 * 12);
   EXPECT_EQ(s1.buffers_bytes, 4);
   EXPECT_EQ(s1.activation_bytes_per_micro_batch, 160);
@@ -63,8 +63,8 @@ TEST(MemoryModelTest, OneFOneBHoldsMinOfMAndRemainingStages) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);
   const MemorySettings one_f_one_b = settings(Schedule::kOneFOneB, 2, 4);
-  const MemoryTerms s0 = stage_memory(table, one_f_one_b, 0, 0, 2, false);
-  const MemoryTerms s1 = stage_memory(table, one_f_one_b, 1, 2, 3, false);
+  const MemoryTerms s0 = stage_memory(table, one_f_one_b, 0, 0, 2, /*checkpoint=*/false);
+  const MemoryTerms s1 = stage_memory(table, one_f_one_b, 1, 2, 3, /*checkpoint=*/false);
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s0.activations_bytes, 1040);
   EXPECT_EQ(s0.total_bytes, 38292);
@@ -79,13 +79,15 @@ TEST(MemoryModelTest, CheckpointingKeepsOnlyTheStageInputPlusOneRecompute) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);
   // Stage 1 under 1f1b: one micro-batch in flight keeps its 48-byte input; recompute 160.
-  const MemoryTerms s1 = stage_memory(table, settings(Schedule::kOneFOneB, 2, 4), 1, 2, 3, true);
+  const MemoryTerms s1 =
+      stage_memory(table, settings(Schedule::kOneFOneB, 2, 4), 1, 2, 3, /*checkpoint=*/true);
   EXPECT_EQ(s1.activation_bytes_per_micro_batch, 48);
   EXPECT_EQ(s1.activations_bytes, 48);
   EXPECT_EQ(s1.recompute_bytes, 160);
   EXPECT_EQ(s1.total_bytes, 6000 + 4 + 48 + 160 + 180 + 96 + 1000);
   // Stage 0 keeps the model input: 5 floats × 2 samples = 40 bytes per micro-batch.
-  const MemoryTerms s0 = stage_memory(table, settings(Schedule::kGpipe, 2, 4), 0, 0, 2, true);
+  const MemoryTerms s0 =
+      stage_memory(table, settings(Schedule::kGpipe, 2, 4), 0, 0, 2, /*checkpoint=*/true);
   EXPECT_EQ(s0.activation_bytes_per_micro_batch, 40);
   EXPECT_EQ(s0.activations_bytes, 160);
   EXPECT_EQ(s0.recompute_bytes, 520);
@@ -97,7 +99,7 @@ TEST(MemoryModelTest, BytesPerParameterFollowOptimizerAndPrecision) {
   const LayerTable table(profile, 2, OptimizerKind::kAdamw);
   const MemoryTerms adamw_amp = stage_memory(
       table, settings(Schedule::kGpipe, 1, 1, 1, OptimizerKind::kAdamw, Precision::kAmpBf16), 0, 0,
-      2, false);
+      2, /*checkpoint=*/false);
   EXPECT_EQ(adamw_amp.parameters_bytes, 12000);
   EXPECT_EQ(adamw_amp.gradients_bytes, 12000);
   EXPECT_EQ(adamw_amp.optimizer_state_bytes, 24000);  // two moments
@@ -109,8 +111,10 @@ TEST(MemoryModelTest, BytesPerParameterFollowOptimizerAndPrecision) {
 TEST(MemoryModelTest, DataParallelAddsOnlyTheGradientBucket) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);
-  const MemoryTerms one = stage_memory(table, settings(Schedule::kGpipe, 2, 4, 1), 1, 2, 3, false);
-  const MemoryTerms four = stage_memory(table, settings(Schedule::kGpipe, 2, 4, 4), 1, 2, 3, false);
+  const MemoryTerms one =
+      stage_memory(table, settings(Schedule::kGpipe, 2, 4, 1), 1, 2, 3, /*checkpoint=*/false);
+  const MemoryTerms four =
+      stage_memory(table, settings(Schedule::kGpipe, 2, 4, 4), 1, 2, 3, /*checkpoint=*/false);
   EXPECT_EQ(four.comm_buffers_bytes - one.comm_buffers_bytes, 500 * 4);
   EXPECT_EQ(four.total_bytes - one.total_bytes, 500 * 4);
   // The bucket is capped at 25 MiB.
@@ -202,10 +206,10 @@ TEST(MemoryModelTest, LowerBoundNeverExceedsTheTotalAndGrowsWithTheRange) {
   const LayerTable three(profile, 2, OptimizerKind::kSgd);
   const MemorySettings gpipe = settings(Schedule::kGpipe, 2, 4);
   EXPECT_EQ(three.min_inner_boundary_bytes(), 48);
-  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, false), 39332);
-  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, true), 37932);
-  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 1, 1, 3, false),
-            stage_memory(three, gpipe, 1, 1, 3, false).total_bytes - 2 * (80 - 48));
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/false), 39332);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/true), 37932);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 1, 1, 3, /*checkpoint=*/false),
+            stage_memory(three, gpipe, 1, 1, 3, /*checkpoint=*/false).total_bytes - 2 * (80 - 48));
 }
 
 }  // namespace

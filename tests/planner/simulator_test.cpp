@@ -122,7 +122,7 @@ TEST(SimulatorTest, AllReduceWaitsForTheLastReplicaThenTheOptimizerRuns) {
   in.activation_ms[1] = {1};
   in.gradient_ms[1] = {1};
   for (bool merge : {true, false}) {
-    const SimulationResult result = simulate(in, {true, merge});
+    const SimulationResult result = simulate(in, {/*record_timeline=*/true, merge});
     EXPECT_DOUBLE_EQ(result.iteration_ms, 9);
     for (int replica = 0; replica < 3; ++replica) {
       EXPECT_EQ(events(result, replica * 2 + 1, TimelineKind::kAllReduce), (Spans{{-1, 4, 6}}));
@@ -139,8 +139,10 @@ TEST(SimulatorTest, MergingIdenticalReplicasChangesNothing) {
       Schedule::kOneFOneB, 3, 5,
       {{1, 2, 0, 0.5, 0.2}, {1.5, 2.5, 1.5, 0.7, 0.3}, {0.5, 1, 0, 0.1, 0.1}}, 0.25, /*dp=*/4);
   in.activation_ms[2] = {0.75, 0.25};
-  const SimulationResult merged = simulate(in, {true, true});
-  const SimulationResult separate = simulate(in, {true, false});
+  const SimulationResult merged =
+      simulate(in, {/*record_timeline=*/true, /*merge_identical_replicas=*/true});
+  const SimulationResult separate =
+      simulate(in, {/*record_timeline=*/true, /*merge_identical_replicas=*/false});
   EXPECT_EQ(merged.iteration_ms, separate.iteration_ms);
   EXPECT_EQ(merged.busy_ms, separate.busy_ms);
   EXPECT_EQ(merged.timeline.events.size(), separate.timeline.events.size());
@@ -152,7 +154,10 @@ TEST(SimulatorTest, LowerBoundsNeverExceedTheSimulation) {
       SimulationInput in =
           pipeline(schedule, 3, m,
                    {{2, 1, 0, 0.5, 0.2}, {0.2, 0.3, 0.2, 0.7, 0.3}, {1, 3, 0, 0.1, 0.1}}, 0.3, 2);
-      EXPECT_LE(iteration_lower_bound_ms(in), simulate(in, {false, true}).iteration_ms + 1e-9);
+      EXPECT_LE(iteration_lower_bound_ms(in),
+                simulate(in, {/*record_timeline=*/false, /*merge_identical_replicas=*/true})
+                        .iteration_ms +
+                    1e-9);
     }
 }
 
