@@ -157,6 +157,7 @@ Plan make_test_plan(const TestPlanSpec& spec) {
   plan.model = models::model_ref(model);
   plan.cluster.devices = spec.dp * spec.pp;
   plan.cluster.device_memory_bytes = int64_t{1} << 30;
+  plan.cluster.devices_per_node = plan.cluster.devices;  // all ranks on this machine
   plan.dp = spec.dp;
   plan.pp = spec.pp;
   plan.micro_batch_size = spec.micro_batch_size;
