@@ -16,7 +16,7 @@ namespace pipeplan::testing {
 namespace {
 
 // Models of the split-equivalence test; the GPT family adds "gpt_tiny" when it merges.
-const std::vector<std::string> kEquivalenceModels = {"mlp_tiny"};
+const std::vector<std::string> kEquivalenceModels = {"mlp_tiny", "gpt_tiny"};
 constexpr int kSteps = 5;
 constexpr double kLossRelativeTolerance = 1e-5;
 constexpr double kParameterRelativeTolerance = 1e-5;
