@@ -338,16 +338,20 @@ void Comm::send(ActionKind kind, int peer, int micro_batch, const torch::Tensor&
   d.sends.push_back(std::move(started));
 }
 
-void Comm::wait_sends() {
+void Comm::wait_sends(int keep_outstanding) {
   Impl& d = *impl_;
-  for (const StartedSend& started : d.sends) {
+  const size_t keep = static_cast<size_t>(std::max(keep_outstanding, 0));
+  if (d.sends.size() <= keep) return;
+  const size_t done = d.sends.size() - keep;
+  for (size_t idx = 0; idx < done; ++idx) {
+    const StartedSend& started = d.sends[idx];
     const int peer = started.kind == ActionKind::kSendActivation ? d.next_rank : d.prev_rank;
     wait_work(started.work, d.device_wait_timeout(), [&] {
       return detail::concat("rank ", d.env.rank, ": sending the ", boundary_name(started.kind),
                             " of micro-batch ", started.micro_batch, " to rank ", peer);
     });
   }
-  d.sends.clear();
+  d.sends.erase(d.sends.begin(), d.sends.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 void Comm::average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes) {

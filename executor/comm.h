@@ -67,8 +67,9 @@ class Comm {
   /// Starts sending `tensor` (`kind` kSendActivation or kSendGradient) to neighbour `peer`; the
   /// transfer completes in the background and is waited by wait_sends.
   void send(ActionKind kind, int peer, int micro_batch, const torch::Tensor& tensor);
-  /// Waits for every send started since the last call.
-  void wait_sends();
+  /// Waits for the oldest sends until at most `keep_outstanding` are still in flight (0: all),
+  /// so that a rank never holds more than that many sent tensors alive.
+  void wait_sends(int keep_outstanding = 0);
 
   /// Averages `flat` (this stage's flat gradients) over the stage's replicas in place: sums
   /// slices of `bucket_bytes` with concurrent all-reduces, then divides by dp. No-op for dp=1.

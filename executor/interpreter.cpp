@@ -123,6 +123,7 @@ void Interpreter::backward(const Action& action) {
 void Interpreter::send(const Action& action) {
   const int mb = action.micro_batch;
   PIPEPLAN_ASSERT(outgoing_[mb].defined(), "nothing to send at ", to_string(action));
+  timed(EventKind::kSendWait, mb, [&] { comm_.wait_sends(kMaxOutstandingSends - 1); });
   timed(EventKind::kSend, mb, [&] { comm_.send(action.kind, action.peer, mb, outgoing_[mb]); });
   outgoing_[mb] = torch::Tensor();
 }

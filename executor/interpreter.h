@@ -41,12 +41,17 @@ struct IterationOutcome {
 /// one each time one is consumed. A receive is waited only right before the forward or backward
 /// that needs it, so its transfer overlaps the compute before it (Gloo moves data only once the
 /// receiver has posted). Memory cost: kRecvLookahead extra boundary tensors per kind beyond the
-/// in-flight activations. Sends start at once and are waited at the end of the pass: with
-/// blocking sends, 1f1b deadlocks (stage 0 sends its next activation while stage 1 sends a
-/// gradient back).
+/// in-flight activations. Sends are asynchronous (with blocking sends, 1f1b deadlocks: stage 0
+/// sends its next activation while stage 1 sends a gradient back); at most kMaxOutstandingSends
+/// are in flight (a further send first waits for the oldest) and the rest are waited at the
+/// end of the pass, so sent tensors never pile up (a forward-only evaluation pass would
+/// otherwise hold every test micro-batch's activation).
 class Interpreter {
  public:
   static constexpr int kRecvLookahead = 2;
+  /// Sends in flight at most; a further send first waits for the oldest, so a rank holds at
+  /// most this many sent tensors (the memory model's communication buffers assume it).
+  static constexpr int kMaxOutstandingSends = 2;
   /// Gradient all-reduce bucket size (as DDP's default).
   static constexpr int64_t kGradientBucketBytes = 25 * 1024 * 1024;
 
