@@ -112,6 +112,7 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
                       const ProgressFn& progress) {
   options.validate();
   if (options.threads) at::set_num_threads(*options.threads);
+  keep_freed_cpu_memory();
   const c10::Device device = parse_device(options.device);
   LayerSettings settings;
   settings.device = device;

@@ -41,7 +41,8 @@ using ProgressFn = std::function<void(int layer_idx, int num_layers, const std::
 /// layer i > 0 the output of layer i - 1 at the same batch size, so every layer sees realistic
 /// shapes and values. Layer 0's input needs no gradient (it is the data); every later layer's
 /// does. The last layer's forward and backward include the loss (compute_loss against
-/// random_batch's target). Applies `threads` for the rest of the process.
+/// random_batch's target). Applies `threads` and keep_freed_cpu_memory() for the rest of the
+/// process.
 Profile profile_model(const models::Model& model, const ProfileOptions& options,
                       const ProgressFn& progress = {});
 
