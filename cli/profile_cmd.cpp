@@ -41,10 +41,9 @@ int run_profile(ProfileFlags& flags) {
 
   ProgressLine progress_line;
   const Profile profile = profiler::profile_model(
-      model, options,
-      [&](int layer_idx, int num_layers, const std::string& name, int64_t batch_size) {
-        progress_line.update(detail::concat("layer ", layer_idx + 1, "/", num_layers, " (", name,
-                                            ") b=", batch_size));
+      model, options, [&](int first_layer, int last_layer, int num_layers, int64_t batch_size) {
+        progress_line.update(detail::concat("layers ", first_layer + 1, "-", last_layer, " of ",
+                                            num_layers, ", b=", batch_size));
       });
   write_profile(flags.output, profile);
   return 0;
@@ -67,10 +66,10 @@ Runner add_profile_command(CLI::App& app) {
   sub->add_option("--precision", options.precision, "fp32, or amp-bf16 / amp-fp16 (CUDA autocast)")
       ->capture_default_str();
   sub->add_option("--warmup", options.warmup,
-                  "Untimed runs per layer, size and phase (forward, backward)")
+                  "Untimed passes (every layer's forward, then backward) per batch size")
       ->capture_default_str();
   sub->add_option("--repeats", options.repeats,
-                  "Timed runs of forward and of backward per layer and size (median, p90)")
+                  "Timed passes (every layer's forward, then backward) per batch size; median, p90")
       ->capture_default_str();
   flags->threads_option = sub->add_option("--threads", flags->threads,
                                           "Intra-op CPU threads (default: LibTorch's choice)");
