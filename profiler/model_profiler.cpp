@@ -68,6 +68,7 @@ struct ChainContext {
   const ProfileOptions& options;
   LayerProfiler& profiler;
   const ProgressFn& progress;
+  const BarrierFn& barrier;
 };
 
 // Builds the chain's layers on the device in training mode, and their profiles' static facts.
@@ -106,6 +107,7 @@ std::vector<LayerProfile> profile_chain(const ChainContext& context, const Layer
       loss = [&](const torch::Tensor& output) {
         return models::compute_loss(context.model, output, target);
       };
+    if (context.barrier) context.barrier();
     std::vector<LayerMeasurement> measurements = context.profiler.measure_chain(
         layers, activations.inputs[size_idx], /*input_requires_grad=*/chain.first > 0, loss);
     for (size_t offset = 0; offset < layers.size(); ++offset) {
@@ -114,6 +116,7 @@ std::vector<LayerProfile> profile_chain(const ChainContext& context, const Layer
     }
     activations.inputs[size_idx] = ends_model ? torch::Tensor() : measurements.back().output;
   }
+  if (context.barrier) context.barrier();
   for (size_t offset = 0; offset < layers.size(); ++offset) {
     profiles[offset].optimizer_step_ms = context.profiler.optimizer_step_ms(*layers[offset]);
     profiles[offset].fits = fit_points(profiles[offset].points);
@@ -131,6 +134,7 @@ void ProfileOptions::validate() const {
   PIPEPLAN_CHECK(warmup >= 0, "--warmup: ", warmup, " is negative (use 0 or more)");
   PIPEPLAN_CHECK(repeats >= 1, "--repeats: ", repeats, " is below 1");
   if (threads) PIPEPLAN_CHECK(*threads >= 1, "--threads: ", *threads, " is below 1");
+  PIPEPLAN_CHECK(co_located >= 1, "--co-located: ", co_located, " is below 1");
   PIPEPLAN_CHECK(seed <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
                  "--seed: ", seed, " is above 2^63 - 1");
 }
@@ -152,8 +156,9 @@ std::vector<LayerChain> split_into_chains(const models::Model& model, int64_t bu
 }
 
 Profile profile_model(const models::Model& model, const ProfileOptions& options,
-                      const ProgressFn& progress) {
+                      const ProgressFn& progress, const BarrierFn& barrier) {
   options.validate();
+  PIPEPLAN_ASSERT(options.co_located == 1 || barrier, "co-located processes need a barrier");
   if (options.threads) at::set_num_threads(*options.threads);
   keep_freed_cpu_memory();
   const c10::Device device = parse_device(options.device);
@@ -172,13 +177,13 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   profile.settings.precision = precision_name(settings.precision);
   profile.settings.warmup = options.warmup;
   profile.settings.repeats = options.repeats;
-  profile.settings.co_located = 1;
+  profile.settings.co_located = options.co_located;
   profile.settings.seed = options.seed;
   profile.device = describe_device(device);
 
   LayerProfiler profiler(settings);
   Activations activations = first_inputs(model, profile.settings.batch_sizes, options.seed, device);
-  const ChainContext context{model, options, profiler, progress};
+  const ChainContext context{model, options, profiler, progress, barrier};
   for (const LayerChain& chain : split_into_chains(model, options.chain_budget_bytes))
     for (LayerProfile& layer : profile_chain(context, chain, activations))
       profile.layers.push_back(std::move(layer));

@@ -30,13 +30,16 @@ struct ProfileOptions {
   std::optional<int>
       threads;        ///< intra-op threads (at::set_num_threads); LibTorch's default if unset
   uint64_t seed = 0;  ///< layer weights (build_layers) and the random batch
+  /// Processes measuring at once (`--co-located`), recorded in the profile; the caller starts
+  /// them and passes profile_model a barrier that synchronises them.
+  int co_located = 1;
   /// Limit of the training bytes (kTrainingBytesPerParamByte x parameter bytes) of the layers
   /// built and timed together (split_into_chains); not a flag.
   int64_t chain_budget_bytes = kDefaultChainBudgetBytes;
 
   /// Throws Error(kBadInput) naming the flag: unknown or unavailable device, unknown precision
   /// or one the device cannot run, no batch sizes or one below 1, warmup < 0, repeats < 1,
-  /// threads < 1. Checks only; changes nothing.
+  /// threads < 1, co_located < 1. Checks only; changes nothing.
   void validate() const;
 };
 
@@ -56,6 +59,9 @@ std::vector<LayerChain> split_into_chains(const models::Model& model, int64_t bu
 using ProgressFn =
     std::function<void(int first_layer, int last_layer, int num_layers, int64_t batch_size)>;
 
+/// Blocks until every co-located measuring process has called it as often (a barrier).
+using BarrierFn = std::function<void()>;
+
 /// Profiles every layer of `model` at every batch size (ascending, duplicates dropped).
 /// The layers are taken in chains (split_into_chains with `chain_budget_bytes`): a chain's
 /// layers are built together (build_layers(model, first, last, seed)), moved to the device,
@@ -66,9 +72,11 @@ using ProgressFn =
 /// input needs no gradient (it is the data); every later layer's does. The last layer's forward
 /// and backward include the loss (compute_loss against random_batch's target); the last layer
 /// of any other chain starts its backward from a random gradient. Applies `threads` and
-/// keep_freed_cpu_memory() for the rest of the process.
+/// keep_freed_cpu_memory() for the rest of the process. With `co_located` > 1, `barrier` is
+/// required; it is called before each chain is measured at each batch size and before its
+/// optimizer steps, so that the co-located processes measure the same work at the same time.
 Profile profile_model(const models::Model& model, const ProfileOptions& options,
-                      const ProgressFn& progress = {});
+                      const ProgressFn& progress = {}, const BarrierFn& barrier = {});
 
 /// Now, in UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
 std::string utc_timestamp();

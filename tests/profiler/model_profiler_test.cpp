@@ -139,6 +139,18 @@ TEST(ModelProfilerTest, ChainsOfOneLayerGiveTheSameShapesAndMemory) {
   }
 }
 
+TEST(ModelProfilerTest, CoLocatedProfileMeetsAtTheBarrierBeforeEachChainAndSize) {
+  const models::Model model = models::make_model("mlp_tiny");
+  ProfileOptions options = quick_options({1, 2});
+  options.co_located = 2;
+  options.chain_budget_bytes = 1;  // one chain per layer
+  int barrier_calls = 0;
+  const Profile profile = profile_model(model, options, {}, [&] { ++barrier_calls; });
+  EXPECT_EQ(profile.settings.co_located, 2);
+  // Per chain: one per batch size, one before the optimizer steps.
+  EXPECT_EQ(barrier_calls, static_cast<int>(model.layers.size()) * (2 + 1));
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -261,6 +273,9 @@ TEST(ModelProfilerTest, OptionsAreCheckedWithTheFlagNamed) {
   options = ProfileOptions();
   options.threads = 0;
   EXPECT_EQ(error_of(options), "--threads: 0 is below 1");
+  options = ProfileOptions();
+  options.co_located = 0;
+  EXPECT_EQ(error_of(options), "--co-located: 0 is below 1");
   options = ProfileOptions();
   options.precision = "fp8";
   EXPECT_EQ(error_of(options), "--precision: 'fp8' is not fp32, amp-bf16 or amp-fp16");
