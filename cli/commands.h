@@ -18,5 +18,11 @@ Runner add_models_command(CLI::App& app);
 Runner add_profile_command(CLI::App& app);
 /// `pipeplan launch`: start N local ranks the way torchrun does.
 Runner add_launch_command(CLI::App& app);
+/// `pipeplan train`: run a plan to train -> run.json, steps.jsonl, checkpoints.
+Runner add_train_command(CLI::App& app);
+/// `pipeplan plan`: search the best dp x pp plan for a profile -> plan.json.
+Runner add_plan_command(CLI::App& app);
+/// `pipeplan simulate`: replay a plan's schedule -> timeline trace and SVG.
+Runner add_simulate_command(CLI::App& app);
 
 }  // namespace pipeplan::cli

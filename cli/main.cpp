@@ -20,6 +20,9 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"models", pipeplan::cli::add_models_command},
     {"profile", pipeplan::cli::add_profile_command},
+    {"plan", pipeplan::cli::add_plan_command},
+    {"simulate", pipeplan::cli::add_simulate_command},
+    {"train", pipeplan::cli::add_train_command},
     {"launch", pipeplan::cli::add_launch_command},
 };
 

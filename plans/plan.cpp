@@ -36,6 +36,9 @@ std::string word_of(Enum value, const std::pair<const char*, Enum> (&words)[N]) 
   PIPEPLAN_ASSERT(false, "enum value without a word");
 }
 
+constexpr std::pair<const char*, int64_t> kDtypeBytes[] = {
+    {"float32", 4}, {"int64", 8}, {"bfloat16", 2}, {"float16", 2}};
+
 void validate_stages(const Plan& plan, std::string_view document) {
   PIPEPLAN_CHECK(static_cast<int>(plan.stages.size()) == plan.pp, document, ": stages: ",
                  plan.stages.size(), " stages for pp=", plan.pp);
@@ -46,6 +49,13 @@ void validate_stages(const Plan& plan, std::string_view document) {
                    stage.first, " (expected ", expected_first, ": stages must be contiguous)");
     PIPEPLAN_CHECK(stage.last > stage.first, document, ": stages[", stage_idx, "].last: ",
                    stage.last, " must be greater than first=", stage.first);
+    const std::string where = detail::concat(document, ": stages[", stage_idx, "].");
+    dtype_bytes(stage.input_dtype, where + "input_dtype");
+    dtype_bytes(stage.output_dtype, where + "output_dtype");
+    for (int64_t dim : stage.input_sample_shape)
+      PIPEPLAN_CHECK(dim >= 1, where, "input_sample_shape: dimension ", dim, " must be >= 1");
+    for (int64_t dim : stage.output_sample_shape)
+      PIPEPLAN_CHECK(dim >= 1, where, "output_sample_shape: dimension ", dim, " must be >= 1");
     expected_first = stage.last;
   }
   PIPEPLAN_CHECK(expected_first == plan.model.num_layers, document, ": stages: cover layers [0, ",
@@ -67,10 +77,31 @@ void validate_ranks(const Plan& plan, std::string_view document) {
     PIPEPLAN_CHECK(placed.insert({assignment.stage, assignment.replica}).second, document,
                    ": ranks[", rank, "]: stage ", assignment.stage, " of replica ",
                    assignment.replica, " is placed twice");
+    const int per_node = plan.cluster.devices_per_node;
+    PIPEPLAN_CHECK(assignment.node == static_cast<int>(rank) / per_node, document, ": ranks[", rank,
+                   "].node: ", assignment.node, " (expected rank / devices_per_node = ",
+                   static_cast<int>(rank) / per_node, ")");
+    PIPEPLAN_CHECK(assignment.local_rank == static_cast<int>(rank) % per_node, document,
+                   ": ranks[", rank, "].local_rank: ", assignment.local_rank,
+                   " (expected rank % devices_per_node = ", static_cast<int>(rank) % per_node, ")");
   }
 }
 
 }  // namespace
+
+int64_t dtype_bytes(std::string_view dtype, std::string_view field) {
+  for (const auto& [word, bytes] : kDtypeBytes)
+    if (dtype == word) return bytes;
+  throw Error(ErrorKind::kBadInput, detail::concat(field, ": ", quote(dtype),
+                                                   " is not float32, int64, bfloat16 or float16"));
+}
+
+int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_view dtype,
+                         int64_t batch) {
+  int64_t elements = batch;
+  for (int64_t dim : sample_shape) elements *= dim;
+  return elements * dtype_bytes(dtype, "activation dtype");
+}
 
 std::string to_string(Schedule schedule) { return word_of(schedule, kScheduleWords); }
 std::string to_string(Precision precision) { return word_of(precision, kPrecisionWords); }
@@ -104,6 +135,10 @@ void Plan::validate(std::string_view document) const {
                  " is not dp*pp=", dp * pp);
   PIPEPLAN_CHECK(cluster.device_kind == "cpu" || cluster.device_kind == "cuda", document,
                  ": cluster.device_kind: ", quote(cluster.device_kind), " is not 'cpu' or 'cuda'");
+  PIPEPLAN_CHECK(cluster.devices_per_node >= 1, document, ": cluster.devices_per_node: ",
+                 cluster.devices_per_node, " must be at least 1");
+  PIPEPLAN_CHECK(cluster.device_memory_bytes >= 1, document, ": cluster.device_memory_bytes: ",
+                 cluster.device_memory_bytes, " must be at least 1");
   PIPEPLAN_CHECK(micro_batch_size >= 1, document, ": micro_batch_size: ", micro_batch_size,
                  " must be at least 1");
   PIPEPLAN_CHECK(num_micro_batches >= 1, document, ": num_micro_batches: ", num_micro_batches,

@@ -20,6 +20,13 @@ enum class Schedule { kGpipe, kOneFOneB };
 enum class Precision { kFp32, kAmpBf16, kAmpFp16 };
 enum class OptimizerKind { kSgd, kAdamw };
 
+/// Bytes of one element of an activation dtype: float32 4, int64 8, bfloat16 2, float16 2.
+/// Throws Error(kBadInput) naming `field` for any other word.
+int64_t dtype_bytes(std::string_view dtype, std::string_view field);
+/// Bytes of a tensor of `batch` samples of `sample_shape` (no batch dimension) and `dtype`.
+int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_view dtype,
+                         int64_t batch);
+
 std::string to_string(Schedule schedule);        ///< "gpipe", "1f1b"
 std::string to_string(Precision precision);      ///< "fp32", "amp-bf16", "amp-fp16"
 std::string to_string(OptimizerKind optimizer);  ///< "sgd", "adamw"
@@ -46,12 +53,13 @@ struct OptimizerSettings {
   static OptimizerSettings defaults_for(OptimizerKind kind);
 };
 
-/// The devices a plan is for.
+/// The devices a plan is for. A bandwidth of 0 means "not measured": transfers over that kind
+/// of link are predicted to be free (the plan's notes say so).
 struct Cluster {
   std::string device_kind = "cpu";  ///< "cpu" or "cuda"
   int devices = 1;
   int64_t device_memory_bytes = 0;  ///< usable memory of one device
-  int devices_per_node = 1;
+  int devices_per_node = 1;         ///< rank r runs on node r / devices_per_node
   double intra_node_bandwidth_bytes_per_s = 0;
   double inter_node_bandwidth_bytes_per_s = 0;
   double latency_ms = 0;  ///< per message, point-to-point
@@ -73,8 +81,8 @@ struct RankAssignment {
   int rank = 0;
   int stage = 0;
   int replica = 0;
-  int node = 0;
-  int local_rank = 0;
+  int node = 0;        ///< rank / devices_per_node
+  int local_rank = 0;  ///< rank % devices_per_node
   std::string device = "cpu";  ///< "cpu" or "cuda:N"
 };
 
@@ -102,6 +110,8 @@ struct StagePrediction {
   double recompute_ms = 0;  ///< extra forward per micro-batch when checkpointed
   double p2p_ms = 0;        ///< sending one micro-batch's boundary tensors
   double compute_ms = 0;    ///< all micro-batches of one iteration
+  double allreduce_ms = 0;  ///< the gradient all-reduce over the stage's replicas (0 if dp = 1)
+  double optimizer_ms = 0;  ///< one optimizer step over the stage's parameters
   double busy_ms = 0;       ///< simulated, per iteration
   double idle_ms = 0;       ///< simulated, per iteration
   int64_t peak_memory_bytes = 0;
@@ -113,8 +123,8 @@ struct Predictions {
   double iteration_ms = 0;
   double samples_per_s = 0;
   double bubble_fraction = 0;  ///< idle share of all ranks' time in one iteration
-  double allreduce_ms = 0;
-  double optimizer_ms = 0;
+  double allreduce_ms = 0;     ///< the longest stage all-reduce
+  double optimizer_ms = 0;     ///< the longest stage optimizer step
   std::vector<StagePrediction> stages;
   std::vector<std::string> notes;  ///< e.g. "micro-batch 64 is beyond the profiled 1..32"
 };
@@ -140,8 +150,9 @@ struct Plan {
   Predictions predictions;
 
   /// Consistency: dp·pp = devices = ranks; pp stages, contiguous, non-empty, covering
-  /// [0, num_layers); global_batch = dp · num_micro_batches · micro_batch_size; each
-  /// (stage, replica) on exactly one rank. Throws Error(kBadInput) naming the field.
+  /// [0, num_layers), with known dtypes; global_batch = dp · num_micro_batches ·
+  /// micro_batch_size; each (stage, replica) on exactly one rank; node and local_rank follow
+  /// from the rank and devices_per_node. Throws Error(kBadInput) naming the field.
   void validate(std::string_view document) const;
 };
 

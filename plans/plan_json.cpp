@@ -110,7 +110,8 @@ const std::pair<const char*, int64_t MemoryTerms::*> kMemoryFields[] = {
 const std::pair<const char*, double StagePrediction::*> kStageTimeFields[] = {
     {"fwd_ms", &StagePrediction::fwd_ms},         {"bwd_ms", &StagePrediction::bwd_ms},
     {"recompute_ms", &StagePrediction::recompute_ms}, {"p2p_ms", &StagePrediction::p2p_ms},
-    {"compute_ms", &StagePrediction::compute_ms}, {"busy_ms", &StagePrediction::busy_ms},
+    {"compute_ms", &StagePrediction::compute_ms}, {"allreduce_ms", &StagePrediction::allreduce_ms},
+    {"optimizer_ms", &StagePrediction::optimizer_ms}, {"busy_ms", &StagePrediction::busy_ms},
     {"idle_ms", &StagePrediction::idle_ms},
 };
 
@@ -148,6 +149,7 @@ Predictions predictions_from(const JsonReader& r) {
   p.allreduce_ms = r.non_negative("allreduce_ms");
   p.optimizer_ms = r.non_negative("optimizer_ms");
   for (const JsonReader& stage : r.objects("stages")) p.stages.push_back(stage_prediction_from(stage));
+  if (!r.at("notes").is_array()) r.fail("notes", "expected an array of strings");
   for (const Json& note : r.at("notes")) {
     if (!note.is_string()) r.fail("notes", "expected strings");
     p.notes.push_back(note.get<std::string>());

@@ -31,6 +31,8 @@ std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int 
   PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
   std::vector<Action> actions;
   const int m = num_micro_batches;
+  const int transfers_per_micro_batch = (stage_idx > 0) + (stage_idx < pp - 1);
+  actions.reserve(static_cast<size_t>(m) * 2 * (1 + transfers_per_micro_batch) + 2);
   if (schedule == Schedule::kGpipe) {
     for (int mb = 0; mb < m; ++mb) add_forward(&actions, pp, stage_idx, mb);
     for (int mb = 0; mb < m; ++mb) add_backward(&actions, pp, stage_idx, mb);
@@ -64,16 +66,37 @@ std::string to_string(const Action& action) {
   const std::string mb = std::to_string(action.micro_batch);
   const std::string peer = std::to_string(action.peer);
   switch (action.kind) {
-    case ActionKind::kRecvActivation: return "recv-act " + mb + " <- r" + peer;
-    case ActionKind::kForward: return "F" + mb;
-    case ActionKind::kSendActivation: return "send-act " + mb + " -> r" + peer;
-    case ActionKind::kRecvGradient: return "recv-grad " + mb + " <- r" + peer;
-    case ActionKind::kBackward: return "B" + mb;
-    case ActionKind::kSendGradient: return "send-grad " + mb + " -> r" + peer;
-    case ActionKind::kAllReduce: return "all-reduce";
-    case ActionKind::kOptimizerStep: return "step";
+    case ActionKind::kRecvActivation:
+      return "recv-act " + mb + " <- r" + peer;
+    case ActionKind::kForward:
+      return "F" + mb;
+    case ActionKind::kSendActivation:
+      return "send-act " + mb + " -> r" + peer;
+    case ActionKind::kRecvGradient:
+      return "recv-grad " + mb + " <- r" + peer;
+    case ActionKind::kBackward:
+      return "B" + mb;
+    case ActionKind::kSendGradient:
+      return "send-grad " + mb + " -> r" + peer;
+    case ActionKind::kAllReduce:
+      return "all-reduce";
+    case ActionKind::kOptimizerStep:
+      return "step";
   }
   return "?";
+}
+
+std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_micro_batches) {
+  PIPEPLAN_ASSERT(num_micro_batches >= 0);
+  std::vector<std::vector<Action>> per_rank(plan.ranks.size());
+  for (const RankAssignment& assignment : plan.ranks) {
+    std::vector<Action>& actions = per_rank[assignment.rank];
+    for (int mb = 0; mb < num_micro_batches; ++mb)
+      add_forward(&actions, plan.pp, assignment.stage, mb);
+    for (Action& action : actions)
+      if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
+  }
+  return per_rank;
 }
 
 }  // namespace pipeplan

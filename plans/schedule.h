@@ -55,4 +55,9 @@ std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 /// Short text for logs and tests: "F3", "B0", "recv-act 2 <- r1", "all-reduce", "step".
 std::string to_string(const Action& action);
 
+/// A forward-only pass over `num_micro_batches` (evaluation): for every rank of `plan`, each
+/// micro-batch's receive (stage > 0), forward, and send (stage < pp-1), in micro-batch order;
+/// no backward, all-reduce or optimizer step. Peers are ranks of the same replica.
+std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_micro_batches);
+
 }  // namespace pipeplan

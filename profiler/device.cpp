@@ -250,7 +250,7 @@ int64_t MemoryMeter::peak_bytes() const {
 AutocastScope::AutocastScope(const c10::Device& device, Precision precision) {
   if (precision == Precision::kFp32) return;
   PIPEPLAN_ASSERT(device.is_cuda(), "autocast on ", device.str());
-  cuda_.emplace(precision == Precision::kAmpBf16 ? at::kBFloat16 : at::kHalf);
+  cuda_.emplace(/*enabled=*/true, precision == Precision::kAmpBf16 ? at::kBFloat16 : at::kHalf);
 }
 
 }  // namespace pipeplan::profiler

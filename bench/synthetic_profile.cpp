@@ -1,0 +1,100 @@
+// Synthetic profiles: per-layer numbers from a GPT block's FLOP and byte counts, jittered.
+#include "bench/synthetic_profile.h"
+
+#include <random>
+#include <string>
+
+namespace pipeplan::bench {
+namespace {
+
+constexpr double kDeviceFlopsPerMs = 300e9;  // ~300 TFLOP/s of dense half precision
+constexpr double kLaunchOverheadMs = 0.02;   // per layer, independent of the batch
+constexpr double kBackwardOverForward = 2.0;
+constexpr int64_t kBytesPerActivationElement = 2;  // bf16 activations
+constexpr int64_t kRetainedElementsPerToken = 17;  // × hidden: a block's saved tensors
+constexpr int64_t kTransientElementsPerToken = 8;  // × hidden: the MLP's wide hidden
+constexpr double kInterconnectBytesPerS = 100e9;
+constexpr double kInterconnectLatencyMs = 0.02;
+
+LinearFit fit(const std::vector<LayerPoint>& points, double (*get)(const LayerPoint&)) {
+  std::vector<double> xs, ys;
+  for (const LayerPoint& p : points) {
+    xs.push_back(static_cast<double>(p.batch_size));
+    ys.push_back(get(p));
+  }
+  return fit_linear(xs, ys);
+}
+
+LayerProfile block(const SyntheticModel& model, int index, const std::vector<int64_t>& sizes,
+                   std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> jitter(0.85, 1.15);
+  const bool edge = index == 0 || index == model.num_layers - 1;  // embedding, head
+  const int64_t params = edge ? 50257 * model.hidden : 12 * model.hidden * model.hidden;
+  const double flops_per_sample = 2.0 * params * model.sequence * jitter(rng);
+  const int64_t tokens_x_hidden = model.sequence * model.hidden;
+  LayerProfile layer;
+  layer.index = index;
+  layer.name = edge ? (index == 0 ? "embedding" : "head") : "block" + std::to_string(index);
+  layer.kind = edge ? "edge" : "block";
+  layer.param_count = params;
+  layer.param_bytes = params * 4;
+  layer.output_dtype = "bfloat16";
+  layer.optimizer_step_ms = {{"sgd", params * 1.2e-8}, {"adamw", params * 2.0e-8}};
+  for (int64_t b : sizes) {
+    LayerPoint p;
+    p.batch_size = b;
+    p.fwd_ms = kLaunchOverheadMs + flops_per_sample * b / kDeviceFlopsPerMs;
+    p.bwd_ms = kLaunchOverheadMs + kBackwardOverForward * (p.fwd_ms - kLaunchOverheadMs);
+    p.fwd_ms_p90 = p.fwd_ms * 1.05;
+    p.bwd_ms_p90 = p.bwd_ms * 1.05;
+    p.output_shape = {b, model.sequence, model.hidden};
+    p.output_bytes = b * tokens_x_hidden * kBytesPerActivationElement;
+    p.saved_input_bytes = p.output_bytes;
+    p.saved_output_bytes = edge ? 0 : p.output_bytes / 2;
+    p.retained_bytes = b * tokens_x_hidden * kRetainedElementsPerToken * kBytesPerActivationElement;
+    p.fwd_transient_bytes = b * tokens_x_hidden * kTransientElementsPerToken;
+    p.bwd_transient_bytes = 2 * p.fwd_transient_bytes;
+    layer.points.push_back(p);
+  }
+  layer.fits.fwd_ms = fit(layer.points, [](const LayerPoint& p) { return p.fwd_ms; });
+  layer.fits.bwd_ms = fit(layer.points, [](const LayerPoint& p) { return p.bwd_ms; });
+  layer.fits.output_bytes =
+      fit(layer.points, [](const LayerPoint& p) { return double(p.output_bytes); });
+  layer.fits.retained_bytes =
+      fit(layer.points, [](const LayerPoint& p) { return double(p.retained_bytes); });
+  layer.fits.fwd_transient_bytes =
+      fit(layer.points, [](const LayerPoint& p) { return double(p.fwd_transient_bytes); });
+  layer.fits.bwd_transient_bytes =
+      fit(layer.points, [](const LayerPoint& p) { return double(p.bwd_transient_bytes); });
+  return layer;
+}
+
+}  // namespace
+
+Profile synthetic_profile(const SyntheticModel& model) {
+  Profile profile;
+  profile.tool_version = "0.1.0";
+  profile.created_at = "2026-11-22T00:00:00Z";
+  profile.model.name = "synthetic_gpt";
+  profile.model.hash = "fnv1a64:5e5e5e5e5e5e5e5e";
+  profile.model.num_layers = model.num_layers;
+  profile.model.input_shape = {model.sequence};
+  profile.model.input_dtype = "int64";
+  for (int idx = 0; idx < model.num_batch_sizes; ++idx)
+    profile.settings.batch_sizes.push_back(int64_t{1} << idx);
+  profile.settings.device = "cuda";
+  profile.settings.precision = "amp-bf16";
+  profile.settings.repeats = 10;
+  profile.device = {"cuda", "synthetic H100", 32, 1, int64_t{80} << 30, int64_t{1} << 30};
+  CommProfile link;
+  link.latency_ms = kInterconnectLatencyMs;
+  link.bandwidth_bytes_per_s = kInterconnectBytesPerS;
+  profile.interconnect = InterconnectProfile{"nccl", 2, link, link};
+  std::mt19937_64 rng(model.seed);
+  for (int idx = 0; idx < model.num_layers; ++idx)
+    profile.layers.push_back(block(model, idx, profile.settings.batch_sizes, rng));
+  profile.validate("synthetic profile");
+  return profile;
+}
+
+}  // namespace pipeplan::bench

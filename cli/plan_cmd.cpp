@@ -1,0 +1,196 @@
+// `pipeplan plan`: search the dp × pp plans of a profile for a cluster, write the best one and
+// print the ranked alternatives and why the rejected families do not fit.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/hash.h"
+#include "common/json.h"
+#include "common/units.h"
+#include "planner/search.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr int kDefaultTopK = 5;
+constexpr size_t kMaxStagesShown = 6;  // longer splits are shortened in the table
+
+struct PlanOptions {
+  std::string profile;
+  int devices = 0;
+  std::string device_memory;
+  int64_t global_batch = 0;
+  std::optional<int> devices_per_node;
+  std::optional<std::string> inter_node_bandwidth;
+  std::string optimizer = "sgd";
+  std::string schedule = "auto";
+  std::optional<int> pp;
+  std::optional<int> dp;
+  std::optional<int64_t> micro_batch_size;
+  std::string checkpoint = "auto";
+  std::string partition = "optimal";
+  int top = kDefaultTopK;
+  std::string output;
+};
+
+// "12.5GB", "12.5GB/s" or bytes per second.
+double parse_bandwidth(const std::string& text) {
+  std::string size = text;
+  if (size.size() > 2 && size.compare(size.size() - 2, 2, "/s") == 0) size.resize(size.size() - 2);
+  const int64_t bytes = parse_size(size, "--inter-node-bandwidth");
+  PIPEPLAN_CHECK(bytes > 0, "--inter-node-bandwidth: ", quote(text),
+                 " must be positive (a size per second such as 12.5GB)");
+  return static_cast<double>(bytes);
+}
+
+std::vector<CheckpointPolicy> parse_checkpoint(const std::string& text) {
+  if (text == "auto")
+    return {CheckpointPolicy::kNone, CheckpointPolicy::kAll, CheckpointPolicy::kNeeded};
+  if (text == "none") return {CheckpointPolicy::kNone};
+  PIPEPLAN_CHECK(text == "all", "--checkpoint: ", quote(text), " is not one of auto, none, all");
+  return {CheckpointPolicy::kAll};
+}
+
+void check_positive(const std::optional<int64_t>& value, const char* flag) {
+  PIPEPLAN_CHECK(!value || *value >= 1, flag, ": ", value.value_or(0), " must be at least 1");
+}
+
+PlanningContext make_context(const PlanOptions& o, const Profile& profile) {
+  PIPEPLAN_CHECK(o.devices >= 1, "--devices: ", o.devices, " must be at least 1");
+  PIPEPLAN_CHECK(o.global_batch >= 1, "--global-batch: ", o.global_batch, " must be at least 1");
+  const int64_t memory = parse_size(o.device_memory, "--device-memory");
+  PIPEPLAN_CHECK(memory > 0, "--device-memory: ", quote(o.device_memory),
+                 " must be positive (e.g. 24GiB)");
+  const int per_node = o.devices_per_node.value_or(o.devices);
+  PIPEPLAN_CHECK(per_node >= 1, "--devices-per-node: ", per_node, " must be at least 1");
+  const double inter = o.inter_node_bandwidth ? parse_bandwidth(*o.inter_node_bandwidth)
+                                              : kDefaultInterNodeBandwidthBytesPerS;
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = o.profile;
+  context.profile_hash = file_hash(o.profile);
+  context.cluster = make_cluster(profile, o.devices, memory, per_node, inter);
+  context.global_batch = o.global_batch;
+  context.optimizer = parse_optimizer(o.optimizer, "--optimizer");
+  context.precision =
+      parse_precision(profile.settings.precision, o.profile + ": settings.precision");
+  context.notes = planning_notes(profile, context.cluster, o.inter_node_bandwidth.has_value());
+  return context;
+}
+
+SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) {
+  check_positive(o.pp, "--pp");
+  check_positive(o.dp, "--dp");
+  check_positive(o.micro_batch_size, "--micro-batch-size");
+  PIPEPLAN_CHECK(o.top >= 1, "--top: ", o.top, " must be at least 1");
+  SearchOptions options;
+  options.pp = o.pp;
+  options.dp = o.dp;
+  options.micro_batch_size = o.micro_batch_size;
+  if (o.schedule != "auto") options.schedules = {parse_schedule(o.schedule, "--schedule")};
+  options.policies = parse_checkpoint(o.checkpoint);
+  options.partition = parse_partition(o.partition, profile.model.num_layers, "--partition");
+  options.top_k = o.top;
+  return options;
+}
+
+std::string split_text(const Plan& plan) {
+  std::string text;
+  for (size_t idx = 0; idx < plan.stages.size(); ++idx) {
+    if (plan.stages.size() > kMaxStagesShown && idx == kMaxStagesShown - 2) {
+      text += ",...";
+      idx = plan.stages.size() - 1;
+    }
+    text += detail::concat(idx == 0 ? "" : ",", plan.stages[idx].first, ":", plan.stages[idx].last);
+  }
+  return text;
+}
+
+std::string checkpoint_text(const Plan& plan) {
+  int checkpointed = 0;
+  for (const StagePlan& stage : plan.stages) checkpointed += stage.checkpoint;
+  if (checkpointed == 0) return "none";
+  if (checkpointed == plan.pp) return "all";
+  return detail::concat(checkpointed, "/", plan.pp, " stages");
+}
+
+void print_table(const SearchResult& result) {
+  std::printf("%-4s %5s %5s %6s %6s %-9s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
+              "m", "schedule", "checkpoint", "stages", "iteration_ms", "samples/s", "bubble",
+              "peak_memory");
+  for (size_t idx = 0; idx < result.plans.size(); ++idx) {
+    const Plan& plan = result.plans[idx];
+    int64_t peak = 0;
+    for (const StagePrediction& stage : plan.predictions.stages)
+      peak = std::max(peak, stage.peak_memory_bytes);
+    std::printf("%-4zu %5d %5d %6lld %6d %-9s %-12s %-28s %13.3f %11.1f %6.1f%% %11s\n", idx + 1,
+                plan.dp, plan.pp, static_cast<long long>(plan.micro_batch_size),
+                plan.num_micro_batches, to_string(plan.schedule).c_str(),
+                checkpoint_text(plan).c_str(), split_text(plan).c_str(),
+                plan.predictions.iteration_ms, plan.predictions.samples_per_s,
+                plan.predictions.bubble_fraction * 100, format_size(peak).c_str());
+  }
+}
+
+void print_rejections(const SearchResult& result) {
+  for (const std::string& reason : result.infeasible)
+    std::printf("infeasible: %s\n", reason.c_str());
+  if (result.pruned > 0)
+    std::printf("skipped %d of %d candidates: their bound on samples/s is below the top %zu\n",
+                result.pruned, result.candidates, result.plans.size());
+}
+
+int run_plan(const PlanOptions& o) {
+  check_writable(o.output, "-o");
+  const Profile profile = read_profile(o.profile);
+  const PlanningContext context = make_context(o, profile);
+  const SearchResult result = search(context, make_search_options(o, profile));
+  print_rejections(result);
+  if (result.plans.empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "pipeplan: no feasible plan for %d devices of %s: every candidate was rejected "
+                 "(reasons above)\n",
+                 o.devices, format_size(context.cluster.device_memory_bytes).c_str());
+    return 1;
+  }
+  print_table(result);
+  for (const std::string& note : result.plans.front().predictions.notes)
+    std::printf("note: %s\n", note.c_str());
+  write_plan(o.output, result.plans.front());
+  std::printf("wrote %s\n", o.output.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Search dp x pp plans for a cluster and write the best one (plan.json).");
+  sub->add_option("--profile", o->profile, "profile.json from `pipeplan profile`")->required();
+  sub->add_option("--devices", o->devices, "Number of devices")->required();
+  sub->add_option("--device-memory", o->device_memory, "Usable memory per device (24GiB)")
+      ->required();
+  sub->add_option("--global-batch", o->global_batch, "Samples per optimizer step")->required();
+  sub->add_option("--devices-per-node", o->devices_per_node, "Devices per node (default: all)");
+  sub->add_option("--inter-node-bandwidth", o->inter_node_bandwidth,
+                  "Bandwidth between nodes, a size per second (default 12.5GB, assumed)");
+  sub->add_option("--optimizer", o->optimizer, "sgd or adamw")->capture_default_str();
+  sub->add_option("--schedule", o->schedule, "auto, gpipe or 1f1b")->capture_default_str();
+  sub->add_option("--pp", o->pp, "Fix the number of stages");
+  sub->add_option("--dp", o->dp, "Fix the number of replicas");
+  sub->add_option("--micro-batch-size", o->micro_batch_size, "Fix the micro-batch size");
+  sub->add_option("--checkpoint", o->checkpoint, "auto, none or all")->capture_default_str();
+  sub->add_option("--partition", o->partition,
+                  "optimal, uniform, parameters, greedy-time or ranges FIRST:LAST,...")
+      ->capture_default_str();
+  sub->add_option("--top", o->top, "Alternatives to list")->capture_default_str();
+  sub->add_option("-o,--output", o->output, "Where to write plan.json")->required();
+  return [o] { return run_plan(*o); };
+}
+
+}  // namespace pipeplan::cli

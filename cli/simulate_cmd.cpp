@@ -1,0 +1,73 @@
+// `pipeplan simulate`: re-simulate a plan, print its iteration and every rank's busy and idle
+// time, and write the timeline as a Chrome trace and an SVG.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/json.h"
+#include "planner/simulator.h"
+#include "plans/plan.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr double kMsPerSecond = 1000.0;
+
+struct SimulateOptions {
+  std::string plan;
+  std::optional<std::string> trace;
+  std::optional<std::string> svg;
+};
+
+void print_ranks(const Plan& plan, const SimulationResult& result) {
+  std::printf("%6s %6s %8s %5s %12s %12s %7s\n", "rank", "stage", "replica", "node", "busy_ms",
+              "idle_ms", "idle");
+  for (const RankAssignment& rank : plan.ranks) {
+    const double busy = result.busy_ms[rank.rank];
+    const double idle = result.idle_ms[rank.rank];
+    std::printf("%6d %6d %8d %5d %12.3f %12.3f %6.1f%%\n", rank.rank, rank.stage, rank.replica,
+                rank.node, busy, idle,
+                result.iteration_ms > 0 ? idle / result.iteration_ms * 100 : 0.0);
+  }
+}
+
+int run_simulate(const SimulateOptions& o) {
+  if (o.trace) check_writable(*o.trace, "--trace");
+  if (o.svg) check_writable(*o.svg, "--svg");
+  const Plan plan = read_plan(o.plan);
+  SimulationResult result = simulate(simulation_input(plan), SimulationOptions{});
+  result.timeline.title =
+      detail::concat(o.plan, " (dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
+                     " m=", plan.num_micro_batches, " ", to_string(plan.schedule), ")");
+  const double samples_per_s =
+      result.iteration_ms > 0 ? plan.global_batch / result.iteration_ms * kMsPerSecond : 0;
+  std::printf("iteration %.3f ms, %.1f samples/s, bubble %.1f %% (plan predicted %.3f ms)\n",
+              result.iteration_ms, samples_per_s, result.bubble_fraction * 100,
+              plan.predictions.iteration_ms);
+  print_ranks(plan, result);
+  if (o.trace) {
+    write_chrome_trace(*o.trace, result.timeline);
+    std::printf("wrote %s\n", o.trace->c_str());
+  }
+  if (o.svg) {
+    write_svg(*o.svg, result.timeline);
+    std::printf("wrote %s\n", o.svg->c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "simulate", "Re-simulate a plan: iteration time, per-rank busy/idle, timeline.");
+  sub->add_option("--plan", o->plan, "plan.json from `pipeplan plan`")->required();
+  sub->add_option("--trace", o->trace, "Write the timeline as a Chrome trace (Perfetto)");
+  sub->add_option("--svg", o->svg, "Write the timeline as an SVG");
+  return [o] { return run_simulate(*o); };
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,441 @@
+// One rank's communication over c10d: store, process groups, transfers, all-reduces.
+#include "executor/comm.h"
+
+// LibTorch's c10d headers are gated on the flags LibTorch itself was built with; libtorch_cpu
+// (and libtorch_cuda for NCCL) export these classes.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef PIPEPLAN_HAS_CUDA
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL 1
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "common/error.h"
+#include "models/torch_compat.h"
+
+namespace pipeplan::executor {
+namespace {
+
+using GroupPtr = c10::intrusive_ptr<compat::CommGroup>;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+
+// Gloo threads: edge groups only do point-to-point (done by Gloo's device thread) and one
+// warm-up; the dp group runs several bucket all-reduces at once.
+constexpr int kEdgeGroupThreads = 1;
+constexpr int kWorldGroupThreads = 1;
+constexpr int kDpGroupThreads = 2;
+// How often a rank looks at the store while waiting for the others to join.
+constexpr auto kJoinPollInterval = std::chrono::milliseconds(10);
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string reason(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+    return first_line(c10_error->what_without_backtrace());
+  return first_line(e.what());
+}
+
+// Waits for `work`, at most `timeout` (none: c10d's own default); a failure or timeout becomes
+// one Error(kRuntime) line that starts with `describe()` (only called on failure).
+template <typename Describe>
+void wait_work(const WorkPtr& work, std::optional<std::chrono::milliseconds> timeout,
+               Describe&& describe) {
+  bool completed = false;
+  try {
+    completed = timeout ? work->wait(*timeout) : work->wait();
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime,
+                detail::concat(describe(), " failed: ", reason(e),
+                               " (a peer rank failed or timed out; see its error)"));
+  }
+  PIPEPLAN_RUNTIME_CHECK(completed, describe(), " timed out after ",
+                         timeout ? timeout->count() / 1000 : 0,
+                         " s (a peer rank is stuck or gone; raise --timeout-s if it is slow)");
+}
+
+// Every rank counts itself in; all wait until the count is complete, so that a missing rank is
+// named here (and not as a socket timeout inside the first process group).
+void wait_for_all_ranks(c10d::Store& store, const RendezvousEnv& env,
+                        std::chrono::milliseconds timeout) {
+  const std::string key = "pipeplan/joined";
+  store.add(key, 1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int64_t joined = store.add(key, 0); joined < env.world_size; joined = store.add(key, 0)) {
+    PIPEPLAN_RUNTIME_CHECK(std::chrono::steady_clock::now() < deadline, "rendezvous at ",
+                           env.master_addr, ":", env.master_port, ": only ", joined, " of ",
+                           env.world_size, " ranks joined within ", timeout.count() / 1000,
+                           " s (start every rank with the same MASTER_ADDR, MASTER_PORT and "
+                           "WORLD_SIZE, or raise --timeout-s)");
+    std::this_thread::sleep_for(kJoinPollInterval);
+  }
+}
+
+StorePtr make_store(const RendezvousEnv& env, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.master_port);
+  options.isServer = env.rank == 0;
+  options.numWorkers = static_cast<std::size_t>(env.world_size);
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  try {
+    auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    wait_for_all_ranks(*store, env, timeout);
+    return store;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime,
+                detail::concat("rendezvous of rank ", env.rank, " at ", env.master_addr, ":",
+                               env.master_port, " failed within ", timeout.count() / 1000,
+                               " s: ", reason(e), " (check that all ", env.world_size,
+                               " ranks were started with the same MASTER_ADDR and MASTER_PORT)"));
+  }
+}
+
+// Where Gloo binds: the interface GLOO_SOCKET_IFNAME names; the loopback address when rank 0's
+// store is on this machine (all ranks are: works in sandboxes without a resolvable hostname);
+// otherwise this machine's hostname, as torch.distributed does.
+std::shared_ptr<::gloo::transport::Device> make_gloo_device(const RendezvousEnv& env) {
+  if (!env.gloo_socket_ifname.empty())
+    return c10d::ProcessGroupGloo::createDeviceForInterface(env.gloo_socket_ifname);
+  if (is_loopback_address(env.master_addr))
+    return c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr);
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+std::string to_string(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::kSingleProcess: return "single-process";
+    case CommBackend::kGloo: return "gloo";
+    case CommBackend::kNccl: return "nccl";
+    case CommBackend::kGlooHostStaging: return "gloo-host-staging";
+  }
+  return "?";
+}
+
+CommBackend choose_backend(const Plan& plan) {
+  if (plan.ranks.size() == 1) return CommBackend::kSingleProcess;
+  if (plan.cluster.device_kind != "cuda") return CommBackend::kGloo;
+  std::set<std::pair<int, std::string>> devices;
+  for (const RankAssignment& assignment : plan.ranks)
+    if (!devices.insert({assignment.node, assignment.device}).second)
+      return CommBackend::kGlooHostStaging;
+  return CommBackend::kNccl;
+}
+
+// One posted receive: its buffer, where it goes on this device, and its Work.
+struct PostedRecv {
+  int micro_batch = -1;
+  int peer = -1;
+  torch::Tensor buffer;
+  WorkPtr work;
+};
+
+// One started send; holds the tensor until the transfer is done.
+struct StartedSend {
+  torch::Tensor tensor;
+  WorkPtr work;
+  int micro_batch = -1;
+  ActionKind kind = ActionKind::kSendActivation;
+};
+
+struct Comm::Impl {
+  RendezvousEnv env;
+  CommBackend backend = CommBackend::kSingleProcess;
+  torch::Device device = torch::kCPU;
+  std::chrono::milliseconds timeout{0};
+  StorePtr store;
+  std::shared_ptr<::gloo::transport::Device> gloo_device;
+  GroupPtr world;
+  // Edge groups; in each the lower stage is group rank 0 and the upper stage group rank 1.
+  GroupPtr act_from_prev, grad_to_prev, act_to_next, grad_from_next;
+  GroupPtr dp;
+  int dp_size = 1;
+  int prev_rank = -1;
+  int next_rank = -1;
+  std::vector<PostedRecv> posted[2];  // [0] activations, [1] gradients
+  std::vector<StartedSend> sends;
+  std::vector<WorkPtr> bucket_works;
+  std::vector<at::Tensor> one_tensor{at::Tensor()};
+  WorkPtr world_sum_work;
+  std::map<std::string, std::string> local_store;  // single process only
+
+  bool stages_via_host() const { return backend == CommBackend::kGlooHostStaging; }
+  // NCCL's wait with a timeout polls the CPU in 1 ms sleeps; without one it only orders the
+  // current stream after the transfer, and NCCL's watchdog ends a transfer stuck past the
+  // group's timeout. Gloo waits block the CPU, bounded by the timeout.
+  std::optional<std::chrono::milliseconds> device_wait_timeout() const {
+    if (backend == CommBackend::kNccl) return std::nullopt;
+    return timeout;
+  }
+  torch::Device transfer_device() const {
+    return backend == CommBackend::kNccl ? device : torch::Device(torch::kCPU);
+  }
+  GroupPtr make_group(const std::string& prefix, int group_rank, int group_size, bool on_host,
+                      int gloo_threads) const;
+  void warm_up_edge(const GroupPtr& group, int group_rank, bool sender, const std::string& what) const;
+  void create_groups(const Plan& plan);
+};
+
+GroupPtr Comm::Impl::make_group(const std::string& prefix, int group_rank, int group_size,
+                                bool on_host, int gloo_threads) const {
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  try {
+#ifdef PIPEPLAN_HAS_CUDA
+    if (!on_host && backend == CommBackend::kNccl) {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, group_rank, group_size, options);
+    }
+#endif
+    (void)on_host;
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices = {gloo_device};
+    options->threads = gloo_threads;
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, group_size, options);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime,
+                detail::concat("rank ", env.rank, ": creating process group '", prefix,
+                               "' failed: ", reason(e), " (a peer rank failed or never started)"));
+  }
+}
+
+// One tiny transfer in the direction the edge group carries.
+void Comm::Impl::warm_up_edge(const GroupPtr& group, int group_rank, bool sender,
+                              const std::string& what) const {
+  std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
+  const int peer = 1 - group_rank;
+  const WorkPtr work = sender ? group->send(tensors, peer, /*tag=*/0) : group->recv(tensors, peer, /*tag=*/0);
+  wait_work(work, device_wait_timeout(),
+            [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
+}
+
+void Comm::Impl::create_groups(const Plan& plan) {
+  const RankAssignment& me = plan.ranks.at(env.rank);
+  world = make_group("world", env.rank, env.world_size, /*on_host=*/true, kWorldGroupThreads);
+  const std::string replica = "r" + std::to_string(me.replica);
+  if (me.stage > 0) {
+    prev_rank = rank_of(plan, me.stage - 1, me.replica);
+    const std::string edge = replica + "/s" + std::to_string(me.stage - 1);
+    act_from_prev = make_group("act/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
+    warm_up_edge(act_from_prev, 1, /*sender=*/false, "activations from rank " + std::to_string(prev_rank));
+    grad_to_prev = make_group("grad/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
+    warm_up_edge(grad_to_prev, 1, /*sender=*/true, "gradients to rank " + std::to_string(prev_rank));
+  }
+  if (me.stage < plan.pp - 1) {
+    next_rank = rank_of(plan, me.stage + 1, me.replica);
+    const std::string edge = replica + "/s" + std::to_string(me.stage);
+    act_to_next = make_group("act/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
+    warm_up_edge(act_to_next, 0, /*sender=*/true, "activations to rank " + std::to_string(next_rank));
+    grad_from_next = make_group("grad/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
+    warm_up_edge(grad_from_next, 0, /*sender=*/false, "gradients from rank " + std::to_string(next_rank));
+  }
+  if (plan.dp > 1) {
+    dp_size = plan.dp;
+    dp = make_group("dp/s" + std::to_string(me.stage), me.replica, plan.dp, /*on_host=*/false,
+                    kDpGroupThreads);
+    std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
+    wait_work(dp->allreduce(tensors), device_wait_timeout(), [&] {
+      return detail::concat("rank ", env.rank, ": connecting the replicas of stage ", me.stage);
+    });
+  }
+}
+
+Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Comm::~Comm() = default;
+
+std::unique_ptr<Comm> Comm::connect(const RendezvousEnv& env, const Plan& plan,
+                                    const torch::Device& device,
+                                    std::chrono::milliseconds timeout) {
+  auto impl = std::make_unique<Impl>();
+  impl->env = env;
+  impl->backend = choose_backend(plan);
+  impl->device = device;
+  impl->timeout = timeout;
+  if (!env.single_process()) {
+    impl->store = make_store(env, timeout);
+    impl->gloo_device = make_gloo_device(env);
+    impl->create_groups(plan);
+  }
+  return std::unique_ptr<Comm>(new Comm(std::move(impl)));
+}
+
+CommBackend Comm::backend() const { return impl_->backend; }
+int Comm::rank() const { return impl_->env.rank; }
+int Comm::world_size() const { return impl_->env.world_size; }
+
+namespace {
+
+const char* boundary_name(ActionKind kind) {
+  const bool activation = kind == ActionKind::kRecvActivation || kind == ActionKind::kSendActivation;
+  return activation ? "activation" : "gradient";
+}
+
+}  // namespace
+
+void Comm::post_recv(ActionKind kind, int peer, int micro_batch, const std::vector<int64_t>& shape,
+                     torch::Dtype dtype) {
+  Impl& d = *impl_;
+  const bool activation = kind == ActionKind::kRecvActivation;
+  PIPEPLAN_ASSERT(activation || kind == ActionKind::kRecvGradient);
+  PIPEPLAN_ASSERT(peer == (activation ? d.prev_rank : d.next_rank), "receive from rank ", peer,
+                  " which is not a neighbour");
+  PostedRecv posted;
+  posted.micro_batch = micro_batch;
+  posted.peer = peer;
+  posted.buffer = torch::empty(shape, torch::TensorOptions().dtype(dtype).device(d.transfer_device()));
+  d.one_tensor[0] = posted.buffer;
+  // The lower stage is rank 0 of an edge group, the upper stage rank 1.
+  posted.work = activation ? d.act_from_prev->recv(d.one_tensor, /*srcRank=*/0, micro_batch)
+                           : d.grad_from_next->recv(d.one_tensor, /*srcRank=*/1, micro_batch);
+  d.posted[activation ? 0 : 1].push_back(std::move(posted));
+}
+
+torch::Tensor Comm::wait_recv(ActionKind kind, int micro_batch) {
+  Impl& d = *impl_;
+  std::vector<PostedRecv>& posted = d.posted[kind == ActionKind::kRecvActivation ? 0 : 1];
+  auto it = posted.begin();
+  while (it != posted.end() && it->micro_batch != micro_batch) ++it;
+  PIPEPLAN_ASSERT(it != posted.end(), "no receive posted for micro-batch ", micro_batch);
+  wait_work(it->work, d.device_wait_timeout(), [&] {
+    return detail::concat("rank ", d.env.rank, ": receiving the ", boundary_name(kind),
+                          " of micro-batch ", micro_batch, " from rank ", it->peer);
+  });
+  torch::Tensor tensor = std::move(it->buffer);
+  posted.erase(it);
+  return d.stages_via_host() ? tensor.to(d.device) : tensor;
+}
+
+void Comm::send(ActionKind kind, int peer, int micro_batch, const torch::Tensor& tensor) {
+  Impl& d = *impl_;
+  const bool activation = kind == ActionKind::kSendActivation;
+  PIPEPLAN_ASSERT(activation || kind == ActionKind::kSendGradient);
+  PIPEPLAN_ASSERT(peer == (activation ? d.next_rank : d.prev_rank), "send to rank ", peer,
+                  " which is not a neighbour");
+  StartedSend started;
+  started.tensor = d.stages_via_host() ? tensor.to(torch::kCPU) : tensor.contiguous();
+  started.micro_batch = micro_batch;
+  started.kind = kind;
+  d.one_tensor[0] = started.tensor;
+  started.work = activation ? d.act_to_next->send(d.one_tensor, /*dstRank=*/1, micro_batch)
+                            : d.grad_to_prev->send(d.one_tensor, /*dstRank=*/0, micro_batch);
+  d.sends.push_back(std::move(started));
+}
+
+void Comm::wait_sends(int keep_outstanding) {
+  Impl& d = *impl_;
+  const size_t keep = static_cast<size_t>(std::max(keep_outstanding, 0));
+  if (d.sends.size() <= keep) return;
+  const size_t done = d.sends.size() - keep;
+  for (size_t idx = 0; idx < done; ++idx) {
+    const StartedSend& started = d.sends[idx];
+    const int peer = started.kind == ActionKind::kSendActivation ? d.next_rank : d.prev_rank;
+    wait_work(started.work, d.device_wait_timeout(), [&] {
+      return detail::concat("rank ", d.env.rank, ": sending the ", boundary_name(started.kind),
+                            " of micro-batch ", started.micro_batch, " to rank ", peer);
+    });
+  }
+  d.sends.erase(d.sends.begin(), d.sends.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void Comm::average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes) {
+  Impl& d = *impl_;
+  if (!d.dp) return;
+  torch::Tensor buffer = d.stages_via_host() ? flat.to(torch::kCPU) : flat;
+  const int64_t bucket_elements = std::max<int64_t>(1, bucket_bytes / buffer.element_size());
+  d.bucket_works.clear();
+  for (int64_t offset = 0; offset < buffer.numel(); offset += bucket_elements) {
+    d.one_tensor[0] = buffer.narrow(0, offset, std::min(bucket_elements, buffer.numel() - offset));
+    d.bucket_works.push_back(d.dp->allreduce(d.one_tensor));
+  }
+  for (const WorkPtr& work : d.bucket_works)
+    wait_work(work, d.device_wait_timeout(), [&] {
+      return detail::concat("rank ", d.env.rank, ": all-reducing gradients over ", d.dp_size,
+                            " replicas");
+    });
+  buffer.div_(d.dp_size);
+  if (d.stages_via_host()) flat.copy_(buffer);
+}
+
+void Comm::start_world_sum(const torch::Tensor& values) {
+  Impl& d = *impl_;
+  PIPEPLAN_ASSERT(values.device().is_cpu() && !d.world_sum_work, "one world sum at a time");
+  if (!d.world) return;
+  d.one_tensor[0] = values;
+  d.world_sum_work = d.world->allreduce(d.one_tensor);
+}
+
+void Comm::finish_world_sum() {
+  Impl& d = *impl_;
+  if (!d.world_sum_work) return;
+  const WorkPtr work = std::move(d.world_sum_work);
+  d.world_sum_work.reset();
+  wait_work(work, d.timeout, [&] { return detail::concat("rank ", d.env.rank, ": summing metrics"); });
+}
+
+// Independent of a pending start_world_sum: Gloo runs a group's collectives in the order they
+// were started, the same on every rank.
+void Comm::world_sum(const torch::Tensor& values) {
+  Impl& d = *impl_;
+  PIPEPLAN_ASSERT(values.device().is_cpu());
+  if (!d.world) return;
+  d.one_tensor[0] = values;
+  wait_work(d.world->allreduce(d.one_tensor), d.timeout,
+            [&] { return detail::concat("rank ", d.env.rank, ": summing over all ranks"); });
+}
+
+void Comm::barrier() {
+  Impl& d = *impl_;
+  if (!d.world) return;
+  wait_work(d.world->barrier(), d.timeout,
+            [&] { return detail::concat("rank ", d.env.rank, ": waiting for all ranks"); });
+}
+
+void Comm::store_set(const std::string& key, const std::string& value) {
+  Impl& d = *impl_;
+  if (!d.store) {
+    d.local_store[key] = value;
+    return;
+  }
+  try {
+    d.store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime, detail::concat("rank ", d.env.rank, ": store set '", key,
+                                                    "' failed: ", reason(e)));
+  }
+}
+
+std::string Comm::store_get(const std::string& key) {
+  Impl& d = *impl_;
+  if (!d.store) {
+    auto it = d.local_store.find(key);
+    PIPEPLAN_ASSERT(it != d.local_store.end(), "store key ", key, " was never set");
+    return it->second;
+  }
+  try {
+    const std::vector<uint8_t> value = d.store->get(key);
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime,
+                detail::concat("rank ", d.env.rank, ": waiting for '", key, "' from another rank failed: ",
+                               reason(e), " (that rank failed or timed out; see its error)"));
+  }
+}
+
+}  // namespace pipeplan::executor

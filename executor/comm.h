@@ -1,0 +1,99 @@
+// One rank's communication: the c10d store and process groups of a run, point-to-point
+// transfers between pipeline neighbours, the replicas' gradient all-reduce, world-wide sums.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/rendezvous.h"
+#include "plans/plan.h"
+#include "plans/schedule.h"
+
+namespace pipeplan::executor {
+
+/// What carries a run's pipeline and data-parallel traffic.
+enum class CommBackend {
+  kSingleProcess,    ///< world size 1: nothing to communicate
+  kGloo,             ///< CPU tensors over Gloo
+  kNccl,             ///< CUDA tensors over NCCL; every rank has a GPU of its own
+  kGlooHostStaging,  ///< ranks share a GPU: GPU -> host -> Gloo -> host -> GPU
+};
+
+/// "single-process", "gloo", "nccl", "gloo-host-staging".
+std::string to_string(CommBackend backend);
+
+/// The backend `plan` needs: kGloo on CPU; on CUDA kNccl when every rank has its own
+/// (node, device) in the rank map and kGlooHostStaging when some ranks share one.
+CommBackend choose_backend(const Plan& plan);
+
+/// The store and process groups of one rank, built once by `connect`:
+///   world   all ranks, Gloo on CPU tensors: metric sums and barriers;
+///   edges   per pipeline neighbour and direction one 2-rank group (activations flow through
+///           one, gradients through another), so that a receive posted early in one direction
+///           never queues behind a send in the other (NCCL runs a group's operations in order);
+///   dp      the replicas of this rank's stage: the gradient all-reduce.
+/// Every group does one tiny operation when created, in an order without cycles (world, edge to
+/// the previous stage, edge to the next, dp), so that lazily initialised NCCL communicators never
+/// wait on a peer that is blocked in the schedule. Not thread-safe.
+class Comm {
+ public:
+  /// Rendezvous through a TCPStore at MASTER_ADDR:MASTER_PORT (served by rank 0) and creation
+  /// of the groups of `env.rank` in `plan`. Every blocking call waits at most `timeout`; a peer
+  /// that does not show up or fails ends with Error(kRuntime) saying which and what to check.
+  static std::unique_ptr<Comm> connect(const RendezvousEnv& env, const Plan& plan,
+                                       const torch::Device& device,
+                                       std::chrono::milliseconds timeout);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  /// The backend choose_backend picked for the plan.
+  CommBackend backend() const;
+  /// This process's RANK and the job's WORLD_SIZE.
+  int rank() const;
+  int world_size() const;
+
+  /// Posts the receive of a boundary tensor (`kind` kRecvActivation or kRecvGradient) of
+  /// `micro_batch` from neighbour `peer` into a new tensor of `shape` and `dtype`. At most a
+  /// few receives of each kind should be outstanding (they hold their buffers).
+  void post_recv(ActionKind kind, int peer, int micro_batch, const std::vector<int64_t>& shape,
+                 torch::Dtype dtype);
+  /// Waits for the receive of `micro_batch` posted earlier; returns it on this rank's device.
+  torch::Tensor wait_recv(ActionKind kind, int micro_batch);
+  /// Starts sending `tensor` (`kind` kSendActivation or kSendGradient) to neighbour `peer`; the
+  /// transfer completes in the background and is waited by wait_sends.
+  void send(ActionKind kind, int peer, int micro_batch, const torch::Tensor& tensor);
+  /// Waits for the oldest sends until at most `keep_outstanding` are still in flight (0: all),
+  /// so that a rank never holds more than that many sent tensors alive.
+  void wait_sends(int keep_outstanding = 0);
+
+  /// Averages `flat` (this stage's flat gradients) over the stage's replicas in place: sums
+  /// slices of `bucket_bytes` with concurrent all-reduces, then divides by dp. No-op for dp=1.
+  void average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes);
+
+  /// Starts summing the CPU float64 tensor `values` element-wise over all ranks, in place.
+  /// One sum at a time; every rank must start the same sums in the same order.
+  void start_world_sum(const torch::Tensor& values);
+  /// Waits for the sum started last (no-op when none is pending).
+  void finish_world_sum();
+  /// Sums like start_world_sum and waits for it; may run while a started sum is pending.
+  void world_sum(const torch::Tensor& values);
+  /// Waits until every rank has reached the barrier.
+  void barrier();
+
+  /// The rendezvous store (an in-process map for a single process); get blocks until the key is
+  /// set, at most the timeout.
+  void store_set(const std::string& key, const std::string& value);
+  std::string store_get(const std::string& key);
+
+ private:
+  struct Impl;
+  explicit Comm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pipeplan::executor

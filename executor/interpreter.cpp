@@ -1,0 +1,211 @@
+// The schedule interpreter: one rank's actions, receives posted ahead, every action timed.
+#include "executor/interpreter.h"
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace pipeplan::executor {
+namespace {
+
+// CUDA work is asynchronous: wait for this device's current stream so that a steady-clock
+// interval covers the compute itself. A no-op on CPU.
+void wait_for_device(const torch::Device& device) {
+  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+}
+
+int queue_index(ActionKind kind) { return kind == ActionKind::kRecvActivation ? 0 : 1; }
+
+}  // namespace
+
+Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
+                         FlatOptimizer& optimizer, LossScaler& scaler, Recorder& recorder,
+                         uint64_t seed)
+    : plan_(plan),
+      rank_(rank),
+      replica_(plan.ranks.at(rank).replica),
+      stage_(stage),
+      comm_(comm),
+      optimizer_(optimizer),
+      scaler_(scaler),
+      recorder_(recorder),
+      seed_(seed) {}
+
+template <typename Body>
+void Interpreter::timed(EventKind kind, int micro_batch, Body&& body) {
+  if (!timing_) {
+    body();
+    return;
+  }
+  const double start_ms = recorder_.now_ms();
+  body();
+  wait_for_device(stage_.device());
+  recorder_.record(kind, micro_batch, start_ms, recorder_.now_ms());
+}
+
+void Interpreter::begin_pass(const std::vector<Action>& actions, const PassData& data) {
+  const size_t num_micro_batches = data.rows.size();
+  received_.assign(num_micro_batches, torch::Tensor());
+  outgoing_.assign(num_micro_batches, torch::Tensor());
+  for (RecvQueue& queue : queues_) {
+    queue.order.clear();
+    queue.posted = queue.waited = 0;
+  }
+  for (const Action& action : actions)
+    if (action.kind == ActionKind::kRecvActivation || action.kind == ActionKind::kRecvGradient)
+      queues_[queue_index(action.kind)].order.push_back(&action);
+  for (RecvQueue& queue : queues_) post_ahead(queue, data);
+}
+
+// Posts receives until kRecvLookahead are outstanding beyond those already waited.
+void Interpreter::post_ahead(RecvQueue& queue, const PassData& data) {
+  const StagePlan& stage = plan_.stages[stage_.stage()];
+  while (queue.posted < queue.order.size() && queue.posted < queue.waited + kRecvLookahead) {
+    const Action& action = *queue.order[queue.posted++];
+    const bool activation = action.kind == ActionKind::kRecvActivation;
+    const std::vector<int64_t>& sample = activation ? stage.input_sample_shape : stage.output_sample_shape;
+    std::vector<int64_t> shape{data.rows.at(static_cast<size_t>(action.micro_batch))};
+    shape.insert(shape.end(), sample.begin(), sample.end());
+    const std::string& dtype = activation ? stage.input_dtype : stage.output_dtype;
+    comm_.post_recv(action.kind, action.peer, action.micro_batch, shape, boundary_dtype(dtype, "dtype"));
+  }
+}
+
+void Interpreter::receive(const Action& action, const PassData& data) {
+  RecvQueue& queue = queues_[queue_index(action.kind)];
+  PIPEPLAN_ASSERT(queue.waited < queue.order.size() && *queue.order[queue.waited] == action,
+                  "receives out of schedule order at ", to_string(action));
+  timed(EventKind::kRecvWait, action.micro_batch, [&] {
+    received_[action.micro_batch] = comm_.wait_recv(action.kind, action.micro_batch);
+  });
+  ++queue.waited;
+  post_ahead(queue, data);
+}
+
+void Interpreter::forward(const Action& action, const PassData& data) {
+  const int mb = action.micro_batch;
+  torch::Tensor input = received_[mb];
+  torch::Tensor target;
+  received_[mb] = torch::Tensor();
+  if (stage_.is_first() || stage_.is_last()) {
+    timed(EventKind::kLoad, mb, [&] {
+      auto [loaded_input, loaded_target] = data.load(mb);
+      if (stage_.is_first()) input = std::move(loaded_input);
+      target = std::move(loaded_target);
+    });
+  }
+  if (evaluating_) {
+    outgoing_[mb] = stage_.evaluate(input, target, correct_, total_);
+    return;
+  }
+  const int64_t global_micro_batch = static_cast<int64_t>(replica_) * plan_.num_micro_batches + mb;
+  const uint64_t rng_seed = micro_batch_seed(seed_, data.step, global_micro_batch);
+  torch::Tensor output;
+  timed(EventKind::kForward, mb, [&] { output = stage_.forward(mb, input, target, rng_seed); });
+  if (stage_.is_last())
+    loss_sum_ = loss_sum_.defined() ? loss_sum_ + output : output;
+  else
+    outgoing_[mb] = std::move(output);
+}
+
+void Interpreter::backward(const Action& action) {
+  const int mb = action.micro_batch;
+  if (stage_.checkpointed()) timed(EventKind::kRecompute, mb, [&] { stage_.recompute(mb); });
+  const double loss_factor = scaler_.scale() / plan_.num_micro_batches;
+  torch::Tensor input_gradient;
+  timed(EventKind::kBackward, mb, [&] {
+    input_gradient = stage_.backward(mb, received_[mb], loss_factor);
+  });
+  received_[mb] = torch::Tensor();
+  outgoing_[mb] = std::move(input_gradient);
+}
+
+void Interpreter::send(const Action& action) {
+  const int mb = action.micro_batch;
+  PIPEPLAN_ASSERT(outgoing_[mb].defined(), "nothing to send at ", to_string(action));
+  timed(EventKind::kSendWait, mb, [&] { comm_.wait_sends(kMaxOutstandingSends - 1); });
+  timed(EventKind::kSend, mb, [&] { comm_.send(action.kind, action.peer, mb, outgoing_[mb]); });
+  outgoing_[mb] = torch::Tensor();
+}
+
+// Unscales (fp16), checks the gradients, steps unless loss scaling skips, zeroes the gradients.
+void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
+  timed(EventKind::kOptimizer, -1, [&] {
+    torch::Tensor& gradients = stage_.gradients();
+    if (scaler_.enabled()) gradients.mul_(1.0 / scaler_.scale());
+    // One float32 pass (a float64 sum converts every element and costs 15x more); a NaN or Inf
+    // anywhere makes the sum non-finite (so would a finite sum above 3e38: no less broken).
+    const bool finite = std::isfinite(gradients.sum().item<double>());
+    if (scaler_.enabled()) {
+      // Every rank must agree on skipping, or the stages would step out of lockstep.
+      torch::Tensor found_inf = torch::full({1}, finite ? 0.0 : 1.0, torch::kFloat64);
+      comm_.world_sum(found_inf);
+      outcome->step_applied = scaler_.update(found_inf.item<double>() > 0);
+    } else {
+      outcome->gradients_finite = finite;
+    }
+    if (outcome->step_applied) optimizer_.step(lr);
+    gradients.zero_();
+  });
+}
+
+void Interpreter::end_pass() {
+  timed(EventKind::kSendWait, -1, [&] { comm_.wait_sends(); });
+  for (const RecvQueue& queue : queues_)
+    PIPEPLAN_ASSERT(queue.waited == queue.order.size(), "receives left unwaited");
+}
+
+IterationOutcome Interpreter::train(const std::vector<Action>& actions, const PassData& data,
+                                    double lr) {
+  IterationOutcome outcome;
+  timing_ = true;
+  evaluating_ = false;
+  loss_sum_ = torch::Tensor();
+  stage_.begin_iteration(static_cast<int>(data.rows.size()));
+  begin_pass(actions, data);
+  for (const Action& action : actions) {
+    switch (action.kind) {
+      case ActionKind::kRecvActivation:
+      case ActionKind::kRecvGradient: receive(action, data); break;
+      case ActionKind::kForward: forward(action, data); break;
+      case ActionKind::kBackward: backward(action); break;
+      case ActionKind::kSendActivation:
+      case ActionKind::kSendGradient: send(action); break;
+      case ActionKind::kAllReduce:
+        timed(EventKind::kAllReduce, -1, [&] {
+          comm_.average_over_replicas(stage_.gradients(), kGradientBucketBytes);
+        });
+        break;
+      case ActionKind::kOptimizerStep: optimizer_step(lr, &outcome); break;
+    }
+  }
+  end_pass();
+  if (stage_.is_last()) {
+    outcome.loss_sum = loss_sum_.item<double>();
+    outcome.loss_finite = std::isfinite(outcome.loss_sum);
+  }
+  return outcome;
+}
+
+void Interpreter::evaluate(const std::vector<Action>& actions, const PassData& data,
+                           int64_t* correct, int64_t* total) {
+  timing_ = false;
+  evaluating_ = true;
+  correct_ = correct;
+  total_ = total;
+  stage_.set_training(false);
+  begin_pass(actions, data);
+  for (const Action& action : actions) {
+    switch (action.kind) {
+      case ActionKind::kRecvActivation: receive(action, data); break;
+      case ActionKind::kForward: forward(action, data); break;
+      case ActionKind::kSendActivation: send(action); break;
+      default: PIPEPLAN_ASSERT(false, "evaluation runs forward actions only, not ", to_string(action));
+    }
+  }
+  end_pass();
+  stage_.set_training(true);
+  evaluating_ = false;
+}
+
+}  // namespace pipeplan::executor

@@ -1,0 +1,70 @@
+// The optimizer over a stage's flat parameters, the learning-rate schedule, and fp16 dynamic
+// loss scaling.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plans/plan.h"
+
+namespace pipeplan::executor {
+
+/// The learning rate of optimizer step `step` (1-based) of a run of `total_steps`:
+/// peak = base_lr · global_batch / base_batch; linear warm-up peak·step/warmup_steps for
+/// step <= warmup_steps; then cosine decay from peak to min_lr_fraction·peak, reached at
+/// step = total_steps.
+double learning_rate(const OptimizerSettings& settings, int64_t global_batch, int64_t step,
+                     int64_t total_steps);
+
+/// SGD (momentum, weight decay) or AdamW (decoupled weight decay, bias correction) with
+/// PyTorch's update rules, over one flat parameter tensor and its flat gradient. The state is
+/// flat too; the gradient buffer is used as scratch by step() (it is zeroed after each step).
+class FlatOptimizer {
+ public:
+  FlatOptimizer(const OptimizerSettings& settings, torch::Tensor parameters, torch::Tensor gradients);
+
+  /// One update with learning rate `lr`; leaves the gradient buffer's contents undefined.
+  void step(double lr);
+  /// Steps taken so far (AdamW's bias correction depends on it).
+  int64_t steps_taken() const { return steps_taken_; }
+  void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
+  /// The state tensors by name ("momentum"; "exp_avg", "exp_avg_sq"), for checkpoints; loading
+  /// copies into them.
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+
+ private:
+  OptimizerSettings settings_;
+  torch::Tensor parameters_;
+  torch::Tensor gradients_;
+  torch::Tensor momentum_;    // SGD
+  torch::Tensor exp_avg_;     // AdamW
+  torch::Tensor exp_avg_sq_;  // AdamW
+  int64_t steps_taken_ = 0;
+};
+
+/// Dynamic loss scaling for amp-fp16 with torch.cuda.amp.GradScaler's policy: start at 2^16,
+/// halve and skip the step when any rank's gradients hold an Inf or NaN, double after 2000
+/// clean steps in a row. Disabled (scale 1, never skips) for other precisions.
+class LossScaler {
+ public:
+  explicit LossScaler(bool enabled);
+  bool enabled() const { return enabled_; }
+  double scale() const { return scale_; }
+  /// Records whether the step's gradients overflowed on any rank; returns whether to apply it.
+  bool update(bool found_inf);
+  /// Clean steps since the scale last changed (checkpoint state).
+  int64_t clean_steps() const { return clean_steps_; }
+  /// Restores the state a checkpoint saved.
+  void restore(double scale, int64_t clean_steps);
+
+ private:
+  bool enabled_;
+  double scale_;
+  int64_t clean_steps_ = 0;
+};
+
+}  // namespace pipeplan::executor

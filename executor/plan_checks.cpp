@@ -1,0 +1,98 @@
+// Before a rank waits on anyone: does the plan fit the model, the job and this machine?
+#include "executor/plan_checks.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "executor/stage.h"
+
+namespace pipeplan::executor {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t dim = 0; dim < shape.size(); ++dim) text += (dim ? ", " : "") + std::to_string(shape[dim]);
+  return text + "]";
+}
+
+// Each stage's input is the previous stage's output: same per-sample shape and dtype.
+void check_boundaries(const Plan& plan, const models::Model& model, const std::string& document) {
+  const ModelRef ref = models::model_ref(model);
+  const StagePlan& first = plan.stages.front();
+  PIPEPLAN_CHECK(first.input_sample_shape == ref.input_shape && first.input_dtype == ref.input_dtype,
+                 document, ": stages[0].input_sample_shape: ", shape_text(first.input_sample_shape),
+                 " ", first.input_dtype, " is not the model's input ", shape_text(ref.input_shape), " ",
+                 ref.input_dtype, "; re-create the plan for this model");
+  for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
+    const StagePlan& stage = plan.stages[stage_idx];
+    const std::string prefix = document + ": stages[" + std::to_string(stage_idx) + "]";
+    boundary_dtype(stage.input_dtype, prefix + ".input_dtype");
+    boundary_dtype(stage.output_dtype, prefix + ".output_dtype");
+    if (stage_idx == 0) continue;
+    const StagePlan& previous = plan.stages[stage_idx - 1];
+    PIPEPLAN_CHECK(stage.input_sample_shape == previous.output_sample_shape &&
+                       stage.input_dtype == previous.output_dtype,
+                   prefix, ".input_sample_shape: ", shape_text(stage.input_sample_shape), " ",
+                   stage.input_dtype, " is not stages[", stage_idx - 1, "].output_sample_shape ",
+                   shape_text(previous.output_sample_shape), " ", previous.output_dtype);
+  }
+}
+
+}  // namespace
+
+void check_plan_matches_model(const Plan& plan, const models::Model& model,
+                              const std::string& document) {
+  PIPEPLAN_CHECK(plan.model.hash == model.hash, document, ": model.hash: ", quote(plan.model.hash),
+                 " is not the hash of model ", quote(model.name), " built from the plan's config (",
+                 quote(model.hash), "); re-create the plan for this model");
+  PIPEPLAN_CHECK(plan.model.num_layers == static_cast<int>(model.layers.size()), document,
+                 ": model.num_layers: ", plan.model.num_layers, " but model ", quote(model.name),
+                 " has ", model.layers.size(), " layers; re-create the plan for this model");
+  PIPEPLAN_CHECK(plan.precision == Precision::kFp32 || plan.cluster.device_kind == "cuda", document,
+                 ": precision: ", quote(to_string(plan.precision)),
+                 " needs cuda devices; use fp32 on cpu");
+  check_boundaries(plan, model, document);
+}
+
+void check_world(const Plan& plan, const RendezvousEnv& env, const std::string& document) {
+  const int needed = static_cast<int>(plan.ranks.size());
+  PIPEPLAN_CHECK(env.world_size == needed, "WORLD_SIZE=", env.world_size, " but ", document,
+                 " needs dp*pp=", needed, " ranks (dp=", plan.dp, ", pp=", plan.pp, "); start ",
+                 needed, " ranks, e.g. pipeplan launch --nproc ", needed, " -- pipeplan train ...");
+}
+
+torch::Device rank_device(const Plan& plan, const RendezvousEnv& env, const std::string& document) {
+  const RankAssignment& me = plan.ranks.at(static_cast<size_t>(env.rank));
+  const std::string field = document + ": ranks[" + std::to_string(env.rank) + "].device";
+  if (plan.cluster.device_kind == "cpu") {
+    PIPEPLAN_CHECK(me.device == "cpu", field, ": ", quote(me.device), " in a cpu plan; expected 'cpu'");
+    return torch::Device(torch::kCPU);
+  }
+  PIPEPLAN_CHECK(me.device.rfind("cuda:", 0) == 0, field, ": ", quote(me.device),
+                 " in a cuda plan; expected 'cuda:N'");
+  PIPEPLAN_CHECK(torch::cuda::is_available(), field, ": ", quote(me.device),
+                 " but this LibTorch or machine has no CUDA device");
+  const torch::Device device(me.device);
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  PIPEPLAN_CHECK(device.index() < count, field, ": ", quote(me.device), " but this machine has ",
+                 count, " CUDA devices");
+  PIPEPLAN_CHECK(me.local_rank == env.local_rank, document, ": ranks[", env.rank, "].local_rank: ",
+                 me.local_rank, " but this process has LOCAL_RANK=", env.local_rank,
+                 "; launch ranks in the plan's order");
+  return device;
+}
+
+void set_threads_from_env() {
+  const char* text = std::getenv("OMP_NUM_THREADS");
+  if (text == nullptr || *text == '\0') return;
+  char* end = nullptr;
+  const long threads = std::strtol(text, &end, 10);
+  PIPEPLAN_CHECK(end != nullptr && *end == '\0' && threads >= 1, "OMP_NUM_THREADS=", quote(text),
+                 " is not a positive integer");
+  at::set_num_threads(static_cast<int>(threads));
+}
+
+}  // namespace pipeplan::executor

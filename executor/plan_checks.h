@@ -1,0 +1,32 @@
+// Checks a rank makes before it waits on any other: the plan against the job and the machine.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "executor/rendezvous.h"
+#include "models/model.h"
+#include "plans/plan.h"
+
+namespace pipeplan::executor {
+
+/// Checks that `plan` (read from `document`) is for `model`: same hash, layer count, input,
+/// and boundary shapes and dtypes that chain from stage to stage; amp precisions need cuda.
+/// Throws Error(kBadInput) with one line naming the field.
+void check_plan_matches_model(const Plan& plan, const models::Model& model,
+                              const std::string& document);
+
+/// Throws Error(kBadInput) unless WORLD_SIZE equals the plan's dp·pp ranks.
+void check_world(const Plan& plan, const RendezvousEnv& env, const std::string& document);
+
+/// The device of `env.rank` in the rank map: cpu in a cpu plan; in a cuda plan "cuda:N" with N
+/// below this machine's device count and the plan's local_rank equal to LOCAL_RANK. Throws
+/// Error(kBadInput) naming the field otherwise.
+torch::Device rank_device(const Plan& plan, const RendezvousEnv& env, const std::string& document);
+
+/// Sets LibTorch's intra-op threads from OMP_NUM_THREADS when it is set, so that ranks sharing a
+/// machine do not oversubscribe its cores. Throws Error(kBadInput) for a malformed value.
+void set_threads_from_env();
+
+}  // namespace pipeplan::executor

@@ -1,0 +1,172 @@
+// One rank's stage: flat parameters, forward, backward, recompute, evaluation.
+#include "executor/stage.h"
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "models/torch_compat.h"
+
+namespace pipeplan::executor {
+namespace {
+
+std::string shape_text(torch::IntArrayRef shape) {
+  std::string text = "[";
+  for (size_t dim = 0; dim < shape.size(); ++dim) text += (dim ? ", " : "") + std::to_string(shape[dim]);
+  return text + "]";
+}
+
+}  // namespace
+
+torch::Dtype boundary_dtype(const std::string& word, const std::string& field) {
+  if (word == "float32") return torch::kFloat32;
+  if (word == "int64") return torch::kInt64;
+  if (word == "bfloat16") return torch::kBFloat16;
+  if (word == "float16") return torch::kFloat16;
+  throw Error(ErrorKind::kBadInput,
+              detail::concat(field, ": ", quote(word),
+                             " is not one of float32, int64, bfloat16, float16"));
+}
+
+uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batch) {
+  return mix_seed(mix_seed(seed, static_cast<uint64_t>(step)), static_cast<uint64_t>(global_micro_batch));
+}
+
+StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int stage_idx,
+                           const torch::Device& device, uint64_t seed)
+    : model_(model),
+      stage_idx_(stage_idx),
+      pp_(plan.pp),
+      first_(plan.stages.at(stage_idx).first),
+      checkpoint_(plan.stages.at(stage_idx).checkpoint),
+      autocast_(plan.precision != Precision::kFp32),
+      device_(device),
+      output_sample_shape_(plan.stages.at(stage_idx).output_sample_shape),
+      output_dtype_(boundary_dtype(plan.stages.at(stage_idx).output_dtype,
+                                   "stages[" + std::to_string(stage_idx) + "].output_dtype")) {
+  if (plan.precision == Precision::kAmpBf16) autocast_dtype_ = torch::kBFloat16;
+  if (plan.precision == Precision::kAmpFp16) autocast_dtype_ = torch::kFloat16;
+  const StagePlan& stage = plan.stages.at(stage_idx);
+  layers_ = models::build_layers(model, stage.first, stage.last, seed);
+  for (const models::LayerPtr& layer : layers_) layer->to(device_);
+  flatten_parameters();
+}
+
+// Moves every parameter into one flat buffer (and its gradient into another) as views, so the
+// optimizer, the gradient all-reduce and zeroing each touch one tensor.
+void StageRuntime::flatten_parameters() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> parameters;
+  int64_t total = 0;
+  for (const models::LayerPtr& layer : layers_)
+    for (const torch::Tensor& parameter : layer->parameters()) {
+      PIPEPLAN_ASSERT(parameter.scalar_type() == torch::kFloat32, "parameters must be float32");
+      parameters.push_back(parameter);
+      total += parameter.numel();
+    }
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  flat_parameters_ = torch::empty({total}, options);
+  flat_gradients_ = torch::zeros({total}, options);
+  int64_t offset = 0;
+  for (torch::Tensor& parameter : parameters) {
+    const int64_t count = parameter.numel();
+    torch::Tensor values = flat_parameters_.narrow(0, offset, count);
+    values.copy_(parameter.reshape({-1}));
+    parameter.set_data(values.view(parameter.sizes()));
+    parameter.mutable_grad() = flat_gradients_.narrow(0, offset, count).view(parameter.sizes());
+    offset += count;
+  }
+}
+
+void StageRuntime::begin_iteration(int num_micro_batches) {
+  in_flight_.resize(static_cast<size_t>(num_micro_batches));
+  for (InFlight& entry : in_flight_) entry = InFlight();
+}
+
+// The stage's layers one after another; each layer's random numbers come from its own seed.
+torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed) {
+  compat::CudaAutocastScope autocast(autocast_ && device_.is_cuda(), autocast_dtype_);
+  for (size_t position = 0; position < layers_.size(); ++position) {
+    torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(first_ + position)));
+    input = layers_[position]->forward(input);
+  }
+  return input;
+}
+
+void StageRuntime::check_output(const torch::Tensor& output) const {
+  const bool same_shape = output.dim() == static_cast<int64_t>(output_sample_shape_.size()) + 1 &&
+                          output.sizes().slice(1).equals(output_sample_shape_);
+  PIPEPLAN_CHECK(same_shape && output.scalar_type() == output_dtype_, "stage ", stage_idx_,
+                 " produces ", shape_text(output.sizes().slice(1)), " ", output.scalar_type(),
+                 " per sample but the plan says stages[", stage_idx_, "].output_sample_shape=",
+                 shape_text(output_sample_shape_), " ", output_dtype_,
+                 "; re-create the plan for this model");
+}
+
+// Keeps the graph's end (unless checkpointed) and returns what leaves the stage.
+torch::Tensor StageRuntime::finish_forward(InFlight& entry, torch::Tensor output,
+                                           const torch::Tensor& target) {
+  if (is_last()) {
+    torch::Tensor loss = models::compute_loss(model_, output, target);
+    if (!checkpoint_) entry.output = loss;
+    return loss.detach();
+  }
+  check_output(output);
+  if (!checkpoint_) entry.output = output;
+  return output.detach();
+}
+
+torch::Tensor StageRuntime::forward(int micro_batch, const torch::Tensor& input,
+                                    const torch::Tensor& target, uint64_t rng_seed) {
+  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  entry.rng_seed = rng_seed;
+  entry.input = input;
+  if (is_last() && checkpoint_) entry.target = target;
+  if (checkpoint_) {
+    torch::NoGradGuard no_grad;
+    return finish_forward(entry, run_layers(input, rng_seed), target);
+  }
+  if (!is_first() && input.is_floating_point()) entry.input.requires_grad_(true);
+  return finish_forward(entry, run_layers(entry.input, rng_seed), target);
+}
+
+void StageRuntime::recompute(int micro_batch) {
+  PIPEPLAN_ASSERT(checkpoint_, "recompute on a stage without checkpointing");
+  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  if (!is_first() && entry.input.is_floating_point()) entry.input.requires_grad_(true);
+  torch::Tensor output = run_layers(entry.input, entry.rng_seed);
+  entry.output = is_last() ? models::compute_loss(model_, output, entry.target) : output;
+}
+
+torch::Tensor StageRuntime::backward(int micro_batch, const torch::Tensor& output_gradient,
+                                     double loss_factor) {
+  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  PIPEPLAN_ASSERT(entry.output.defined(), "backward of micro-batch ", micro_batch,
+                  " before its forward");
+  if (is_last()) {
+    (entry.output * loss_factor).backward();
+  } else {
+    PIPEPLAN_CHECK(output_gradient.sizes() == entry.output.sizes(), "stage ", stage_idx_,
+                   " received a gradient of shape ", shape_text(output_gradient.sizes()),
+                   " for an activation of shape ", shape_text(entry.output.sizes()));
+    entry.output.backward(output_gradient);
+  }
+  torch::Tensor input_gradient = is_first() ? torch::Tensor() : entry.input.grad();
+  entry = InFlight();
+  return input_gradient;
+}
+
+torch::Tensor StageRuntime::evaluate(const torch::Tensor& input, const torch::Tensor& target,
+                                     int64_t* correct, int64_t* total) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor output = run_layers(input, /*rng_seed=*/0);
+  if (!is_last()) return output;
+  const torch::Tensor predicted = output.argmax(-1);
+  *correct += predicted.eq(target.to(predicted.device())).sum().item<int64_t>();
+  *total += target.numel();
+  return torch::Tensor();
+}
+
+void StageRuntime::set_training(bool training) {
+  for (const models::LayerPtr& layer : layers_) layer->train(training);
+}
+
+}  // namespace pipeplan::executor

@@ -1,0 +1,102 @@
+// One rank's stage: its layers on its device, flat parameter and gradient buffers, and the
+// forward, backward and recompute of its micro-batches in flight.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "plans/plan.h"
+
+namespace pipeplan::executor {
+
+/// The torch dtype of a plan's boundary dtype word ("float32", "int64", "bfloat16", "float16").
+/// Throws Error(kBadInput) naming `field` for another word.
+torch::Dtype boundary_dtype(const std::string& word, const std::string& field);
+
+/// The seed of the random numbers (dropout) of the forward of global micro-batch
+/// `global_micro_batch` at `step`. Layer i reseeds the generators with mix_seed(this, i) before
+/// its forward, so its random numbers are the same whatever the split, when the forward is
+/// recomputed (checkpointing) and when the run is resumed: no generator state to save.
+uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batch);
+
+/// The layers [first, last) of one stage. Parameters are views into one flat float32 buffer
+/// and their gradients views into another, so that the optimizer and the all-reduce work on
+/// two tensors; autograd accumulates micro-batch gradients into the flat gradient in place.
+class StageRuntime {
+ public:
+  /// Builds only this stage's layers (build_layers with `seed`) on `device`.
+  StageRuntime(const models::Model& model, const Plan& plan, int stage_idx,
+               const torch::Device& device, uint64_t seed);
+
+  /// This stage's index, whether it is the first or the last, and whether the plan checkpoints it.
+  int stage() const { return stage_idx_; }
+  bool is_first() const { return stage_idx_ == 0; }
+  bool is_last() const { return stage_idx_ == pp_ - 1; }
+  bool checkpointed() const { return checkpoint_; }
+  /// The device the layers live on.
+  const torch::Device& device() const { return device_; }
+  /// Flat parameters and gradients (float32, on the device).
+  torch::Tensor& parameters() { return flat_parameters_; }
+  torch::Tensor& gradients() { return flat_gradients_; }
+  /// The built layers, first to last; layer_idx is first + position.
+  const std::vector<models::LayerPtr>& layers() const { return layers_; }
+  /// The model index of layers()[0].
+  int first_layer() const { return first_; }
+
+  /// Starts a training iteration of `num_micro_batches`: clears the in-flight table.
+  void begin_iteration(int num_micro_batches);
+  /// Forward of micro-batch `micro_batch` from `input` (stage 0: the data; else the received
+  /// activation). Keeps what the backward needs: the graph, or with checkpointing only the
+  /// input. On the last stage computes the loss against `target` and returns it (detached);
+  /// elsewhere returns the activation to send, checked against the plan's boundary shape.
+  torch::Tensor forward(int micro_batch, const torch::Tensor& input, const torch::Tensor& target,
+                        uint64_t rng_seed);
+  /// Checkpointed stages only: recomputes micro_batch's forward (same random numbers), building
+  /// the graph the backward needs.
+  void recompute(int micro_batch);
+  /// Backward of `micro_batch`: from `output_gradient` (received), or on the last stage from
+  /// the loss times `loss_factor` (1/m, times the fp16 loss scale). Gradients accumulate into
+  /// the flat buffer. Returns the gradient of the input to send (undefined on stage 0) and
+  /// frees the micro-batch's activations.
+  torch::Tensor backward(int micro_batch, const torch::Tensor& output_gradient, double loss_factor);
+
+  /// Evaluation forward (no graph, layers in eval mode): returns the activation to send, or on
+  /// the last stage adds correct predictions and predictions made to `correct` and `total`.
+  torch::Tensor evaluate(const torch::Tensor& input, const torch::Tensor& target, int64_t* correct,
+                         int64_t* total);
+  /// Switches the layers between training and evaluation mode (dropout, normalisation).
+  void set_training(bool training);
+
+ private:
+  struct InFlight {
+    torch::Tensor input;   // kept for the input gradient (stage > 0) or the recompute
+    torch::Tensor target;  // last stage, checkpointed: for the recomputed loss
+    torch::Tensor output;  // the graph's end: activation, or the loss on the last stage
+    uint64_t rng_seed = 0;
+  };
+  torch::Tensor run_layers(torch::Tensor input, uint64_t rng_seed);
+  torch::Tensor finish_forward(InFlight& entry, torch::Tensor output, const torch::Tensor& target);
+  void check_output(const torch::Tensor& output) const;
+  void flatten_parameters();
+
+  const models::Model& model_;
+  int stage_idx_;
+  int pp_;
+  int first_;
+  bool checkpoint_;
+  bool autocast_;
+  torch::Dtype autocast_dtype_ = torch::kFloat32;
+  torch::Device device_;
+  std::vector<int64_t> output_sample_shape_;
+  torch::Dtype output_dtype_;
+  std::vector<models::LayerPtr> layers_;
+  torch::Tensor flat_parameters_;
+  torch::Tensor flat_gradients_;
+  std::vector<InFlight> in_flight_;
+};
+
+}  // namespace pipeplan::executor

@@ -1,0 +1,403 @@
+// `pipeplan train` for one rank: setup, the step loop, evaluation, checkpoints, outputs.
+#include "executor/trainer.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "executor/checkpoint.h"
+#include "executor/comm.h"
+#include "executor/data.h"
+#include "executor/interpreter.h"
+#include "executor/metrics.h"
+#include "executor/optimizer.h"
+#include "executor/plan_checks.h"
+#include "executor/stage.h"
+#include "plans/run.h"
+#include "plans/schedule.h"
+#include "models/torch_compat.h"
+#include "profiler/memory_tracker.h"
+
+namespace pipeplan::executor {
+namespace {
+
+// Steps of each process left out of the timing medians (allocator and cache warm-up).
+constexpr int kTimingWarmupSteps = 3;
+// Complete checkpoints kept in --checkpoint-dir; older ones are removed.
+constexpr int kCheckpointsKept = 2;
+// Test hook: every rank stops with a runtime error when it is about to run this step.
+constexpr const char* kFailAtStepVariable = "PIPEPLAN_TEST_FAIL_AT_STEP";
+
+using OrderedJson = nlohmann::ordered_json;
+
+int64_t fail_at_step() {
+  const char* text = std::getenv(kFailAtStepVariable);
+  return text == nullptr ? 0 : std::atoll(text);
+}
+
+// Keeps the lines of a resumed run's log up to `step` (so it reads as one uninterrupted run).
+void truncate_log_after(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const Json json = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object() && json.contains("step") && json["step"].is_number_integer() &&
+        json["step"].get<int64_t>() <= step)
+      kept += line + "\n";
+  }
+  write_file_atomic(path, kept);
+}
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainOptions& options);
+  void run();
+
+ private:
+  void check_inputs();
+  void build();
+  void connect();
+  void resume();
+  void prepare_timing();
+  void open_log();
+  void run_step(int64_t step);
+  void on_report(const StepReport& report);
+  void flush_reports();
+  void evaluate(int64_t step, int64_t epoch);
+  void save_checkpoint(int64_t step);
+  void finish();
+  RankMeasurement measure_rank() const;
+  std::pair<torch::Tensor, torch::Tensor> load(Split split, const std::vector<int64_t>& indices) const;
+  bool is_rank0() const { return env_.rank == 0; }
+  int replica() const { return plan_.ranks[env_.rank].replica; }
+
+  TrainOptions options_;
+  RendezvousEnv env_;
+  Plan plan_;
+  std::string plan_hash_;
+  models::Model model_;
+  torch::Device device_{torch::kCPU};
+  std::optional<c10::DeviceGuard> device_guard_;
+  // Declared before the tracking scope so that it is freed after the scope ends (freeing
+  // memory allocated before tracking, while tracking, makes LibTorch print a warning).
+  std::unique_ptr<DataSource> data_;
+  std::shared_ptr<profiler::MemoryTracker> tracker_;
+  std::unique_ptr<profiler::MemoryTrackingScope> tracking_;
+  std::unique_ptr<StageRuntime> stage_;
+  std::unique_ptr<FlatOptimizer> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<Comm> comm_;
+  std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<Interpreter> interpreter_;
+  std::unique_ptr<StepReducer> reducer_;
+  std::vector<Action> actions_;
+  int64_t total_steps_ = 0;
+  int64_t steps_per_epoch_ = 0;
+  int64_t start_step_ = 0;
+  int64_t last_checkpoint_step_ = -1;
+  int64_t order_epoch_ = -1;
+  int64_t step_in_epoch_ = 0;
+  std::vector<int64_t> order_;
+  PassData pass_;
+  std::vector<EpochAccuracy> accuracy_;
+  double last_loss_ = 0;
+  std::vector<double> slowest_iteration_ms_;
+  std::ofstream log_;
+  std::unique_ptr<ProgressLine> progress_;
+};
+
+Trainer::Trainer(const TrainOptions& options) : options_(options) {
+  check_inputs();
+  build();
+}
+
+// Everything that is bad input fails here, on every rank alike, before any rank waits.
+void Trainer::check_inputs() {
+  env_ = read_rendezvous_env();
+  set_threads_from_env();
+  plan_ = read_plan(options_.plan_path);
+  plan_hash_ = plan_hash(plan_);
+  model_ = models::make_model_from_config(plan_.model.name, plan_.model.config);
+  check_plan_matches_model(plan_, model_, options_.plan_path);
+  check_world(plan_, env_, options_.plan_path);
+  device_ = rank_device(plan_, env_, options_.plan_path);
+  check_writable(options_.output_path, "-o");
+  if (!options_.log_path.empty()) check_writable(options_.log_path, "--log");
+  if (!options_.trace_path.empty()) check_writable(options_.trace_path, "--trace");
+  if (!options_.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.checkpoint_dir, ec);
+    PIPEPLAN_CHECK(std::filesystem::is_directory(options_.checkpoint_dir), "--checkpoint-dir: ",
+                   quote(options_.checkpoint_dir), " is not a folder that can be created");
+  }
+  data_ = open_data(options_.data, options_.data_dir, model_, options_.seed);
+  steps_per_epoch_ = data_->size(Split::kTrain) / plan_.global_batch;
+  PIPEPLAN_CHECK(steps_per_epoch_ >= 1, options_.plan_path, ": global_batch: ", plan_.global_batch,
+                 " is larger than the ", data_->size(Split::kTrain), " training samples of ",
+                 quote(options_.data));
+  total_steps_ = options_.steps > 0 ? options_.steps
+                                    : std::max<int64_t>(options_.epochs, 1) * steps_per_epoch_;
+}
+
+void Trainer::build() {
+  if (device_.is_cuda()) device_guard_.emplace(device_);
+  tracker_ = std::make_shared<profiler::MemoryTracker>();
+  tracking_ = std::make_unique<profiler::MemoryTrackingScope>(tracker_);
+  const RankAssignment& me = plan_.ranks[env_.rank];
+  stage_ = std::make_unique<StageRuntime>(model_, plan_, me.stage, device_, options_.seed);
+  optimizer_ = std::make_unique<FlatOptimizer>(plan_.optimizer, stage_->parameters(), stage_->gradients());
+  scaler_ = std::make_unique<LossScaler>(plan_.precision == Precision::kAmpFp16);
+  actions_ = expand_schedule(plan_)[env_.rank];
+  pass_.rows.assign(static_cast<size_t>(plan_.num_micro_batches), plan_.micro_batch_size);
+  pass_.load = [this](int micro_batch) {
+    return load(Split::kTrain, micro_batch_indices(order_, step_in_epoch_, plan_.global_batch,
+                                                   plan_.dp, replica(), plan_.num_micro_batches,
+                                                   micro_batch));
+  };
+}
+
+void Trainer::connect() {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
+  comm_ = Comm::connect(env_, plan_, device_, timeout);
+  reducer_ = std::make_unique<StepReducer>(*comm_, plan_);
+}
+
+// Rank 0 picks the newest complete checkpoint; every rank loads its stage's file from it.
+void Trainer::resume() {
+  if (!options_.resume) return;
+  if (is_rank0())
+    comm_->store_set("resume/step", std::to_string(latest_complete_checkpoint(options_.checkpoint_dir)));
+  const int64_t step = std::stoll(comm_->store_get("resume/step"));
+  if (step == 0) {
+    if (is_rank0()) log_info("no checkpoint in ", quote(options_.checkpoint_dir), "; starting at step 0");
+    return;
+  }
+  const CheckpointManifest m = read_checkpoint_manifest(options_.checkpoint_dir, step);
+  const std::string where = "checkpoint " + quote(checkpoint_step_dir(options_.checkpoint_dir, step));
+  PIPEPLAN_CHECK(m.plan_hash == plan_hash_, where, " was made for another plan (", quote(m.plan_hash),
+                 ", not ", quote(plan_hash_), "); use its plan or another --checkpoint-dir");
+  PIPEPLAN_CHECK(m.total_steps == total_steps_ && m.seed == options_.seed && m.data == options_.data,
+                 where, " belongs to a run of ", m.total_steps, " steps with --seed ", m.seed,
+                 " --data ", m.data, "; resume with the same flags");
+  load_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_, *optimizer_);
+  optimizer_->set_steps_taken(m.optimizer_steps);
+  scaler_->restore(m.loss_scale, m.loss_scale_clean_steps);
+  accuracy_ = m.test_accuracy;
+  last_loss_ = m.loss;
+  start_step_ = last_checkpoint_step_ = step;
+  if (is_rank0()) log_info("resuming from ", where, " at step ", step, " of ", total_steps_);
+}
+
+// At least one of this process's steps is measured; the time origin is common to all ranks.
+void Trainer::prepare_timing() {
+  const int64_t steps_to_run = total_steps_ - start_step_;
+  const int64_t warmup = std::min<int64_t>(kTimingWarmupSteps, std::max<int64_t>(steps_to_run - 1, 0));
+  recorder_ = std::make_unique<Recorder>(env_.rank, static_cast<int>(warmup));
+  interpreter_ = std::make_unique<Interpreter>(plan_, env_.rank, *stage_, *comm_, *optimizer_,
+                                               *scaler_, *recorder_, options_.seed);
+  comm_->barrier();
+  recorder_->reset_origin();
+}
+
+void Trainer::open_log() {
+  if (!is_rank0()) return;
+  progress_ = std::make_unique<ProgressLine>();
+  if (options_.log_path.empty()) return;
+  if (start_step_ > 0) truncate_log_after(options_.log_path, start_step_);
+  log_.open(options_.log_path, start_step_ > 0 ? std::ios::app : std::ios::trunc);
+  PIPEPLAN_CHECK(log_.good(), "--log: cannot write ", quote(options_.log_path));
+}
+
+std::pair<torch::Tensor, torch::Tensor> Trainer::load(Split split,
+                                                      const std::vector<int64_t>& indices) const {
+  auto [input, target] = data_->batch(split, indices);
+  return {input.to(device_), target.to(device_)};
+}
+
+void Trainer::run() {
+  connect();
+  resume();
+  prepare_timing();
+  open_log();
+  const int64_t stop_at = fail_at_step();
+  for (int64_t step = start_step_ + 1; step <= total_steps_; ++step) {
+    PIPEPLAN_RUNTIME_CHECK(step != stop_at, "stopping before step ", step, " as ",
+                           kFailAtStepVariable, " asks (a test hook)");
+    run_step(step);
+    if (step % steps_per_epoch_ == 0) evaluate(step, step / steps_per_epoch_);
+    if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
+        step % options_.checkpoint_every == 0)
+      save_checkpoint(step);
+  }
+  flush_reports();
+  if (accuracy_.empty() || accuracy_.back().step != total_steps_)
+    evaluate(total_steps_, total_steps_ / steps_per_epoch_ + 1);
+  if (!options_.checkpoint_dir.empty() && last_checkpoint_step_ != total_steps_)
+    save_checkpoint(total_steps_);
+  finish();
+}
+
+void Trainer::run_step(int64_t step) {
+  const int64_t epoch = (step - 1) / steps_per_epoch_;
+  step_in_epoch_ = (step - 1) % steps_per_epoch_;
+  if (epoch != order_epoch_) {
+    order_ = epoch_order(data_->size(Split::kTrain), options_.seed, epoch);
+    order_epoch_ = epoch;
+  }
+  const double lr = learning_rate(plan_.optimizer, plan_.global_batch, step, total_steps_);
+  recorder_->begin_step(step);
+  pass_.step = step;
+  const IterationOutcome outcome = interpreter_->train(actions_, pass_, lr);
+  const StepTiming timing = recorder_->end_step();
+  StepValues values;
+  values.step = step;
+  values.loss_sum = outcome.loss_sum;
+  values.loss_finite = outcome.loss_finite;
+  values.gradients_finite = outcome.gradients_finite;
+  values.iteration_ms = timing.iteration_ms;
+  if (std::optional<StepReport> report = reducer_->push(values)) on_report(*report);
+}
+
+// Rank 0: one log line per step, the progress line, and the slowest iteration of measured steps.
+void Trainer::on_report(const StepReport& report) {
+  last_loss_ = report.loss;
+  if (!is_rank0()) return;
+  if (report.step > start_step_ + recorder_->warmup_steps())
+    slowest_iteration_ms_.push_back(report.slowest_iteration_ms);
+  const double samples_per_s = static_cast<double>(plan_.global_batch) * 1000.0 /
+                               std::max(report.slowest_iteration_ms, 1e-9);
+  if (log_.is_open()) {
+    OrderedJson line{{"step", report.step},
+                     {"epoch", (report.step - 1) / steps_per_epoch_ + 1},
+                     {"loss", report.loss},
+                     {"lr", learning_rate(plan_.optimizer, plan_.global_batch, report.step, total_steps_)},
+                     {"iteration_ms", report.slowest_iteration_ms},
+                     {"samples_per_s", samples_per_s}};
+    log_ << line.dump() << '\n' << std::flush;
+  }
+  char text[128];
+  std::snprintf(text, sizeof text, "step %lld/%lld  loss %.4f  %.1f samples/s",
+                static_cast<long long>(report.step), static_cast<long long>(total_steps_),
+                report.loss, samples_per_s);
+  progress_->update(text);
+}
+
+void Trainer::flush_reports() {
+  if (std::optional<StepReport> report = reducer_->flush()) on_report(*report);
+}
+
+// Forward-only pass over the test split, sharded over replicas; counts summed over all ranks.
+void Trainer::evaluate(int64_t step, int64_t epoch) {
+  flush_reports();
+  const int64_t size = data_->size(Split::kTest);
+  const int64_t begin = size * replica() / plan_.dp;
+  const int64_t count = size * (replica() + 1) / plan_.dp - begin;
+  const int64_t rows = plan_.micro_batch_size;
+  PassData pass;
+  pass.step = step;
+  for (int64_t offset = 0; offset < count; offset += rows) pass.rows.push_back(std::min(rows, count - offset));
+  pass.load = [&](int micro_batch) {
+    std::vector<int64_t> indices(static_cast<size_t>(pass.rows[micro_batch]));
+    for (size_t idx = 0; idx < indices.size(); ++idx)
+      indices[idx] = begin + micro_batch * rows + static_cast<int64_t>(idx);
+    return load(Split::kTest, indices);
+  };
+  const std::vector<Action> actions = expand_forward_only(plan_, static_cast<int>(pass.rows.size()))[env_.rank];
+  int64_t correct = 0, total = 0;
+  interpreter_->evaluate(actions, pass, &correct, &total);
+  torch::Tensor counts = torch::tensor({static_cast<double>(correct), static_cast<double>(total)}, torch::kFloat64);
+  comm_->world_sum(counts);
+  const double accuracy = counts[0].item<double>() / std::max(counts[1].item<double>(), 1.0);
+  accuracy_.push_back({epoch, step, accuracy});
+  if (is_rank0() && log_.is_open())
+    log_ << OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() << '\n' << std::flush;
+}
+
+// Stage files from each stage's replica 0, a barrier, then rank 0's manifest completes it.
+void Trainer::save_checkpoint(int64_t step) {
+  flush_reports();
+  if (replica() == 0)
+    save_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_, *optimizer_);
+  comm_->barrier();
+  last_checkpoint_step_ = step;
+  if (!is_rank0()) return;
+  CheckpointManifest m;
+  m.plan_hash = plan_hash_;
+  m.step = step;
+  m.total_steps = total_steps_;
+  m.seed = options_.seed;
+  m.data = options_.data;
+  m.pp = plan_.pp;
+  m.optimizer_steps = optimizer_->steps_taken();
+  m.loss_scale = scaler_->scale();
+  m.loss_scale_clean_steps = scaler_->clean_steps();
+  m.loss = last_loss_;
+  m.test_accuracy = accuracy_;
+  write_checkpoint_manifest(options_.checkpoint_dir, m, kCheckpointsKept);
+}
+
+RankMeasurement Trainer::measure_rank() const {
+  RankMeasurement m = recorder_->summarize(plan_.ranks[env_.rank]);
+  m.peak_memory_bytes = tracker_->peak_bytes(device_.type());
+#ifdef PIPEPLAN_HAS_CUDA
+  if (device_.is_cuda()) {
+    m.cuda_allocator_peak_bytes = compat::cuda_allocator_bytes(device_.index()).peak_allocated;
+  }
+#endif
+  return m;
+}
+
+// Every rank's summary (and trace events) go through the store to rank 0, which writes the files.
+void Trainer::finish() {
+  const std::vector<ActionEvent> no_events;
+  const Json report = rank_report_json(measure_rank(), options_.trace_path.empty() ? no_events : recorder_->events());
+  comm_->store_set("report/" + std::to_string(env_.rank), report.dump());
+  if (is_rank0()) {
+    std::vector<RankMeasurement> ranks(plan_.ranks.size());
+    std::vector<ActionEvent> events;
+    for (size_t rank = 0; rank < ranks.size(); ++rank)
+      parse_rank_report(Json::parse(comm_->store_get("report/" + std::to_string(rank))), &ranks[rank], &events);
+    Run run;
+    run.tool_version = version();
+    run.plan_path = options_.plan_path;
+    run.plan_hash = plan_hash_;
+    run.world_size = env_.world_size;
+    run.data = options_.data;
+    run.data_dir = options_.data_dir;
+    run.seed = options_.seed;
+    run.steps = total_steps_;
+    run.steps_per_epoch = steps_per_epoch_;
+    run.resumed_from_step = start_step_;
+    run.final_loss = last_loss_;
+    run.test_accuracy = accuracy_;
+    run.measured = combine_measurements(plan_, std::move(ranks), slowest_iteration_ms_, recorder_->warmup_steps());
+    write_run(options_.output_path, run);
+    if (!options_.trace_path.empty()) write_chrome_trace(options_.trace_path, events, plan_);
+    progress_.reset();
+  }
+  comm_->barrier();
+}
+
+}  // namespace
+
+void train(const TrainOptions& options) {
+  auto trainer = std::make_unique<Trainer>(options);
+  try {
+    trainer->run();
+  } catch (...) {
+    // A process group's destructor can wait for a collective that a failed peer never
+    // finishes: leave them to process exit and report the error at once.
+    (void)trainer.release();
+    throw;
+  }
+}
+
+}  // namespace pipeplan::executor

@@ -1,0 +1,32 @@
+// `pipeplan train` for one rank: checks the plan, joins the job, trains exactly as planned,
+// evaluates, checkpoints and (rank 0) writes the log, run.json and the trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pipeplan::executor {
+
+/// The flags of `pipeplan train` (DESIGN.md, Command line).
+struct TrainOptions {
+  std::string plan_path;
+  std::string data = "fashion-mnist";  ///< fashion-mnist, cifar10, synthetic
+  std::string data_dir;                ///< "" for the data set's default location
+  int64_t steps = 0;                   ///< optimizer steps; 0 to count epochs instead
+  int64_t epochs = 0;                  ///< used when steps is 0; 0 and 0 mean one epoch
+  uint64_t seed = 0;                   ///< model initialisation, data order, dropout
+  std::string log_path;                ///< steps.jsonl, "" for none
+  std::string checkpoint_dir;          ///< "" for no checkpoints
+  int64_t checkpoint_every = 0;        ///< steps between checkpoints; 0: only at the end
+  bool resume = false;                 ///< continue from the latest complete checkpoint
+  std::string trace_path;              ///< Chrome trace, "" for none
+  std::string output_path;             ///< run.json
+  double timeout_s = 300;              ///< rendezvous and every wait on a peer
+};
+
+/// Runs this process's rank (from RANK, WORLD_SIZE, ...) of the training `options` describe.
+/// Bad input (flags, plan, data, checkpoint) throws Error(kBadInput) before any rank waits on
+/// another where possible; a failing or missing peer, a NaN or a timeout throws Error(kRuntime).
+void train(const TrainOptions& options);
+
+}  // namespace pipeplan::executor

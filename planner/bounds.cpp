@@ -1,0 +1,79 @@
+// Lower bounds on the simulated iteration time (the paths are documented in bounds.h).
+#include "planner/bounds.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/memory_model.h"
+#include "planner/time_model.h"
+
+namespace pipeplan {
+namespace {
+
+// The cheapest all-reduce of `bytes` over dp replicas on any link the cluster has.
+double cheapest_allreduce_ms(const Cluster& cluster, int64_t bytes, int dp) {
+  const LinkCosts links = link_costs(cluster);
+  double cheapest =
+      allreduce_ms(bytes, dp, links.intra_node_bandwidth_bytes_per_s, links.latency_ms);
+  if (cluster.devices_per_node < cluster.devices)
+    cheapest = std::min(cheapest, allreduce_ms(bytes, dp, links.inter_node_bandwidth_bytes_per_s,
+                                               links.latency_ms));
+  return cheapest;
+}
+
+// min over t >= 0 with Σ t = total of max_k (Σ_{s<k} t_s + m·t_k): total / (1 − (1 − 1/m)^pp).
+double path_bound(double total, int num_micro_batches, int pp) {
+  const double keep = 1.0 - 1.0 / num_micro_batches;
+  return total / (1.0 - std::pow(keep, pp));
+}
+
+}  // namespace
+
+double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
+                                const Candidate& candidate) {
+  const int layers = table.num_layers();
+  const int m = candidate.num_micro_batches;
+  const int pp = candidate.pp;
+  int64_t total_ns = table.compute_ns(0, layers);
+  if (candidate.policy == CheckpointPolicy::kAll) total_ns += table.fwd_ns(0, layers);
+  const double total = to_ms(total_ns);
+  const double slowest_stage = std::max(total / pp, to_ms(table.max_layer_compute_ns()));
+  double path = std::max({total, path_bound(total, m, pp), m * slowest_stage});
+  if (candidate.schedule == Schedule::kGpipe)
+    path = std::max(path, total + (m - 1) * slowest_stage);
+  const double tail =
+      cheapest_allreduce_ms(context.cluster, table.param_count(0, 1) * kGradientBytesPerParameter,
+                            candidate.dp) +
+      to_ms(table.optimizer_ns(0, 1));
+  // Σ over stages of their all-reduces: the bytes add up, the latency term comes once per stage.
+  const double allreduces =
+      cheapest_allreduce_ms(context.cluster,
+                            table.param_count(0, layers) * kGradientBytesPerParameter,
+                            candidate.dp) +
+      cheapest_allreduce_ms(context.cluster, 0, candidate.dp) * (pp - 1);
+  const double average_busy = (m * total + allreduces + to_ms(table.optimizer_ns(0, layers))) / pp;
+  return std::max(path + tail, average_busy);
+}
+
+double iteration_lower_bound_ms(const SimulationInput& input) {
+  const int m = input.num_micro_batches;
+  const std::vector<StageCosts>& stages = input.stages;
+  const double tail = stages[0].allreduce_ms + stages[0].optimizer_ms;
+  double bound = 0;
+  double chain = 0;  // Σ_{s<k}: forward, recompute, backward and the transfers between them
+  double slowest = 0;
+  for (size_t stage = 0; stage < stages.size(); ++stage) {
+    const StageCosts& s = stages[stage];
+    const double work = s.fwd_ms + s.recompute_ms + s.bwd_ms;
+    slowest = std::max(slowest, work);
+    bound = std::max({bound, m * work + s.allreduce_ms + s.optimizer_ms, chain + m * work + tail});
+    chain += work;
+    if (stage + 1 < stages.size())
+      chain += input.activation_ms[0][stage] + input.gradient_ms[0][stage];
+  }
+  bound = std::max(bound, chain + tail);
+  if (input.schedule == Schedule::kGpipe) bound = std::max(bound, chain + (m - 1) * slowest + tail);
+  return bound;
+}
+
+}  // namespace pipeplan

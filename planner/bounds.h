@@ -1,0 +1,31 @@
+// Lower bounds on a candidate's simulated iteration time, used by the search to evaluate the
+// most promising candidates first and to skip those that cannot reach the top K.
+#pragma once
+
+#include "planner/layer_table.h"
+#include "planner/predict.h"
+#include "planner/simulator.h"
+
+namespace pipeplan {
+
+/// A lower bound of the simulated iteration time (ms) of `candidate` for ANY split of the
+/// layers into its pp stages. With per micro-batch compute T = Σ (fwd + bwd) over all layers
+/// and t_s the stage sums, the simulated iteration is at least:
+///   - T: micro-batch 0 goes forward through every stage and backward through every stage;
+///   - max_k (Σ_{s<k} t_s + m·t_k) >= T / (1 − (1 − 1/m)^pp): the forward of micro-batch 0
+///     up to stage k, all of stage k's work, the backward of micro-batch m−1 back to stage 0
+///     (minimised over all t with Σ t = T);
+///   - m · max(T / pp, slowest layer): the slowest stage's own work;
+///   - gpipe only, T + (m − 1) · max(T / pp, slowest layer): micro-batch m−1's forward and
+///     micro-batch 0's backward through every stage around the slowest stage's 2m actions;
+///   - the average rank's busy time: (m·T + Σ all-reduces + Σ optimizer steps) / pp;
+/// each path also ends with stage 0's all-reduce and optimizer step over at least layer 0.
+/// Checkpoint policy kAll adds the recompute to T. Communication only adds, so it is left out.
+double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
+                                const Candidate& candidate);
+
+/// A tighter lower bound once the split is known: the same paths with the actual stage times,
+/// recompute and the transfers along them (replica 0's links), and the busiest rank.
+double iteration_lower_bound_ms(const SimulationInput& input);
+
+}  // namespace pipeplan

@@ -1,0 +1,182 @@
+// Per-layer quantities at one micro-batch size: interpolation, prefix sums, range maxima.
+#include "planner/layer_table.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+int64_t non_negative_bytes(double bytes) { return std::max<int64_t>(0, std::llround(bytes)); }
+
+// Linear interpolation of `value(point)` between points[lo] and points[lo + 1] at b.
+template <typename Get>
+double between(const std::vector<LayerPoint>& points, size_t lo, double b, Get value) {
+  const LayerPoint& a = points[lo];
+  const LayerPoint& c = points[lo + 1];
+  const double weight =
+      (b - static_cast<double>(a.batch_size)) / static_cast<double>(c.batch_size - a.batch_size);
+  return value(a) + weight * (value(c) - value(a));
+}
+
+// The share of retained bytes that `part` is at a profiled point (0 when nothing is retained).
+double share(int64_t part, int64_t retained) {
+  return retained > 0 ? static_cast<double>(part) / static_cast<double>(retained) : 0.0;
+}
+
+LayerAt extrapolate(const LayerProfile& layer, int64_t micro_batch_size) {
+  const double b = static_cast<double>(micro_batch_size);
+  const LayerPoint& edge = micro_batch_size < layer.points.front().batch_size ? layer.points.front()
+                                                                              : layer.points.back();
+  LayerAt at;
+  at.fwd_ms = std::max(0.0, layer.fits.fwd_ms.at(b));
+  at.bwd_ms = std::max(0.0, layer.fits.bwd_ms.at(b));
+  at.retained_bytes = non_negative_bytes(layer.fits.retained_bytes.at(b));
+  const double retained = static_cast<double>(at.retained_bytes);
+  at.saved_input_bytes =
+      non_negative_bytes(retained * share(edge.saved_input_bytes, edge.retained_bytes));
+  at.saved_output_bytes =
+      non_negative_bytes(retained * share(edge.saved_output_bytes, edge.retained_bytes));
+  at.fwd_transient_bytes = non_negative_bytes(layer.fits.fwd_transient_bytes.at(b));
+  at.bwd_transient_bytes = non_negative_bytes(layer.fits.bwd_transient_bytes.at(b));
+  return at;
+}
+
+LayerAt point_values(const LayerPoint& p) {
+  return {p.fwd_ms,
+          p.bwd_ms,
+          p.retained_bytes,
+          p.saved_input_bytes,
+          p.saved_output_bytes,
+          p.fwd_transient_bytes,
+          p.bwd_transient_bytes};
+}
+
+LayerAt interpolate(const std::vector<LayerPoint>& points, int64_t micro_batch_size) {
+  if (points.size() == 1) return point_values(points.front());
+  size_t lo = 0;  // points[lo].batch_size <= b <= points[lo + 1].batch_size
+  while (lo + 2 < points.size() && points[lo + 1].batch_size <= micro_batch_size) ++lo;
+  const double b = static_cast<double>(micro_batch_size);
+  LayerAt at;
+  at.fwd_ms = between(points, lo, b, [](const LayerPoint& p) { return p.fwd_ms; });
+  at.bwd_ms = between(points, lo, b, [](const LayerPoint& p) { return p.bwd_ms; });
+  auto bytes = [&](int64_t LayerPoint::*field) {
+    return non_negative_bytes(between(
+        points, lo, b, [field](const LayerPoint& p) { return static_cast<double>(p.*field); }));
+  };
+  at.retained_bytes = bytes(&LayerPoint::retained_bytes);
+  at.saved_input_bytes = bytes(&LayerPoint::saved_input_bytes);
+  at.saved_output_bytes = bytes(&LayerPoint::saved_output_bytes);
+  at.fwd_transient_bytes = bytes(&LayerPoint::fwd_transient_bytes);
+  at.bwd_transient_bytes = bytes(&LayerPoint::bwd_transient_bytes);
+  return at;
+}
+
+}  // namespace
+
+int64_t to_ns(double ms) { return std::llround(ms * kNanosecondsPerMs); }
+double to_ms(int64_t ns) { return static_cast<double>(ns) / kNanosecondsPerMs; }
+
+LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size) {
+  PIPEPLAN_ASSERT(!layer.points.empty() && micro_batch_size >= 1);
+  const bool outside = micro_batch_size < layer.points.front().batch_size ||
+                       micro_batch_size > layer.points.back().batch_size;
+  LayerAt at =
+      outside ? extrapolate(layer, micro_batch_size) : interpolate(layer.points, micro_batch_size);
+  // Rounding must not let the saved parts exceed what is retained.
+  at.saved_input_bytes = std::min(at.saved_input_bytes, at.retained_bytes);
+  at.saved_output_bytes = std::min(at.saved_output_bytes, at.retained_bytes);
+  return at;
+}
+
+std::string extrapolation_note(const std::vector<int64_t>& profiled, int64_t micro_batch_size) {
+  if (profiled.empty()) return "";
+  const std::string range = detail::concat(profiled.front(), "..", profiled.back());
+  if (micro_batch_size > profiled.back())
+    return detail::concat("micro-batch ", micro_batch_size, " is beyond the profiled ", range,
+                          ": extrapolated");
+  if (micro_batch_size < profiled.front())
+    return detail::concat("micro-batch ", micro_batch_size, " is below the profiled ", range,
+                          ": extrapolated");
+  return "";
+}
+
+LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer)
+    : micro_batch_size_(micro_batch_size),
+      note_(extrapolation_note(profile.settings.batch_sizes, micro_batch_size)) {
+  PIPEPLAN_ASSERT(micro_batch_size >= 1 && !profile.layers.empty());
+  for (const LayerProfile& layer : profile.layers)
+    layers_.push_back(layer_at(layer, micro_batch_size));
+  build_prefix_sums(profile, optimizer);
+  build_boundaries(profile);
+  build_transient_table();
+}
+
+void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimizer) {
+  const size_t n = layers_.size();
+  for (auto* prefix : {&fwd_ns_, &bwd_ns_, &opt_ns_, &params_, &buffers_, &retained_prefix_})
+    prefix->assign(n + 1, 0);
+  overlap_prefix_.assign(n, 0);
+  const std::string optimizer_name = to_string(optimizer);
+  for (size_t idx = 0; idx < n; ++idx) {
+    const LayerProfile& layer = profile.layers[idx];
+    const auto step = layer.optimizer_step_ms.find(optimizer_name);
+    PIPEPLAN_CHECK(step != layer.optimizer_step_ms.end(), "profile: layers[", idx,
+                   "].optimizer_step_ms has no ", quote(optimizer_name),
+                   " entry (profile again, or choose another --optimizer)");
+    const int64_t fwd = to_ns(layers_[idx].fwd_ms);
+    const int64_t bwd = to_ns(layers_[idx].bwd_ms);
+    fwd_ns_[idx + 1] = fwd_ns_[idx] + fwd;
+    bwd_ns_[idx + 1] = bwd_ns_[idx] + bwd;
+    opt_ns_[idx + 1] = opt_ns_[idx] + to_ns(step->second);
+    params_[idx + 1] = params_[idx] + layer.param_count;
+    buffers_[idx + 1] = buffers_[idx] + layer.buffer_bytes;
+    retained_prefix_[idx + 1] = retained_prefix_[idx] + layers_[idx].retained_bytes;
+    max_layer_compute_ns_ = std::max(max_layer_compute_ns_, fwd + bwd);
+    if (idx + 1 < n) {
+      const int64_t overlap =
+          std::min(layers_[idx].saved_output_bytes, layers_[idx + 1].saved_input_bytes);
+      overlap_prefix_[idx + 1] = overlap_prefix_[idx] + overlap;
+    }
+  }
+}
+
+void LayerTable::build_boundaries(const Profile& profile) {
+  const size_t n = layers_.size();
+  shapes_.assign(n + 1, {});
+  dtypes_.assign(n + 1, "float32");
+  boundary_bytes_.assign(n + 1, 0);
+  shapes_[0] = profile.model.input_shape;
+  dtypes_[0] = profile.model.input_dtype;
+  for (size_t idx = 0; idx < n; ++idx) {
+    const LayerProfile& layer = profile.layers[idx];
+    const std::vector<int64_t>& shape = layer.points.front().output_shape;
+    PIPEPLAN_CHECK(!shape.empty(), "profile: layers[", idx,
+                   "].points[0].output_shape: empty (expected the batch dimension first)");
+    shapes_[idx + 1].assign(shape.begin() + 1, shape.end());
+    dtypes_[idx + 1] = layer.output_dtype;
+  }
+  for (size_t pos = 0; pos <= n; ++pos)
+    boundary_bytes_[pos] = activation_bytes(shapes_[pos], dtypes_[pos], micro_batch_size_);
+  if (n > 1)
+    min_inner_boundary_bytes_ =
+        *std::min_element(boundary_bytes_.begin() + 1, boundary_bytes_.begin() + n);
+}
+
+void LayerTable::build_transient_table() {
+  std::vector<int64_t> base;
+  for (const LayerAt& layer : layers_)
+    base.push_back(std::max(layer.fwd_transient_bytes, layer.bwd_transient_bytes));
+  transient_levels_.push_back(std::move(base));
+  for (size_t width = 2; width <= layers_.size(); width *= 2) {
+    const std::vector<int64_t>& prev = transient_levels_.back();
+    std::vector<int64_t> level(layers_.size() - width + 1);
+    for (size_t idx = 0; idx < level.size(); ++idx)
+      level[idx] = std::max(prev[idx], prev[idx + width / 2]);
+    transient_levels_.push_back(std::move(level));
+  }
+}
+
+}  // namespace pipeplan

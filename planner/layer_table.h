@@ -1,0 +1,121 @@
+// Per-layer profile quantities at one micro-batch size, with prefix sums so that any stage's
+// sums, retained activations and transient peak cost O(1).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plans/plan.h"
+#include "profiler/report.h"
+
+namespace pipeplan {
+
+/// The planner counts time in whole nanoseconds internally, so that sums of stage times are
+/// exact and two partitions with the same stage times tie exactly. This quantum (1 ns) is the
+/// only tolerance the partitioner's comparisons have.
+inline constexpr double kNanosecondsPerMs = 1e6;
+
+/// ms -> ns, rounded to the nearest nanosecond.
+int64_t to_ns(double ms);
+/// ns -> ms.
+double to_ms(int64_t ns);
+
+/// One layer at one micro-batch size b. Between two profiled batch sizes every quantity is
+/// interpolated linearly; beyond the profiled range times and retained and transient bytes
+/// follow the profile's linear fits, and the saved input/output parts keep their share of
+/// retained_bytes at the nearest profiled size. Nothing is negative.
+struct LayerAt {
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+  int64_t retained_bytes = 0;
+  int64_t saved_input_bytes = 0;
+  int64_t saved_output_bytes = 0;
+  int64_t fwd_transient_bytes = 0;
+  int64_t bwd_transient_bytes = 0;
+};
+
+/// `layer` at micro-batch size `micro_batch_size` (>= 1), as documented on LayerAt.
+LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size);
+
+/// The note a plan carries when `micro_batch_size` lies outside `profiled` (ascending):
+/// "micro-batch 64 is beyond the profiled 1..32: extrapolated", or "" inside the range.
+std::string extrapolation_note(const std::vector<int64_t>& profiled, int64_t micro_batch_size);
+
+/// Every layer of a profile at one micro-batch size, for one optimizer. Stage queries take
+/// layer ranges [first, last) with 0 <= first < last <= num_layers().
+class LayerTable {
+ public:
+  /// Throws Error(kBadInput) when a layer has no optimizer_step_ms for `optimizer`.
+  LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer);
+
+  /// L, the profile's layer count.
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  /// b, the micro-batch size the table is at.
+  int64_t micro_batch_size() const { return micro_batch_size_; }
+  /// The extrapolation note for this micro-batch size, or "".
+  const std::string& note() const { return note_; }
+  /// One layer's interpolated values.
+  const LayerAt& layer(int layer_idx) const { return layers_[layer_idx]; }
+
+  /// Forward time of the stage's layers per micro-batch (each layer rounded to 1 ns).
+  int64_t fwd_ns(int first, int last) const { return fwd_ns_[last] - fwd_ns_[first]; }
+  /// Backward time of the stage's layers per micro-batch.
+  int64_t bwd_ns(int first, int last) const { return bwd_ns_[last] - bwd_ns_[first]; }
+  /// Forward plus backward: the stage's compute per micro-batch without recompute.
+  int64_t compute_ns(int first, int last) const {
+    return fwd_ns(first, last) + bwd_ns(first, last);
+  }
+  /// One optimizer step over the stage's parameters (the table's optimizer).
+  int64_t optimizer_ns(int first, int last) const { return opt_ns_[last] - opt_ns_[first]; }
+  /// Parameters of the stage's layers.
+  int64_t param_count(int first, int last) const { return params_[last] - params_[first]; }
+  /// Buffer bytes (e.g. batch-norm statistics) of the stage's layers.
+  int64_t buffer_bytes(int first, int last) const { return buffers_[last] - buffers_[first]; }
+  /// A_s(b): Σ retained_bytes − Σ over internal boundaries i of
+  /// min(saved_output_bytes[i], saved_input_bytes[i+1]) (storage counted by both layers).
+  int64_t retained_bytes(int first, int last) const {
+    // Internal boundaries are between layers k and k+1 for k in [first, last − 1).
+    return retained_prefix_[last] - retained_prefix_[first] -
+           (overlap_prefix_[last - 1] - overlap_prefix_[first]);
+  }
+  /// The largest forward or backward transient of the stage's layers (a sparse-table query).
+  int64_t transient_bytes(int first, int last) const {
+    const int level = 31 - __builtin_clz(static_cast<unsigned>(last - first));  // floor(log2)
+    const std::vector<int64_t>& row = transient_levels_[level];
+    return std::max(row[first], row[last - (1 << level)]);
+  }
+  /// Bytes crossing boundary `position` per micro-batch: the model input for 0, else the
+  /// output of layer position − 1 (shape from the profile × dtype × b).
+  int64_t boundary_bytes(int position) const { return boundary_bytes_[position]; }
+  /// The smallest boundary_bytes over the positions a stage boundary can take, 1..L−1 (0 for
+  /// a single layer).
+  int64_t min_inner_boundary_bytes() const { return min_inner_boundary_bytes_; }
+  /// Per-sample shape of that boundary tensor (no batch dimension).
+  const std::vector<int64_t>& boundary_shape(int position) const { return shapes_[position]; }
+  /// Its dtype.
+  const std::string& boundary_dtype(int position) const { return dtypes_[position]; }
+  /// The slowest single layer's forward plus backward.
+  int64_t max_layer_compute_ns() const { return max_layer_compute_ns_; }
+
+ private:
+  void build_prefix_sums(const Profile& profile, OptimizerKind optimizer);
+  void build_boundaries(const Profile& profile);
+  void build_transient_table();
+
+  int64_t micro_batch_size_;
+  std::string note_;
+  std::vector<LayerAt> layers_;
+  std::vector<int64_t> fwd_ns_, bwd_ns_, opt_ns_, params_, buffers_;  // prefix sums, size L+1
+  std::vector<int64_t> retained_prefix_;                              // Σ retained_bytes, size L+1
+  std::vector<int64_t> overlap_prefix_;  // Σ overlap between layers i and i+1, size L
+  std::vector<std::vector<int64_t>> transient_levels_;  // sparse table for range maxima
+  std::vector<int64_t> boundary_bytes_;                 // size L+1
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<std::string> dtypes_;
+  int64_t max_layer_compute_ns_ = 0;
+  int64_t min_inner_boundary_bytes_ = 0;
+};
+
+}  // namespace pipeplan

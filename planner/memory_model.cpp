@@ -1,0 +1,45 @@
+// The memory model: per-stage terms from the layer table.
+#include "planner/memory_model.h"
+
+#include <algorithm>
+
+namespace pipeplan {
+
+int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
+                          int first, int last) {
+  int64_t bytes = 0;
+  if (stage_idx > 0) bytes += 2 * table.boundary_bytes(first);
+  if (stage_idx < settings.pp - 1) bytes += 2 * table.boundary_bytes(last);
+  if (settings.dp > 1)
+    bytes +=
+        std::min(table.param_count(first, last) * kGradientBytesPerParameter, kGradientBucketBytes);
+  return bytes;
+}
+
+MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
+                         int first, int last, bool checkpoint) {
+  const int64_t params = table.param_count(first, last);
+  const int64_t activations = table.retained_bytes(first, last);
+  MemoryTerms terms;
+  terms.parameters_bytes = params * kWeightBytesPerParameter;
+  terms.gradients_bytes = params * kGradientBytesPerParameter;
+  terms.optimizer_state_bytes = params * optimizer_state_bytes_per_parameter(settings.optimizer);
+  terms.master_copy_bytes =
+      settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
+  terms.buffers_bytes = table.buffer_bytes(first, last);
+  terms.in_flight =
+      in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
+  terms.activation_bytes_per_micro_batch = checkpoint ? table.boundary_bytes(first) : activations;
+  terms.activations_bytes = terms.in_flight * terms.activation_bytes_per_micro_batch;
+  terms.recompute_bytes = checkpoint ? activations : 0;
+  terms.transient_bytes = table.transient_bytes(first, last);
+  terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
+  terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
+  terms.total_bytes = terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
+                      terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
+                      terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
+                      terms.runtime_overhead_bytes;
+  return terms;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,105 @@
+// The memory model (DESIGN.md): every term of one stage's peak device memory, from the
+// profile at the plan's micro-batch size.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/units.h"
+#include "planner/layer_table.h"
+#include "plans/plan.h"
+
+namespace pipeplan {
+
+/// Bytes per parameter. Weights, gradients and optimizer state are fp32 under every
+/// precision; autocast adds a low-precision copy of the weights (master_copy_bytes).
+inline constexpr int64_t kWeightBytesPerParameter = 4;
+inline constexpr int64_t kGradientBytesPerParameter = 4;
+inline constexpr int64_t kSgdStateBytesPerParameter = 4;    ///< momentum: total 12
+inline constexpr int64_t kAdamwStateBytesPerParameter = 8;  ///< two moments: total 16
+inline constexpr int64_t kAutocastCopyBytesPerParameter = 2;
+/// DP without sharding keeps one flat gradient bucket per rank for the all-reduce in flight
+/// (PyTorch DDP's default bucket_cap_mb = 25); a stage smaller than that needs only its size.
+inline constexpr int64_t kGradientBucketBytes = 25 * kMiB;
+
+/// What a stage's memory depends on besides its layers.
+struct MemorySettings {
+  Schedule schedule = Schedule::kOneFOneB;
+  int pp = 1;
+  int dp = 1;
+  int num_micro_batches = 1;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  Precision precision = Precision::kFp32;
+  int64_t runtime_overhead_bytes = 0;  ///< the profile's device.runtime_overhead_bytes
+};
+
+/// Optimizer state bytes per parameter: 4 for SGD (momentum), 8 for AdamW.
+inline int64_t optimizer_state_bytes_per_parameter(OptimizerKind optimizer) {
+  return optimizer == OptimizerKind::kAdamw ? kAdamwStateBytesPerParameter
+                                            : kSgdStateBytesPerParameter;
+}
+
+/// ℓ_s, the micro-batches stage `stage_idx` holds activations for at its peak: m for gpipe,
+/// min(m, pp − s) for 1f1b.
+inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_batches) {
+  return schedule == Schedule::kGpipe ? num_micro_batches
+                                      : std::min(num_micro_batches, pp - stage_idx);
+}
+
+/// Bytes per parameter that do not depend on the micro-batch: weights, gradients, optimizer
+/// state and, under autocast, the low-precision copy.
+inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
+  return kWeightBytesPerParameter + kGradientBytesPerParameter +
+         optimizer_state_bytes_per_parameter(settings.optimizer) +
+         (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter);
+}
+
+/// Communication buffers of stage `stage_idx` holding layers [first, last):
+///
+///   comm_buffers = 2 · (in_bytes · [s > 0] + out_bytes · [s < pp − 1])
+///                + (dp > 1 ? min(gradient_bytes, kGradientBucketBytes) : 0)
+///
+/// where in_bytes and out_bytes are one micro-batch's boundary tensors (table.boundary_bytes
+/// at first and last). Each boundary holds one buffer per direction in transit: the
+/// activation and the gradient of the same shape (a send keeps its tensor alive until it
+/// completes, a receive owns its buffer from the moment it is posted). Sends queued behind a
+/// slow link hold further tensors, but those are layer outputs that the retained activations
+/// already count. The last term is DP's gradient bucket: the only per-device memory DP
+/// without sharding adds.
+int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
+                          int first, int last);
+
+/// Every term for stage `stage_idx` holding layers [first, last) (see MemoryTerms):
+/// weights, gradients and optimizer state from the parameter count; master_copy under
+/// autocast; buffers; A_s(b) per micro-batch times ℓ_s in flight — or, when `checkpoint`,
+/// only the stage input per micro-batch in flight (the model input for stage 0) plus one
+/// micro-batch's full A_s(b) during its recompute; the largest layer transient; the
+/// communication buffers; the runtime overhead. total_bytes is the sum of the terms; the
+/// stage fits iff total_bytes <= the device memory.
+MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
+                         int first, int last, bool checkpoint);
+
+/// A lower bound of stage_memory(table, settings, stage_idx, first, last, checkpoint)
+/// .total_bytes that never decreases as [first, last) grows: every term, except that the
+/// terms at the stage's two boundaries (communication buffers, the checkpointed stage input)
+/// count the smallest boundary tensor a stage boundary can have (min_inner_boundary_bytes)
+/// instead of the actual one, since those terms alone can shrink when the range grows; one
+/// A_s(b) stands for ℓ_s · A_s(b) + recompute when checkpointing. Holds for ranges a stage
+/// can have in a split: stage 0 starts at layer 0, a middle stage lies within [1, L − 1].
+/// Inline: the partitioners call it for most (start, end) pairs they look at.
+inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySettings& settings,
+                                        int stage_idx, int first, int last, bool checkpoint) {
+  const int64_t params = table.param_count(first, last);
+  const int64_t activations = table.retained_bytes(first, last);
+  const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
+  const int64_t smallest = table.min_inner_boundary_bytes();
+  const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
+  const int64_t boundaries = 2 * smallest * ((stage_idx > 0) + (stage_idx < settings.pp - 1));
+  const int64_t bucket =
+      settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes) : 0;
+  return params * static_bytes_per_parameter(settings) + table.buffer_bytes(first, last) +
+         (checkpoint ? held * input + activations : held * activations) +
+         table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,56 @@
+// Rank placement: layouts, node membership, the placement rule.
+#include "planner/placement.h"
+
+namespace pipeplan {
+
+std::string to_string(Layout layout) {
+  return layout == Layout::kReplicaMajor ? "replica-major" : "stage-major";
+}
+
+int layout_rank(Layout layout, int dp, int pp, int stage_idx, int replica) {
+  return layout == Layout::kReplicaMajor ? replica * pp + stage_idx : stage_idx * dp + replica;
+}
+
+std::vector<RankAssignment> place_ranks(Layout layout, int dp, int pp, int devices_per_node,
+                                        const std::string& device_kind) {
+  std::vector<RankAssignment> ranks(static_cast<size_t>(dp) * pp);
+  for (int replica = 0; replica < dp; ++replica)
+    for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
+      const int rank = layout_rank(layout, dp, pp, stage_idx, replica);
+      RankAssignment& assignment = ranks[rank];
+      assignment.rank = rank;
+      assignment.stage = stage_idx;
+      assignment.replica = replica;
+      assignment.node = rank / devices_per_node;
+      assignment.local_rank = rank % devices_per_node;
+      assignment.device =
+          device_kind == "cuda" ? "cuda:" + std::to_string(assignment.local_rank) : "cpu";
+    }
+  return ranks;
+}
+
+std::vector<bool> inter_node_boundaries(Layout layout, int dp, int pp, int devices_per_node) {
+  std::vector<bool> inter(pp > 1 ? pp - 1 : 0, false);
+  for (int boundary = 0; boundary + 1 < pp; ++boundary)
+    for (int replica = 0; replica < dp && !inter[boundary]; ++replica)
+      inter[boundary] = layout_rank(layout, dp, pp, boundary, replica) / devices_per_node !=
+                        layout_rank(layout, dp, pp, boundary + 1, replica) / devices_per_node;
+  return inter;
+}
+
+std::vector<bool> stages_spanning_nodes(Layout layout, int dp, int pp, int devices_per_node) {
+  std::vector<bool> spanning(pp, false);
+  for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
+    const int first_node = layout_rank(layout, dp, pp, stage_idx, 0) / devices_per_node;
+    for (int replica = 1; replica < dp && !spanning[stage_idx]; ++replica)
+      spanning[stage_idx] =
+          layout_rank(layout, dp, pp, stage_idx, replica) / devices_per_node != first_node;
+  }
+  return spanning;
+}
+
+Layout choose_layout(double p2p_bytes, double allreduce_bytes) {
+  return p2p_bytes >= allreduce_bytes ? Layout::kReplicaMajor : Layout::kStageMajor;
+}
+
+}  // namespace pipeplan

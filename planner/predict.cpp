@@ -1,0 +1,143 @@
+// Building plans from candidates: stage shapes, rank map, memory terms, times, simulation.
+#include "planner/predict.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/version.h"
+#include "planner/memory_model.h"
+#include "planner/time_model.h"
+
+namespace pipeplan {
+namespace {
+
+constexpr double kMsPerSecond = 1000.0;
+
+StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
+                                 const PartitionProblem& problem, const Candidate& candidate,
+                                 int stage_idx, int first, int last, bool checkpoint,
+                                 bool spans_nodes) {
+  StagePrediction stage;
+  const StageTimes times = stage_times(table, first, last, checkpoint);
+  stage.fwd_ms = to_ms(times.fwd_ns);
+  stage.bwd_ms = to_ms(times.bwd_ns);
+  stage.recompute_ms = to_ms(times.recompute_ns);
+  stage.optimizer_ms = to_ms(times.optimizer_ns);
+  stage.compute_ms = to_ms(compute_ns(times) * candidate.num_micro_batches);
+  stage.memory = stage_memory(table, problem.memory, stage_idx, first, last, checkpoint);
+  stage.peak_memory_bytes = stage.memory.total_bytes;
+  const LinkCosts links = link_costs(context.cluster);
+  stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
+                                    links.bandwidth(spans_nodes), links.latency_ms);
+  return stage;
+}
+
+}  // namespace
+
+Cluster make_cluster(const Profile& profile, int devices, int64_t device_memory_bytes,
+                     int devices_per_node, double inter_node_bandwidth_bytes_per_s) {
+  Cluster cluster;
+  cluster.device_kind = profile.device.kind;
+  cluster.devices = devices;
+  cluster.device_memory_bytes = device_memory_bytes;
+  cluster.devices_per_node = devices_per_node;
+  if (profile.interconnect) {
+    cluster.intra_node_bandwidth_bytes_per_s = profile.interconnect->p2p.bandwidth_bytes_per_s;
+    cluster.latency_ms = profile.interconnect->p2p.latency_ms;
+  }
+  cluster.inter_node_bandwidth_bytes_per_s = inter_node_bandwidth_bytes_per_s;
+  return cluster;
+}
+
+std::vector<std::string> planning_notes(const Profile& profile, const Cluster& cluster,
+                                        bool inter_node_bandwidth_given) {
+  std::vector<std::string> notes;
+  if (!profile.interconnect)
+    notes.push_back(
+        "the profile has no interconnect measurement (profiled with --no-comm): intra-node "
+        "communication is predicted to be free");
+  if (cluster.devices_per_node < cluster.devices && !inter_node_bandwidth_given)
+    notes.push_back(detail::concat("inter-node bandwidth ",
+                                   cluster.inter_node_bandwidth_bytes_per_s / 1e9,
+                                   " GB/s is assumed (set --inter-node-bandwidth)"));
+  return notes;
+}
+
+PartitionProblem partition_problem(const PlanningContext& context, const Candidate& candidate) {
+  PartitionProblem problem;
+  problem.pp = candidate.pp;
+  problem.policy = candidate.policy;
+  problem.device_memory_bytes = context.cluster.device_memory_bytes;
+  problem.memory.schedule = candidate.schedule;
+  problem.memory.pp = candidate.pp;
+  problem.memory.dp = candidate.dp;
+  problem.memory.num_micro_batches = candidate.num_micro_batches;
+  problem.memory.optimizer = context.optimizer;
+  problem.memory.precision = context.precision;
+  problem.memory.runtime_overhead_bytes = context.profile->device.runtime_overhead_bytes;
+  problem.links = link_costs(context.cluster);
+  problem.inter_node_boundaries = inter_node_boundaries(
+      candidate.layout, candidate.dp, candidate.pp, context.cluster.devices_per_node);
+  return problem;
+}
+
+Plan build_plan(const PlanningContext& context, const LayerTable& table, const Candidate& candidate,
+                const PartitionResult& split, const std::string& partition_name) {
+  PIPEPLAN_ASSERT(split.feasible && static_cast<int>(split.boundaries.size()) == candidate.pp + 1);
+  Plan plan;
+  plan.tool_version = version();
+  plan.profile_path = context.profile_path;
+  plan.profile_hash = context.profile_hash;
+  plan.model = context.profile->model;
+  plan.cluster = context.cluster;
+  plan.global_batch = context.global_batch;
+  plan.dp = candidate.dp;
+  plan.pp = candidate.pp;
+  plan.micro_batch_size = candidate.micro_batch_size;
+  plan.num_micro_batches = candidate.num_micro_batches;
+  plan.schedule = candidate.schedule;
+  plan.precision = context.precision;
+  plan.optimizer = OptimizerSettings::defaults_for(context.optimizer);
+  plan.partition = partition_name;
+  plan.ranks = place_ranks(candidate.layout, candidate.dp, candidate.pp,
+                           context.cluster.devices_per_node, context.cluster.device_kind);
+  const PartitionProblem problem = partition_problem(context, candidate);
+  const std::vector<bool> spanning = stages_spanning_nodes(
+      candidate.layout, candidate.dp, candidate.pp, context.cluster.devices_per_node);
+  const StageEvaluator evaluator(table, problem);
+  for (int stage_idx = 0; stage_idx < candidate.pp; ++stage_idx) {
+    const int first = split.boundaries[stage_idx];
+    const int last = split.boundaries[stage_idx + 1];
+    plan.stages.push_back({first, last, split.checkpoint[stage_idx], table.boundary_shape(first),
+                           table.boundary_dtype(first), table.boundary_shape(last),
+                           table.boundary_dtype(last)});
+    StagePrediction stage =
+        stage_prediction(context, table, problem, candidate, stage_idx, first, last,
+                         split.checkpoint[stage_idx], spanning[stage_idx]);
+    stage.p2p_ms = to_ms(evaluator.p2p_ns(stage_idx, first, last));
+    plan.predictions.allreduce_ms = std::max(plan.predictions.allreduce_ms, stage.allreduce_ms);
+    plan.predictions.optimizer_ms = std::max(plan.predictions.optimizer_ms, stage.optimizer_ms);
+    plan.predictions.stages.push_back(stage);
+  }
+  plan.predictions.notes = context.notes;
+  if (!table.note().empty()) plan.predictions.notes.push_back(table.note());
+  return plan;
+}
+
+SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
+  SimulationResult result = simulate(simulation_input(*plan), options);
+  Predictions& p = plan->predictions;
+  p.iteration_ms = result.iteration_ms;
+  p.samples_per_s = result.iteration_ms > 0 ? static_cast<double>(plan->global_batch) /
+                                                  result.iteration_ms * kMsPerSecond
+                                            : 0;
+  p.bubble_fraction = result.bubble_fraction;
+  for (const RankAssignment& assignment : plan->ranks) {
+    StagePrediction& stage = p.stages[assignment.stage];
+    stage.busy_ms = result.busy_ms[assignment.rank];
+    stage.idle_ms = result.idle_ms[assignment.rank];
+  }
+  return result;
+}
+
+}  // namespace pipeplan

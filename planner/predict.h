@@ -1,0 +1,71 @@
+// From a candidate's choices and its split to a complete plan: stages, rank map, every memory
+// term and time, and the simulated iteration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/layer_table.h"
+#include "planner/partition.h"
+#include "planner/placement.h"
+#include "planner/simulator.h"
+#include "planner/stage_cost.h"
+#include "plans/plan.h"
+#include "profiler/report.h"
+
+namespace pipeplan {
+
+/// The inter-node bandwidth assumed when the user gives none: 100 Gbit/s (a common
+/// InfiniBand EDR / 100 GbE link per node). Written into the plan's cluster and notes.
+inline constexpr double kDefaultInterNodeBandwidthBytesPerS = 12.5e9;
+
+/// What every candidate of one `pipeplan plan` run shares.
+struct PlanningContext {
+  const Profile* profile = nullptr;  ///< must outlive the context
+  std::string profile_path;
+  std::string profile_hash;  ///< file_hash of the profile
+  Cluster cluster;           ///< devices, memory, devices_per_node, bandwidths, latency
+  int64_t global_batch = 1;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  Precision precision = Precision::kFp32;  ///< the profile's: times were measured at it
+  std::vector<std::string> notes;          ///< carried by every plan (assumptions made)
+};
+
+/// The choices that make one candidate plan.
+struct Candidate {
+  int dp = 1;
+  int pp = 1;
+  int64_t micro_batch_size = 1;
+  int num_micro_batches = 1;  ///< global_batch / (dp · micro_batch_size)
+  Schedule schedule = Schedule::kOneFOneB;
+  CheckpointPolicy policy = CheckpointPolicy::kNone;
+  Layout layout = Layout::kReplicaMajor;
+};
+
+/// The cluster of a plan: device kind from the profile, the profile's point-to-point latency
+/// and bandwidth as the intra-node link (0 = free when the profile has no interconnect), and
+/// the given inter-node bandwidth.
+Cluster make_cluster(const Profile& profile, int devices, int64_t device_memory_bytes,
+                     int devices_per_node, double inter_node_bandwidth_bytes_per_s);
+
+/// The assumptions a plan states in predictions.notes: communication predicted free when the
+/// profile has no interconnect measurement; the inter-node bandwidth assumed when the cluster
+/// spans nodes and the user gave none.
+std::vector<std::string> planning_notes(const Profile& profile, const Cluster& cluster,
+                                        bool inter_node_bandwidth_given);
+
+/// The partition problem of a candidate: memory settings, links, which boundaries cross nodes.
+PartitionProblem partition_problem(const PlanningContext& context, const Candidate& candidate);
+
+/// The plan of a feasible split with every prediction the models give filled in; the
+/// simulated ones (iteration, samples/s, bubble, busy and idle) are filled by predict_timing.
+Plan build_plan(const PlanningContext& context, const LayerTable& table, const Candidate& candidate,
+                const PartitionResult& split, const std::string& partition_name);
+
+/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction and each stage's
+/// busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the same
+/// iteration). Returns the simulation (with its timeline when options ask for it).
+SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
+
+}  // namespace pipeplan

@@ -1,0 +1,301 @@
+// The search: enumerate candidates, order them by a lower bound on their iteration time,
+// partition, place and simulate the promising ones, keep the top K.
+#include "planner/search.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+
+#include "common/error.h"
+#include "planner/bounds.h"
+#include "planner/memory_model.h"
+
+namespace pipeplan {
+namespace {
+
+constexpr double kMsPerSecond = 1000.0;
+// Bounds are computed in another order of floating-point additions than the simulation; a
+// candidate is skipped only when its bound is below the K-th best by more than this share.
+constexpr double kBoundSlack = 1e-9;
+
+struct Entry {
+  Candidate candidate;
+  double bound_ms = 0;
+};
+
+using FamilyKey = std::tuple<int, int, int64_t>;  // dp, pp, micro-batch size
+
+struct Family {
+  int unevaluated = 0;
+  bool feasible = false;
+  std::string reason;
+  int64_t needed_bytes = 0;
+};
+
+std::vector<int> divisors(int64_t value) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= value; ++d)
+    if (value % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+// The pp values to search: divisors of the device count up to the layer count, narrowed.
+std::vector<int> pipeline_depths(const PlanningContext& context, const SearchOptions& options) {
+  const int devices = context.cluster.devices;
+  const int layers = context.profile->model.num_layers;
+  std::optional<int> pp = options.pp;
+  if (options.partition.method == PartitionMethod::kExplicit) {
+    const int ranges = static_cast<int>(options.partition.boundaries.size()) - 1;
+    PIPEPLAN_CHECK(!pp || *pp == ranges, "--partition: ", ranges, " ranges for --pp ", *pp,
+                   " (give one range per stage)");
+    pp = ranges;
+  }
+  if (options.dp) {
+    PIPEPLAN_CHECK(devices % *options.dp == 0, "--dp: ", *options.dp, " does not divide --devices ",
+                   devices);
+    PIPEPLAN_CHECK(context.global_batch % *options.dp == 0, "--dp: ", *options.dp,
+                   " does not divide --global-batch ", context.global_batch);
+    PIPEPLAN_CHECK(!pp || *pp * *options.dp == devices, "--dp ", *options.dp, " times --pp ", *pp,
+                   " is not --devices ", devices);
+    pp = devices / *options.dp;
+  }
+  if (pp) {
+    PIPEPLAN_CHECK(devices % *pp == 0, "--pp: ", *pp, " does not divide --devices ", devices);
+    PIPEPLAN_CHECK(*pp <= layers, "--pp: ", *pp, " stages for a model of ", layers,
+                   " layers (choose --pp <= ", layers, ")");
+    return {*pp};
+  }
+  std::vector<int> out;
+  for (int depth : divisors(devices))
+    if (depth <= layers) out.push_back(depth);
+  return out;
+}
+
+// The micro-batch sizes for one dp: divisors of global_batch / dp, or the forced one.
+std::vector<int64_t> micro_batch_sizes(int64_t global_batch, int dp, const SearchOptions& options) {
+  if (global_batch % dp != 0) return {};
+  const int64_t per_replica = global_batch / dp;
+  if (options.micro_batch_size) {
+    if (per_replica % *options.micro_batch_size != 0) return {};
+    return {*options.micro_batch_size};
+  }
+  std::vector<int64_t> out;
+  for (int b : divisors(per_replica)) out.push_back(b);
+  return out;
+}
+
+// Checks that at least one (dp, pp, b) exists; names the flag that excludes them otherwise.
+void check_some_family(const PlanningContext& context, const SearchOptions& options,
+                       const std::vector<int>& depths) {
+  const int64_t batch = context.global_batch;
+  for (int pp : depths)
+    if (!micro_batch_sizes(batch, context.cluster.devices / pp, options).empty()) return;
+  std::string dps;
+  for (int pp : depths)
+    dps += detail::concat(dps.empty() ? "" : ", ", context.cluster.devices / pp);
+  PIPEPLAN_CHECK(!options.micro_batch_size, "--micro-batch-size: ", *options.micro_batch_size,
+                 " times dp does not divide --global-batch ", batch, " for any dp in {", dps,
+                 "} (choose a micro-batch size dividing global_batch / dp)");
+  PIPEPLAN_CHECK(false, "--global-batch: ", batch, " is not divisible by any dp in {", dps,
+                 "} (choose a multiple of dp)");
+}
+
+class Search {
+ public:
+  Search(const PlanningContext& context, const SearchOptions& options)
+      : context_(context), options_(options) {}
+
+  SearchResult run() {
+    std::vector<Entry> entries = enumerate();
+    result_.candidates = static_cast<int>(entries.size());
+    size_t idx = 0;
+    for (; idx < entries.size() && could_enter_top(entries[idx].bound_ms); ++idx)
+      evaluate(entries[idx].candidate);
+    result_.pruned += static_cast<int>(entries.size() - idx);
+    // Skipped candidates cannot be among the best, but the user still learns which families
+    // cannot fit at all, as far as the quick memory proof shows.
+    for (; idx < entries.size(); ++idx) prove_infeasible(entries[idx].candidate);
+    report_infeasible_families();
+    return std::move(result_);
+  }
+
+ private:
+  const LayerTable& table(int64_t micro_batch_size) {
+    auto it = tables_.find(micro_batch_size);
+    if (it == tables_.end())
+      it = tables_
+               .emplace(micro_batch_size,
+                        std::make_unique<LayerTable>(*context_.profile, micro_batch_size,
+                                                     context_.optimizer))
+               .first;
+    return *it->second;
+  }
+
+  std::vector<Entry> enumerate() {
+    const std::vector<int> depths = pipeline_depths(context_, options_);
+    check_some_family(context_, options_, depths);
+    std::vector<Entry> entries;
+    for (int pp : depths) {
+      const int dp = context_.cluster.devices / pp;
+      for (int64_t b : micro_batch_sizes(context_.global_batch, dp, options_))
+        for (Schedule schedule : options_.schedules)
+          for (CheckpointPolicy policy : options_.policies) {
+            Candidate c{dp,
+                        pp,
+                        b,
+                        static_cast<int>(context_.global_batch / (dp * b)),
+                        schedule,
+                        policy,
+                        Layout::kReplicaMajor};
+            entries.push_back({c, iteration_lower_bound_ms(context_, table(b), c)});
+            ++families_[{dp, pp, b}].unevaluated;
+          }
+    }
+    auto order = [](const Entry& a, const Entry& b) {
+      const Candidate& x = a.candidate;
+      const Candidate& y = b.candidate;
+      return std::make_tuple(a.bound_ms, x.pp, x.micro_batch_size, x.schedule, x.policy) <
+             std::make_tuple(b.bound_ms, y.pp, y.micro_batch_size, y.schedule, y.policy);
+    };
+    std::sort(entries.begin(), entries.end(), order);
+    return entries;
+  }
+
+  bool could_enter_top(double iteration_bound_ms) const {
+    if (!options_.prune || static_cast<int>(result_.plans.size()) < options_.top_k) return true;
+    const double bound_samples_per_s =
+        context_.global_batch / iteration_bound_ms * kMsPerSecond * (1 + kBoundSlack);
+    return bound_samples_per_s >= result_.plans.back().predictions.samples_per_s;
+  }
+
+  // Partitions under replica-major placement, and again under stage-major when the rule says
+  // the all-reduce traffic is the heavier one and the ranks span more than one node.
+  PartitionResult partition(const LayerTable& table, Candidate* candidate) {
+    candidate->layout = Layout::kReplicaMajor;
+    PartitionResult split = partition_with(table, *candidate);
+    const bool one_node = context_.cluster.devices_per_node >= context_.cluster.devices;
+    if (!split.feasible || one_node || candidate->dp == 1 || candidate->pp == 1) return split;
+    double p2p_bytes = 0;
+    for (int stage_idx = 1; stage_idx < candidate->pp; ++stage_idx)
+      p2p_bytes +=
+          2.0 * candidate->num_micro_batches * table.boundary_bytes(split.boundaries[stage_idx]);
+    const double allreduce_bytes = 2.0 * (candidate->dp - 1) / candidate->dp *
+                                   table.param_count(0, table.num_layers()) *
+                                   kGradientBytesPerParameter;
+    if (choose_layout(p2p_bytes, allreduce_bytes) == Layout::kReplicaMajor) return split;
+    candidate->layout = Layout::kStageMajor;
+    return partition_with(table, *candidate);
+  }
+
+  PartitionResult partition_with(const LayerTable& table, const Candidate& candidate) {
+    const PartitionProblem problem = partition_problem(context_, candidate);
+    return run_partition(options_.partition, StageEvaluator(table, problem));
+  }
+
+  // For a skipped candidate: counts it as infeasible when the quick memory proof applies.
+  void prove_infeasible(Candidate candidate) {
+    Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
+    if (family.feasible) return;
+    const PartitionProblem problem = partition_problem(context_, candidate);
+    PartitionResult proof;
+    if (!proven_infeasible(StageEvaluator(table(candidate.micro_batch_size), problem), &proof))
+      return;
+    --family.unevaluated;
+    record_infeasible(&family, candidate, proof);
+  }
+
+  void record_infeasible(Family* family, const Candidate& candidate, const PartitionResult& split) {
+    if (family->reason.empty() || split.needed_bytes < family->needed_bytes) {
+      family->reason = detail::concat(split.reason, " (", to_string(candidate.schedule),
+                                      ", checkpoint ", to_string(candidate.policy), ")");
+      family->needed_bytes = split.needed_bytes;
+    }
+  }
+
+  void evaluate(Candidate candidate) {
+    const LayerTable& layer_table = table(candidate.micro_batch_size);
+    const PartitionResult split = partition(layer_table, &candidate);
+    ++result_.evaluated;
+    Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
+    --family.unevaluated;
+    if (!split.feasible) {
+      record_infeasible(&family, candidate, split);
+      return;
+    }
+    family.feasible = true;
+    if (!seen_.insert(plan_key(candidate, split)).second) return;
+    Plan plan = build_plan(context_, layer_table, candidate, split, options_.partition.name());
+    if (!could_enter_top(iteration_lower_bound_ms(simulation_input(plan)))) {
+      ++result_.pruned;
+      return;
+    }
+    predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
+                                            /*merge_identical_replicas=*/true});
+    ++result_.simulated;
+    insert(std::move(plan));
+  }
+
+  static std::string plan_key(const Candidate& c, const PartitionResult& split) {
+    std::string key = detail::concat(c.dp, "/", c.pp, "/", c.micro_batch_size, "/",
+                                     to_string(c.schedule), "/", to_string(c.layout), "/");
+    for (size_t idx = 0; idx < split.boundaries.size(); ++idx)
+      key += detail::concat(split.boundaries[idx],
+                            idx < split.checkpoint.size() && split.checkpoint[idx] ? "c," : ",");
+    return key;
+  }
+
+  // Best first: samples/s (the iteration time: the global batch is the same), then lower
+  // peak memory, fewer checkpointed stages, smaller pp, dp,
+  // micro-batch size, schedule, then stage boundaries; independent of evaluation order.
+  static bool better(const Plan& a, const Plan& b) {
+    auto key = [](const Plan& plan) {
+      int64_t peak = 0;
+      for (const StagePrediction& stage : plan.predictions.stages)
+        peak = std::max(peak, stage.peak_memory_bytes);
+      std::vector<int> split;
+      int checkpointed = 0;
+      for (const StagePlan& stage : plan.stages) {
+        split.push_back(stage.last);
+        checkpointed += stage.checkpoint;
+      }
+      // Whole nanoseconds: iterations that differ only by rounding tie, then memory decides.
+      const int64_t iteration_ns = to_ns(plan.predictions.iteration_ms);
+      return std::make_tuple(iteration_ns, peak, checkpointed, plan.pp, plan.dp,
+                             plan.micro_batch_size, plan.schedule, split);
+    };
+    return key(a) < key(b);
+  }
+
+  void insert(Plan plan) {
+    auto& plans = result_.plans;
+    plans.insert(std::upper_bound(plans.begin(), plans.end(), plan, better), std::move(plan));
+    if (static_cast<int>(plans.size()) > options_.top_k) plans.pop_back();
+  }
+
+  void report_infeasible_families() {
+    for (const auto& [key, family] : families_) {
+      if (family.feasible || family.unevaluated > 0 || family.reason.empty()) continue;
+      const auto& [dp, pp, b] = key;
+      result_.infeasible.push_back(
+          detail::concat("dp=", dp, " pp=", pp, " b=", b, ": ", family.reason));
+    }
+  }
+
+  const PlanningContext& context_;
+  const SearchOptions& options_;
+  std::map<int64_t, std::unique_ptr<LayerTable>> tables_;
+  std::map<FamilyKey, Family> families_;
+  std::set<std::string> seen_;
+  SearchResult result_;
+};
+
+}  // namespace
+
+SearchResult search(const PlanningContext& context, const SearchOptions& options) {
+  PIPEPLAN_ASSERT(context.profile != nullptr && options.top_k >= 1);
+  return Search(context, options).run();
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,54 @@
+// The search: every dp × pp factorisation, micro-batch size, schedule and checkpointing
+// policy, partitioned, placed, simulated and ranked by samples/s.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/baselines.h"
+#include "planner/predict.h"
+
+namespace pipeplan {
+
+/// Narrowing of the search (the plan command's flags). Unset fields are searched over.
+struct SearchOptions {
+  std::optional<int> pp;
+  std::optional<int> dp;
+  std::optional<int64_t> micro_batch_size;
+  std::vector<Schedule> schedules{Schedule::kGpipe, Schedule::kOneFOneB};
+  std::vector<CheckpointPolicy> policies{CheckpointPolicy::kNone, CheckpointPolicy::kAll,
+                                         CheckpointPolicy::kNeeded};
+  PartitionSpec partition;
+  int top_k = 5;
+  /// Skip candidates whose upper bound on samples/s is below the K-th best found so far.
+  /// The result is the same without it (a test checks); only the work differs.
+  bool prune = true;
+};
+
+/// The outcome. "No feasible plan" is an empty `plans`, not an exception.
+struct SearchResult {
+  std::vector<Plan> plans;  ///< feasible, best first (samples/s), at most top_k, all simulated
+  /// One line per family (dp, pp, micro-batch size) all of whose candidates were found
+  /// infeasible — evaluated, or (when skipped) proven by the quick memory proof
+  /// (proven_infeasible): "dp=4 pp=1 b=56: stage 0 needs 22.6 GiB > 22.5 GiB (1f1b, ...)",
+  /// giving the candidate that needs least.
+  std::vector<std::string> infeasible;
+  int candidates = 0;  ///< enumerated
+  int evaluated = 0;   ///< partitioned
+  int simulated = 0;
+  int pruned = 0;  ///< not evaluated or not simulated: their bound could not reach the top K
+};
+
+/// Candidates are every (dp, pp) with dp · pp = devices, pp <= layers and dp dividing the
+/// global batch; every micro-batch size b dividing global_batch / dp; each schedule and
+/// policy; duplicates (a policy giving the same split and flags as another) are dropped.
+/// Each is partitioned with `options.partition`; its ranks are placed replica-major, or
+/// stage-major when its replicas' all-reduce bytes exceed its pipeline's p2p bytes
+/// (choose_layout) and the cluster has more than one node; feasible ones are simulated.
+/// Candidates are evaluated in increasing order of iteration_lower_bound_ms and the search
+/// stops once a bound cannot beat the K-th best found. Throws Error(kBadInput) when the
+/// options contradict the cluster, the global batch or the model (naming the flag).
+SearchResult search(const PlanningContext& context, const SearchOptions& options);
+
+}  // namespace pipeplan

@@ -1,0 +1,305 @@
+// The simulator: a discrete-event player of the schedule's action lists.
+#include "planner/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "common/error.h"
+#include "planner/time_model.h"
+#include "plans/schedule.h"
+
+namespace pipeplan {
+namespace {
+
+constexpr double kNotSent = -1;  // arrival time of a message not sent yet
+constexpr int kActivation = 0;   // message directions on a boundary
+constexpr int kGradient = 1;
+
+// One simulated rank: a stage of one representative replica, with its links resolved once
+// (index 0: activations, 1: gradients).
+struct SimRank {
+  int stage = 0;
+  int group = 0;  // index of the group of identical replicas it stands for
+  size_t next = 0;
+  double clock_ms = 0;
+  double busy_ms = 0;
+  bool waits_for_message = false;     // blocked at a receive
+  double* inbox[2] = {};              // arrival time by micro-batch of what it receives
+  double* outbox[2] = {};             // arrival time by micro-batch of what it sends
+  double* link_free_ms[2] = {};       // when each outgoing link is free again
+  double transfer_ms[2] = {};         // one message on each outgoing link
+  int receiver[2] = {-1, -1};         // sim index of each outgoing link's receiver
+  std::vector<TimelineEvent> events;  // rank = stage, peer = peer stage; mapped at the end
+};
+
+class Simulator {
+ public:
+  Simulator(const SimulationInput& input, const SimulationOptions& options)
+      : in_(input), options_(options), m_(input.num_micro_batches) {
+    group_replicas();
+    for (int stage = 0; stage < in_.pp; ++stage)
+      actions_.push_back(stage_actions(in_.schedule, in_.pp, stage, m_, in_.dp > 1));
+    const size_t slots = groups_.size() * std::max(in_.pp - 1, 0) * 2;
+    arrival_ms_.assign(slots * m_, kNotSent);
+    link_free_ms_.assign(slots, 0);
+    arrived_at_allreduce_.assign(in_.pp, 0);
+    for (size_t group = 0; group < groups_.size(); ++group)
+      for (int stage = 0; stage < in_.pp; ++stage) connect(static_cast<int>(group), stage);
+  }
+
+  SimulationResult run() {
+    for (size_t idx = 0; idx < ranks_.size(); ++idx) ready_.push_back(static_cast<int>(idx));
+    while (!ready_.empty()) {
+      const int idx = ready_.back();
+      ready_.pop_back();
+      advance(idx);
+    }
+    for (const SimRank& rank : ranks_)
+      PIPEPLAN_ASSERT(rank.next == actions_[rank.stage].size(), "schedule deadlock: stage ",
+                      rank.stage, " stuck at ", to_string(actions_[rank.stage][rank.next]));
+    return collect();
+  }
+
+ private:
+  void group_replicas() {
+    std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
+    replica_group_.resize(in_.dp);
+    for (int replica = 0; replica < in_.dp; ++replica) {
+      const int next_group = static_cast<int>(groups_.size());
+      int group = next_group;
+      if (options_.merge_identical_replicas)
+        group = seen.emplace(std::make_pair(in_.activation_ms[replica], in_.gradient_ms[replica]),
+                             next_group)
+                    .first->second;
+      if (group == next_group) groups_.emplace_back();
+      groups_[group].push_back(replica);
+      replica_group_[replica] = group;
+    }
+  }
+
+  // Adds the sim rank of `stage` of `group` with pointers to its links.
+  void connect(int group, int stage) {
+    ranks_.emplace_back();
+    SimRank& rank = ranks_.back();
+    rank.stage = stage;
+    rank.group = group;
+    const int representative = groups_[group].front();
+    const int idx = sim_index(group, stage);
+    if (stage + 1 < in_.pp) {  // activations out, gradients in, over boundary `stage`
+      rank.outbox[kActivation] = &arrival(group, stage, kActivation, 0);
+      rank.link_free_ms[kActivation] = &link_free_ms_[link(group, stage, kActivation)];
+      rank.transfer_ms[kActivation] = in_.activation_ms[representative][stage];
+      rank.receiver[kActivation] = idx + 1;
+      rank.inbox[kGradient] = &arrival(group, stage, kGradient, 0);
+    }
+    if (stage > 0) {  // activations in, gradients out, over boundary `stage − 1`
+      rank.inbox[kActivation] = &arrival(group, stage - 1, kActivation, 0);
+      rank.outbox[kGradient] = &arrival(group, stage - 1, kGradient, 0);
+      rank.link_free_ms[kGradient] = &link_free_ms_[link(group, stage - 1, kGradient)];
+      rank.transfer_ms[kGradient] = in_.gradient_ms[representative][stage - 1];
+      rank.receiver[kGradient] = idx - 1;
+    }
+  }
+
+  size_t link(int group, int boundary, int direction) const {
+    return (static_cast<size_t>(group) * (in_.pp - 1) + boundary) * 2 + direction;
+  }
+  double& arrival(int group, int boundary, int direction, int micro_batch) {
+    return arrival_ms_[link(group, boundary, direction) * m_ + micro_batch];
+  }
+  int sim_index(int group, int stage) const { return group * in_.pp + stage; }
+
+  void record(SimRank& rank, TimelineKind kind, int micro_batch, double start, double end,
+              int peer_stage) {
+    if (record_timeline_ && end > start)
+      rank.events.push_back({rank.stage, kind, micro_batch, start, end, peer_stage});
+  }
+
+  void compute(SimRank& rank, TimelineKind kind, int micro_batch, double duration_ms) {
+    record(rank, kind, micro_batch, rank.clock_ms, rank.clock_ms + duration_ms, -1);
+    rank.clock_ms += duration_ms;
+    rank.busy_ms += duration_ms;
+  }
+
+  void send(SimRank& rank, int direction, int micro_batch) {
+    double& link_free = *rank.link_free_ms[direction];
+    const double start = std::max(rank.clock_ms, link_free);
+    link_free = start + rank.transfer_ms[direction];
+    rank.outbox[direction][micro_batch] = link_free;
+    const int peer_stage = direction == kActivation ? rank.stage + 1 : rank.stage - 1;
+    record(rank, TimelineKind::kSend, micro_batch, start, link_free, peer_stage);
+    SimRank& receiver = ranks_[rank.receiver[direction]];
+    if (receiver.waits_for_message) {
+      receiver.waits_for_message = false;
+      ready_.push_back(rank.receiver[direction]);
+    }
+  }
+
+  // False when the data has not been sent yet (the rank blocks).
+  bool receive(SimRank& rank, int direction, int micro_batch) {
+    const double at = rank.inbox[direction][micro_batch];
+    if (at == kNotSent) return false;
+    if (at > rank.clock_ms) {
+      const int peer_stage = direction == kActivation ? rank.stage - 1 : rank.stage + 1;
+      record(rank, TimelineKind::kRecvWait, micro_batch, rank.clock_ms, at, peer_stage);
+      rank.clock_ms = at;
+    }
+    return true;
+  }
+
+  // False until every group's rank of the stage has arrived; the last to arrive releases all.
+  bool all_reduce(SimRank& rank) {
+    if (++arrived_at_allreduce_[rank.stage] < static_cast<int>(groups_.size())) return false;
+    double start = 0;
+    for (size_t group = 0; group < groups_.size(); ++group)
+      start = std::max(start, ranks_[sim_index(static_cast<int>(group), rank.stage)].clock_ms);
+    for (size_t group = 0; group < groups_.size(); ++group) {
+      const int idx = sim_index(static_cast<int>(group), rank.stage);
+      SimRank& member = ranks_[idx];
+      member.clock_ms = start;
+      compute(member, TimelineKind::kAllReduce, -1, in_.stages[rank.stage].allreduce_ms);
+      ++member.next;
+      if (&member != &rank) ready_.push_back(idx);
+    }
+    return true;
+  }
+
+  // Runs rank `idx` until it blocks or finishes. Compute actions take the hot path inline;
+  // transfers and collectives go through send, receive and all_reduce.
+  void advance(int idx) {
+    SimRank& rank = ranks_[idx];
+    const std::vector<Action>& actions = actions_[rank.stage];
+    const StageCosts& costs = in_.stages[rank.stage];
+    const size_t count = actions.size();
+    while (rank.next < count) {
+      const Action& action = actions[rank.next];
+      switch (action.kind) {
+        case ActionKind::kForward:
+          compute(rank, TimelineKind::kForward, action.micro_batch, costs.fwd_ms);
+          break;
+        case ActionKind::kBackward:
+          if (costs.recompute_ms > 0)
+            compute(rank, TimelineKind::kRecompute, action.micro_batch, costs.recompute_ms);
+          compute(rank, TimelineKind::kBackward, action.micro_batch, costs.bwd_ms);
+          break;
+        case ActionKind::kSendActivation:
+          send(rank, kActivation, action.micro_batch);
+          break;
+        case ActionKind::kSendGradient:
+          send(rank, kGradient, action.micro_batch);
+          break;
+        case ActionKind::kRecvActivation:
+          if (!receive(rank, kActivation, action.micro_batch)) return block(rank);
+          break;
+        case ActionKind::kRecvGradient:
+          if (!receive(rank, kGradient, action.micro_batch)) return block(rank);
+          break;
+        case ActionKind::kAllReduce:
+          if (!all_reduce(rank)) return;  // the last replica to arrive resumes it
+          continue;                       // all_reduce advanced `next` for every member
+        case ActionKind::kOptimizerStep:
+          compute(rank, TimelineKind::kOptimizer, -1, costs.optimizer_ms);
+          break;
+      }
+      ++rank.next;
+    }
+  }
+
+  static void block(SimRank& rank) { rank.waits_for_message = true; }
+
+  SimulationResult collect() const {
+    SimulationResult result;
+    for (const SimRank& rank : ranks_)
+      result.iteration_ms = std::max(result.iteration_ms, rank.clock_ms);
+    const size_t num_ranks = static_cast<size_t>(in_.dp) * in_.pp;
+    result.busy_ms.assign(num_ranks, 0);
+    result.idle_ms.assign(num_ranks, 0);
+    result.timeline.rank_stages.assign(num_ranks, 0);
+    double idle_total = 0;
+    for (int replica = 0; replica < in_.dp; ++replica)
+      for (int stage = 0; stage < in_.pp; ++stage) {
+        const int rank = in_.ranks[replica][stage];
+        const SimRank& sim = ranks_[sim_index(replica_group_[replica], stage)];
+        result.busy_ms[rank] = sim.busy_ms;
+        result.idle_ms[rank] = result.iteration_ms - sim.busy_ms;
+        idle_total += result.idle_ms[rank];
+        result.timeline.rank_stages[rank] = stage;
+        for (TimelineEvent event : sim.events) {
+          event.rank = rank;
+          if (event.peer >= 0) event.peer = in_.ranks[replica][event.peer];
+          result.timeline.events.push_back(event);
+        }
+      }
+    result.bubble_fraction =
+        result.iteration_ms > 0 ? idle_total / (num_ranks * result.iteration_ms) : 0;
+    result.timeline.iteration_ms = result.iteration_ms;
+    result.timeline.bubble_fraction = result.bubble_fraction;
+    return result;
+  }
+
+  const SimulationInput& in_;
+  const SimulationOptions& options_;
+  const bool record_timeline_ = options_.record_timeline;
+  const int m_;
+  std::vector<std::vector<int>> groups_;  // replicas of each group; the first represents it
+  std::vector<int> replica_group_;
+  std::vector<std::vector<Action>> actions_;  // by stage; peers are stages
+  std::vector<SimRank> ranks_;                // group-major
+  std::vector<double> arrival_ms_;
+  std::vector<double> link_free_ms_;
+  std::vector<int> arrived_at_allreduce_;
+  std::vector<int> ready_;
+};
+
+void check_input(const SimulationInput& in) {
+  PIPEPLAN_ASSERT(in.pp >= 1 && in.dp >= 1 && in.num_micro_batches >= 1);
+  PIPEPLAN_ASSERT(static_cast<int>(in.stages.size()) == in.pp);
+  PIPEPLAN_ASSERT(static_cast<int>(in.activation_ms.size()) == in.dp &&
+                  static_cast<int>(in.gradient_ms.size()) == in.dp &&
+                  static_cast<int>(in.ranks.size()) == in.dp);
+  for (int replica = 0; replica < in.dp; ++replica)
+    PIPEPLAN_ASSERT(static_cast<int>(in.activation_ms[replica].size()) == in.pp - 1 &&
+                    static_cast<int>(in.gradient_ms[replica].size()) == in.pp - 1 &&
+                    static_cast<int>(in.ranks[replica].size()) == in.pp);
+}
+
+}  // namespace
+
+SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options) {
+  check_input(input);
+  return Simulator(input, options).run();
+}
+
+SimulationInput simulation_input(const Plan& plan) {
+  SimulationInput in;
+  in.schedule = plan.schedule;
+  in.pp = plan.pp;
+  in.dp = plan.dp;
+  in.num_micro_batches = plan.num_micro_batches;
+  for (const StagePrediction& stage : plan.predictions.stages)
+    in.stages.push_back(
+        {stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms, stage.optimizer_ms});
+  in.ranks.assign(plan.dp, std::vector<int>(plan.pp, 0));
+  for (const RankAssignment& assignment : plan.ranks)
+    in.ranks[assignment.replica][assignment.stage] = assignment.rank;
+  const LinkCosts links = link_costs(plan.cluster);
+  in.activation_ms.assign(plan.dp, std::vector<double>(std::max(plan.pp - 1, 0), 0));
+  in.gradient_ms = in.activation_ms;
+  for (int boundary = 0; boundary + 1 < plan.pp; ++boundary) {
+    const StagePlan& stage = plan.stages[boundary];
+    const int64_t bytes =
+        activation_bytes(stage.output_sample_shape, stage.output_dtype, plan.micro_batch_size);
+    for (int replica = 0; replica < plan.dp; ++replica) {
+      const bool inter_node = plan.ranks[in.ranks[replica][boundary]].node !=
+                              plan.ranks[in.ranks[replica][boundary + 1]].node;
+      const double ms = transfer_ms(bytes, links.bandwidth(inter_node), links.latency_ms);
+      in.activation_ms[replica][boundary] = ms;
+      in.gradient_ms[replica][boundary] = ms;
+    }
+  }
+  return in;
+}
+
+}  // namespace pipeplan

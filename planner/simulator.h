@@ -1,0 +1,68 @@
+// The simulator: plays every rank's action list (plans/schedule.h) as a discrete-event
+// timeline and measures the iteration time, each rank's busy and idle time and the bubble.
+#pragma once
+
+#include <vector>
+
+#include "plans/plan.h"
+#include "plans/timeline.h"
+
+namespace pipeplan {
+
+/// Per-stage durations, in ms, the same for each replica of the stage.
+struct StageCosts {
+  double fwd_ms = 0;        ///< one micro-batch
+  double bwd_ms = 0;        ///< one micro-batch
+  double recompute_ms = 0;  ///< run just before each backward (checkpointed stages)
+  double allreduce_ms = 0;  ///< after the last backward, once all replicas have arrived
+  double optimizer_ms = 0;  ///< after the all-reduce
+};
+
+/// Everything the simulator plays.
+struct SimulationInput {
+  Schedule schedule = Schedule::kOneFOneB;
+  int pp = 1;
+  int dp = 1;
+  int num_micro_batches = 1;
+  std::vector<StageCosts> stages;  ///< pp entries
+  /// [replica][boundary s]: one micro-batch's activation from stage s to s + 1, in ms
+  /// (latency + bytes / bandwidth of the link it crosses). pp − 1 entries per replica.
+  std::vector<std::vector<double>> activation_ms;
+  /// [replica][boundary s]: one micro-batch's gradient from stage s + 1 back to s, in ms.
+  std::vector<std::vector<double>> gradient_ms;
+  /// [replica][stage]: the rank, for the timeline and the per-rank results.
+  std::vector<std::vector<int>> ranks;
+};
+
+/// What the simulator does besides timing.
+struct SimulationOptions {
+  bool record_timeline = true;  ///< fill SimulationResult::timeline (the search does not)
+  /// Replicas whose transfer times are all equal behave identically; simulate one of each
+  /// kind. Results are the same either way (a test checks it); only the work differs.
+  bool merge_identical_replicas = true;
+};
+
+/// One simulated iteration.
+struct SimulationResult {
+  double iteration_ms = 0;      ///< when the last rank finishes its optimizer step
+  std::vector<double> busy_ms;  ///< by rank: forward, backward, recompute, all-reduce, optimizer
+  std::vector<double> idle_ms;  ///< by rank: iteration_ms − busy_ms (waits and the bubble)
+  double bubble_fraction = 0;   ///< Σ idle_ms / (ranks · iteration_ms)
+  Timeline timeline;            ///< every rank's events (none unless record_timeline)
+};
+
+/// Plays stage_actions(schedule, pp, s, m, dp > 1) on every rank: compute actions run one at
+/// a time in list order; a send is asynchronous: it starts when the rank reaches it and the
+/// directed link from that rank to its peer is free, occupies the link for its transfer
+/// time, and its data arrives at the end of it; a receive blocks the rank until the data
+/// has arrived (a recv-wait event when it had to wait); an all-reduce starts when every
+/// replica of the stage has reached it; then the optimizer step. A schedule that deadlocks
+/// is a bug (PIPEPLAN_ASSERT).
+SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
+
+/// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer
+/// times from the stages' boundary shapes × micro_batch_size over the cluster's intra- or
+/// inter-node link (by the nodes of the two ranks), and the rank map.
+SimulationInput simulation_input(const Plan& plan);
+
+}  // namespace pipeplan

@@ -1,0 +1,51 @@
+// The time model (DESIGN.md): per-stage forward/backward/recompute per micro-batch, transfer
+// time over a link, the ring all-reduce and the optimizer step.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/layer_table.h"
+#include "plans/plan.h"
+
+namespace pipeplan {
+
+/// Where the cost of a transfer comes from. A bandwidth of 0 means "not measured": transfers
+/// over such a link are free (latency included), and the plan's notes say so.
+struct LinkCosts {
+  double latency_ms = 0;  ///< per message
+  double intra_node_bandwidth_bytes_per_s = 0;
+  double inter_node_bandwidth_bytes_per_s = 0;
+
+  /// The bandwidth of an intra- or inter-node link.
+  double bandwidth(bool inter_node) const {
+    return inter_node ? inter_node_bandwidth_bytes_per_s : intra_node_bandwidth_bytes_per_s;
+  }
+};
+
+/// The links of a plan's cluster.
+LinkCosts link_costs(const Cluster& cluster);
+
+/// One point-to-point message: latency_ms + bytes / bandwidth, or 0 when bandwidth is 0.
+double transfer_ms(int64_t bytes, double bandwidth_bytes_per_s, double latency_ms);
+
+/// Ring all-reduce of `bytes` over `dp` ranks: 2(dp−1)/dp · bytes / bandwidth plus one
+/// latency per ring step, 2(dp−1) · latency_ms. 0 when dp = 1 or bandwidth is 0.
+double allreduce_ms(int64_t bytes, int dp, double bandwidth_bytes_per_s, double latency_ms);
+
+/// One stage's compute times, in ns (layer_table.h explains the unit).
+struct StageTimes {
+  int64_t fwd_ns = 0;        ///< one micro-batch
+  int64_t bwd_ns = 0;        ///< one micro-batch
+  int64_t recompute_ns = 0;  ///< the extra forward during backward when checkpointed, else 0
+  int64_t optimizer_ns = 0;  ///< one optimizer step over the stage's parameters
+};
+
+/// The times of layers [first, last), summed over the stage's layers at the table's b.
+StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint);
+
+/// Per micro-batch: forward + backward + recompute.
+inline int64_t compute_ns(const StageTimes& times) {
+  return times.fwd_ns + times.bwd_ns + times.recompute_ns;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,98 @@
+// The Run: what the executor measured while running a plan (run.json), under the same keys as
+// the plan's predictions so that `pipeplan compare` can put them side by side.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+
+namespace pipeplan {
+
+inline constexpr const char* kRunSchema = "pipeplan.run/1";
+
+/// What one rank measured; times are medians over the measured steps (after the warm-up).
+struct RankMeasurement {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  std::string device = "cpu";
+  int64_t peak_memory_bytes = 0;          ///< allocator-reported peak (CPU + CUDA) over the run
+  int64_t cuda_allocator_peak_bytes = 0;  ///< CUDA caching allocator's peak; 0 on CPU
+  double fwd_ms = 0;                      ///< one micro-batch's forward
+  double bwd_ms = 0;                      ///< one micro-batch's backward (without recompute)
+  double recompute_ms = 0;                ///< one micro-batch's recomputed forward; 0 if none
+  double compute_ms = 0;                  ///< forward + backward + recompute, per iteration
+  double optimizer_ms = 0;                ///< the optimizer step, per iteration
+  double allreduce_ms = 0;                ///< the gradient all-reduce, per iteration
+  double recv_wait_ms = 0;                ///< blocked on receives, per iteration
+  double busy_ms = 0;                     ///< compute + optimizer + data loading, per iteration
+  double idle_ms = 0;  ///< the run's iteration_ms - busy_ms (receive waits, all-reduce, gaps)
+  double iteration_ms = 0;  ///< this rank's own iteration time (step start to its last wait)
+};
+
+/// One stage, over its replicas: times are the replicas' mean, memory their maximum.
+struct StageMeasurement {
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+  double recompute_ms = 0;
+  double compute_ms = 0;
+  double busy_ms = 0;
+  double idle_ms = 0;
+  int64_t peak_memory_bytes = 0;
+};
+
+/// Whole-run measurements, keyed like Predictions.
+struct Measurements {
+  double iteration_ms = 0;     ///< median over measured steps of the slowest rank's iteration
+  double samples_per_s = 0;    ///< global_batch / iteration_ms
+  double bubble_fraction = 0;  ///< idle share of all ranks' time in one iteration
+  double allreduce_ms = 0;     ///< mean over ranks
+  double optimizer_ms = 0;     ///< mean over ranks
+  int warmup_steps = 0;        ///< steps left out of the medians
+  int measured_steps = 0;      ///< steps the medians are over
+  std::vector<StageMeasurement> stages;
+  std::vector<RankMeasurement> ranks;  ///< indexed by rank
+};
+
+/// Test-split accuracy after an epoch (or at the end of a run that stops mid-epoch).
+struct EpochAccuracy {
+  int64_t epoch = 0;  ///< 1-based epoch the evaluation belongs to
+  int64_t step = 0;   ///< global step after which it was taken
+  double test_accuracy = 0;
+};
+
+/// A whole run.json.
+struct Run {
+  std::string tool_version;
+  std::string plan_path;
+  std::string plan_hash;
+  int world_size = 1;
+  std::string data = "synthetic";  ///< "fashion-mnist", "cifar10", "synthetic"
+  std::string data_dir;            ///< "" for the default location
+  uint64_t seed = 0;
+  int64_t steps = 0;            ///< total optimizer steps of the run
+  int64_t steps_per_epoch = 0;  ///< floor(train size / global batch)
+  int64_t resumed_from_step = 0;  ///< 0 unless --resume continued a checkpoint
+  double final_loss = 0;          ///< global-batch mean loss of the last step
+  std::vector<EpochAccuracy> test_accuracy;
+  Measurements measured;
+
+  /// Consistency: world_size >= 1, steps >= 1, resumed_from_step <= steps, one RankMeasurement
+  /// per rank in rank order, finite non-negative times, bubble_fraction in [0, 1].
+  /// Throws Error(kBadInput) naming the field.
+  void validate(std::string_view document) const;
+};
+
+Json to_json(const RankMeasurement& measurement);
+/// Reads one rank's entry; errors name the reader's document and path.
+RankMeasurement rank_measurement_from_json(const JsonReader& reader);
+Json to_json(const Run& run);
+Run run_from_json(const Json& json, const std::string& document);
+Run read_run(const std::string& path);
+/// Writes atomically (temporary file and rename).
+void write_run(const std::string& path, const Run& run);
+
+}  // namespace pipeplan

@@ -1,0 +1,89 @@
+// Tests for executor/optimizer.h: PyTorch's update rules, the lr schedule, loss scaling.
+#include "executor/optimizer.h"
+
+#include <gtest/gtest.h>
+
+namespace pipeplan::executor {
+namespace {
+
+constexpr int64_t kGlobalBatch = 512;
+
+OptimizerSettings schedule_settings() {
+  OptimizerSettings s;
+  s.base_lr = 0.1;  // peak 0.2 at a global batch of 512
+  s.base_batch = 256;
+  s.warmup_steps = 4;
+  s.min_lr_fraction = 0.1;
+  return s;
+}
+
+TEST(OptimizerTest, LearningRateWarmsUpLinearlyThenDecaysToItsFloor) {
+  const OptimizerSettings s = schedule_settings();
+  auto lr = [&](int64_t step) { return learning_rate(s, kGlobalBatch, step, /*total_steps=*/20); };
+  EXPECT_DOUBLE_EQ(lr(1), 0.05);
+  EXPECT_DOUBLE_EQ(lr(4), 0.2);
+  EXPECT_NEAR(lr(12), 0.02 + 0.18 / 2, 1e-12);  // half way through the cosine
+  EXPECT_NEAR(lr(20), 0.02, 1e-12);
+  for (int64_t step = 5; step < 20; ++step) EXPECT_GT(lr(step), lr(step + 1));
+}
+
+// Runs `steps` updates of FlatOptimizer and of torch::optim `reference` from the same start.
+template <typename Reference>
+void expect_same_updates(const OptimizerSettings& settings, Reference make_reference) {
+  torch::manual_seed(0);
+  const torch::Tensor start = torch::randn({64});
+  torch::Tensor flat = start.clone();
+  torch::Tensor flat_grad = torch::zeros({64});
+  FlatOptimizer mine(settings, flat, flat_grad);
+  torch::Tensor theirs_param = start.clone().requires_grad_(true);
+  auto theirs = make_reference(theirs_param);
+  for (int step = 1; step <= 4; ++step) {
+    const torch::Tensor grad = torch::randn({64});
+    const double lr = 0.01 * step;
+    flat_grad.copy_(grad);
+    mine.step(lr);
+    theirs_param.mutable_grad() = grad.clone();
+    theirs.param_groups()[0].options().set_lr(lr);
+    theirs.step();
+    EXPECT_TRUE(torch::allclose(flat, theirs_param.detach(), 1e-6, 1e-7)) << "step " << step;
+  }
+  EXPECT_EQ(mine.steps_taken(), 4);
+}
+
+TEST(OptimizerTest, SgdFollowsTorchOptim) {
+  OptimizerSettings s = OptimizerSettings::defaults_for(OptimizerKind::kSgd);
+  expect_same_updates(s, [&](const torch::Tensor& p) {
+    return torch::optim::SGD({p}, torch::optim::SGDOptions(1).momentum(s.momentum).weight_decay(s.weight_decay));
+  });
+  s.momentum = 0;
+  expect_same_updates(s, [&](const torch::Tensor& p) {
+    return torch::optim::SGD({p}, torch::optim::SGDOptions(1).weight_decay(s.weight_decay));
+  });
+}
+
+TEST(OptimizerTest, AdamwFollowsTorchOptim) {
+  const OptimizerSettings s = OptimizerSettings::defaults_for(OptimizerKind::kAdamw);
+  expect_same_updates(s, [&](const torch::Tensor& p) {
+    return torch::optim::AdamW({p}, torch::optim::AdamWOptions(1)
+                                        .betas({s.beta1, s.beta2})
+                                        .eps(s.eps)
+                                        .weight_decay(s.weight_decay));
+  });
+}
+
+TEST(OptimizerTest, LossScalerSkipsAndHalvesOnOverflowAndGrowsAfterCleanSteps) {
+  LossScaler scaler(/*enabled=*/true);
+  const double start = scaler.scale();
+  EXPECT_FALSE(scaler.update(/*found_inf=*/true));
+  EXPECT_EQ(scaler.scale(), start / 2);
+  for (int step = 0; step < 1999; ++step) EXPECT_TRUE(scaler.update(false));
+  EXPECT_EQ(scaler.scale(), start / 2);
+  EXPECT_TRUE(scaler.update(false));
+  EXPECT_EQ(scaler.scale(), start);
+  LossScaler disabled(/*enabled=*/false);
+  EXPECT_TRUE(disabled.update(true));
+  EXPECT_EQ(disabled.scale(), 1.0);
+}
+
+}  // namespace
+}  // namespace pipeplan::executor

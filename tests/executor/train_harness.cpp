@@ -1,0 +1,253 @@
+// Test harness for the executor: hand-built plans and rank processes.
+#include "tests/executor/train_harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+#include "models/model.h"
+
+extern char** environ;
+
+namespace pipeplan::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+std::string dtype_word(torch::Dtype dtype) {
+  if (dtype == torch::kInt64) return "int64";
+  if (dtype == torch::kBFloat16) return "bfloat16";
+  if (dtype == torch::kFloat16) return "float16";
+  return "float32";
+}
+
+// Per-sample output shape and dtype of every layer, from one forward of two samples.
+std::vector<std::pair<std::vector<int64_t>, std::string>> layer_outputs(const models::Model& model) {
+  torch::NoGradGuard no_grad;
+  auto layers = models::build_layers(model, 0, static_cast<int>(model.layers.size()), /*seed=*/0);
+  torch::Tensor x = models::random_batch(model, /*batch_size=*/2, /*seed=*/0).first;
+  std::vector<std::pair<std::vector<int64_t>, std::string>> outputs;
+  for (const models::LayerPtr& layer : layers) {
+    x = layer->forward(x);
+    outputs.push_back({x.sizes().slice(1).vec(), dtype_word(x.scalar_type())});
+  }
+  return outputs;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// This process's environment with `overrides` replacing or adding variables.
+std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const std::string name = text.substr(0, text.find('='));
+    if (overrides.count(name) == 0 && name != "RANK" && name != "WORLD_SIZE" &&
+        name != "LOCAL_RANK" && name != "MASTER_ADDR" && name != "MASTER_PORT")
+      entries.push_back(text);
+  }
+  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const std::string& stderr_path) {
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (const std::string& arg : argv) argv_ptrs.push_back(const_cast<char*>(arg.c_str()));
+  argv_ptrs.push_back(nullptr);
+  for (const std::string& entry : env) env_ptrs.push_back(const_cast<char*>(entry.c_str()));
+  env_ptrs.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, argv_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
+  PIPEPLAN_ASSERT(rc == 0, "posix_spawn ", argv[0], " failed: ", rc);
+  return pid;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Waits for every process; kills those still running after `timeout` (their exit code is -1).
+std::vector<RankExit> wait_all(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
+  std::vector<RankExit> exits(pids.size());
+  std::vector<bool> done(pids.size(), false);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (size_t running = pids.size(); running > 0;) {
+    for (size_t idx = 0; idx < pids.size(); ++idx) {
+      int status = 0;
+      if (done[idx] || ::waitpid(pids[idx], &status, WNOHANG) != pids[idx]) continue;
+      done[idx] = true;
+      --running;
+      exits[idx].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (size_t idx = 0; idx < pids.size(); ++idx)
+        if (!done[idx]) ::kill(pids[idx], SIGKILL);
+    }
+    if (running > 0) std::this_thread::sleep_for(kPollInterval);
+  }
+  return exits;
+}
+
+}  // namespace
+
+OptimizerSettings TestPlanSpec::test_optimizer() {
+  OptimizerSettings settings = OptimizerSettings::defaults_for(OptimizerKind::kSgd);
+  settings.base_lr = 0.8;  // 0.05 at a global batch of 16
+  settings.base_batch = 256;
+  settings.warmup_steps = 1;
+  settings.min_lr_fraction = 0.1;
+  return settings;
+}
+
+TestPlanSpec split_spec(int dp, int pp, Schedule schedule) {
+  TestPlanSpec spec;
+  spec.dp = dp;
+  spec.pp = pp;
+  spec.num_micro_batches = 4 / dp;
+  spec.schedule = schedule;
+  return spec;
+}
+
+Plan make_test_plan(const TestPlanSpec& spec) {
+  const models::Model model = models::make_model(spec.model);
+  const auto outputs = layer_outputs(model);
+  const int num_layers = static_cast<int>(model.layers.size());
+  Plan plan;
+  plan.tool_version = "test";
+  plan.profile_path = "none";
+  plan.profile_hash = "none";
+  plan.model = models::model_ref(model);
+  plan.cluster.devices = spec.dp * spec.pp;
+  plan.cluster.device_memory_bytes = int64_t{1} << 30;
+  plan.cluster.devices_per_node = plan.cluster.devices;  // all ranks on this machine
+  plan.dp = spec.dp;
+  plan.pp = spec.pp;
+  plan.micro_batch_size = spec.micro_batch_size;
+  plan.num_micro_batches = spec.num_micro_batches;
+  plan.global_batch = spec.dp * spec.num_micro_batches * spec.micro_batch_size;
+  plan.schedule = spec.schedule;
+  plan.optimizer = spec.optimizer;
+  plan.partition = "uniform";
+  for (int stage_idx = 0; stage_idx < spec.pp; ++stage_idx) {
+    StagePlan stage;
+    stage.first = num_layers * stage_idx / spec.pp;
+    stage.last = num_layers * (stage_idx + 1) / spec.pp;
+    stage.checkpoint = !spec.checkpoint.empty() && spec.checkpoint.at(stage_idx);
+    stage.input_sample_shape = stage.first == 0 ? plan.model.input_shape : outputs[stage.first - 1].first;
+    stage.input_dtype = stage.first == 0 ? plan.model.input_dtype : outputs[stage.first - 1].second;
+    stage.output_sample_shape = outputs[stage.last - 1].first;
+    stage.output_dtype = outputs[stage.last - 1].second;
+    plan.stages.push_back(stage);
+  }
+  for (int rank = 0; rank < spec.dp * spec.pp; ++rank)
+    plan.ranks.push_back({rank, rank % spec.pp, rank / spec.pp, 0, rank, "cpu"});
+  plan.predictions.stages.resize(static_cast<size_t>(spec.pp));
+  plan.validate("test plan");
+  return plan;
+}
+
+std::vector<RankExit> run_ranks(int world_size, const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& env, int timeout_s,
+                                int only_rank) {
+  const std::string binary = std::string(PIPEPLAN_BINARY_DIR) + "/cli/pipeplan";
+  std::vector<std::string> argv{binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string port = std::to_string(free_port());
+  const int processes = only_rank >= 0 ? 1 : std::max(world_size, 1);
+  const std::string log_dir = fresh_dir("stderr");
+  std::vector<pid_t> pids;
+  for (int process = 0; process < processes; ++process) {
+    const int rank = only_rank >= 0 ? only_rank : process;
+    std::map<std::string, std::string> overrides = env;
+    overrides.emplace("OMP_NUM_THREADS", "1");
+    if (world_size > 0) {
+      overrides.emplace("RANK", std::to_string(rank));
+      overrides.emplace("WORLD_SIZE", std::to_string(world_size));
+      overrides.emplace("LOCAL_RANK", std::to_string(rank));
+      overrides.emplace("MASTER_ADDR", "127.0.0.1");
+      overrides.emplace("MASTER_PORT", port);
+    }
+    pids.push_back(spawn(argv, environment_with(overrides), log_dir + "/" + std::to_string(process)));
+  }
+  std::vector<RankExit> exits = wait_all(pids, std::chrono::seconds(timeout_s));
+  for (int process = 0; process < processes; ++process)
+    exits[process].stderr_text = read_text(log_dir + "/" + std::to_string(process));
+  return exits;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info == nullptr ? "none" : std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : test)
+    if (c == '/') c = '_';
+  static int counter = 0;
+  const fs::path dir = fs::path(PIPEPLAN_BINARY_DIR) / "test_runs" / test /
+                       (name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::vector<Json> read_json_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Json> lines;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(Json::parse(line));
+  return lines;
+}
+
+std::vector<double> step_losses(const std::string& log_path) {
+  std::vector<double> losses;
+  for (const Json& line : read_json_lines(log_path))
+    if (line.contains("loss")) losses.push_back(line.at("loss").get<double>());
+  return losses;
+}
+
+std::string describe(const std::vector<RankExit>& exits) {
+  std::string text;
+  for (size_t rank = 0; rank < exits.size(); ++rank)
+    text += "rank " + std::to_string(rank) + " exit " + std::to_string(exits[rank].exit_code) +
+            ": " + exits[rank].stderr_text + "\n";
+  return text;
+}
+
+}  // namespace pipeplan::testing

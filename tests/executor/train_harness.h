@@ -1,0 +1,63 @@
+// Test harness for the executor: plans built by hand for a model and a split, and ranks of the
+// built `pipeplan train` started as processes with the rendezvous variables.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "plans/plan.h"
+
+namespace pipeplan::testing {
+
+/// The split and settings of a test plan.
+struct TestPlanSpec {
+  std::string model = "mlp_tiny";
+  int dp = 1;
+  int pp = 1;
+  int64_t micro_batch_size = 4;
+  int num_micro_batches = 4;
+  Schedule schedule = Schedule::kOneFOneB;
+  std::vector<bool> checkpoint;  ///< per stage; empty for none
+  OptimizerSettings optimizer = test_optimizer();
+
+  /// SGD at lr 0.05 for a global batch of 16, one warm-up step, cosine to 0.1 of it.
+  static OptimizerSettings test_optimizer();
+};
+
+/// mlp_tiny with micro-batches of 4 and a global batch of 16 over `dp` replicas of `pp` stages.
+TestPlanSpec split_spec(int dp, int pp, Schedule schedule = Schedule::kOneFOneB);
+
+/// A valid plan for `spec` on CPU: stages split as evenly as layers allow, boundary shapes and
+/// dtypes found by running the model once, rank = replica·pp + stage, predictions all zero.
+Plan make_test_plan(const TestPlanSpec& spec);
+
+/// How one rank process ended.
+struct RankExit {
+  int exit_code = -1;  ///< -1 when it was killed (timeout)
+  std::string stderr_text;
+};
+
+/// Starts `world_size` processes of the built `pipeplan` with `args` (after the program name),
+/// each with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, a free MASTER_PORT,
+/// OMP_NUM_THREADS=1 and `env`; waits for all of them. When any has not ended after
+/// `timeout_s`, kills every one still running. With `world_size` 0, starts one process
+/// without any rendezvous variable; with `only_rank` >= 0, starts only that rank.
+std::vector<RankExit> run_ranks(int world_size, const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& env = {},
+                                int timeout_s = 120, int only_rank = -1);
+
+/// A fresh empty folder under the build tree, named after the running test.
+std::string fresh_dir(const std::string& name);
+
+/// The JSON objects of a JSON-lines file.
+std::vector<Json> read_json_lines(const std::string& path);
+
+/// The "loss" of each step line of a steps.jsonl, in step order.
+std::vector<double> step_losses(const std::string& log_path);
+
+/// All rank exits as text, for failure messages.
+std::string describe(const std::vector<RankExit>& exits);
+
+}  // namespace pipeplan::testing

@@ -1,0 +1,279 @@
+// Tests for executor/trainer.h through the built `pipeplan train`: pipeline and data-parallel
+// runs reproduce the single-process run, resume continues identically, bad plans are refused,
+// NaN stops the run, checkpointing changes nothing, and the outputs are complete.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "executor/checkpoint.h"
+#include "plans/run.h"
+#include "tests/executor/train_harness.h"
+
+namespace pipeplan::testing {
+namespace {
+
+// Models of the split-equivalence test; the GPT family adds "gpt_tiny" when it merges.
+const std::vector<std::string> kEquivalenceModels = {"mlp_tiny", "gpt_tiny"};
+constexpr int kSteps = 5;
+constexpr double kLossRelativeTolerance = 1e-5;
+constexpr double kParameterRelativeTolerance = 1e-5;
+constexpr double kParameterAbsoluteTolerance = 1e-6;
+
+// The files of one `pipeplan train` run in one folder.
+struct TrainRun {
+  std::string dir;
+  std::string log;
+  std::string run_json;
+  std::string checkpoints;
+  std::vector<RankExit> exits;
+};
+
+TrainRun in_dir(const std::string& dir) {
+  return TrainRun{dir, dir + "/steps.jsonl", dir + "/run.json", dir + "/checkpoints", {}};
+}
+
+// Writes `plan` into `run.dir` and trains it for `steps` on synthetic data on its dp·pp ranks.
+void train(TrainRun* run, const Plan& plan, int steps, std::vector<std::string> extra_args = {},
+           const std::map<std::string, std::string>& env = {}) {
+  const std::string plan_path = run->dir + "/plan.json";
+  write_plan(plan_path, plan);
+  std::vector<std::string> args{"train", "--plan", plan_path, "--data", "synthetic",
+                                "--steps", std::to_string(steps), "--seed", "7",
+                                "--log", run->log, "--checkpoint-dir", run->checkpoints,
+                                "-o", run->run_json};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  const int world = plan.dp * plan.pp;
+  run->exits = run_ranks(world == 1 ? 0 : world, args, env);
+}
+
+TrainRun train_new(const Plan& plan, const std::string& name, int steps = kSteps,
+                   std::vector<std::string> extra_args = {}) {
+  TrainRun run = in_dir(fresh_dir(name));
+  train(&run, plan, steps, std::move(extra_args));
+  return run;
+}
+
+void expect_success(const TrainRun& run) {
+  for (const RankExit& exit : run.exits) EXPECT_EQ(exit.exit_code, 0) << describe(run.exits);
+}
+
+// Every layer's parameters at the final checkpoint, from all stage files.
+std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp, int64_t step) {
+  std::map<std::string, torch::Tensor> all;
+  for (int stage = 0; stage < pp; ++stage)
+    for (auto& [name, tensor] : executor::read_checkpoint_parameters(
+             executor::checkpoint_stage_path(run.checkpoints, step, stage)))
+      all[name] = tensor;
+  return all;
+}
+
+void expect_same_losses(const std::vector<double>& actual, const std::vector<double>& expected,
+                        double relative, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t step = 0; step < actual.size(); ++step)
+    EXPECT_NEAR(actual[step], expected[step], relative * std::abs(expected[step]))
+        << what << ": step " << step + 1;
+}
+
+void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
+                            const std::map<std::string, torch::Tensor>& expected,
+                            const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (const auto& [name, tensor] : expected) {
+    ASSERT_EQ(actual.count(name), 1u) << what << ": " << name;
+    EXPECT_TRUE(torch::allclose(actual.at(name), tensor, kParameterRelativeTolerance,
+                                kParameterAbsoluteTolerance))
+        << what << ": " << name << " differs by "
+        << (actual.at(name) - tensor).abs().max().item<double>();
+  }
+}
+
+// stderr of a refused run: exactly one line, "pipeplan: error: ..." containing `needle`.
+void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle) {
+  EXPECT_EQ(exit.exit_code, exit_code) << exit.stderr_text;
+  EXPECT_EQ(exit.stderr_text.rfind("pipeplan: error: ", 0), 0u) << exit.stderr_text;
+  EXPECT_EQ(std::count(exit.stderr_text.begin(), exit.stderr_text.end(), '\n'), 1) << exit.stderr_text;
+  EXPECT_NE(exit.stderr_text.find(needle), std::string::npos) << exit.stderr_text;
+}
+
+class SerialTrainEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+// The reference: one process, pp=1, dp=1, with all dp·m micro-batches of the same size.
+TEST_P(SerialTrainEquivalenceTest, SplitsMatchTheSingleProcessRun) {
+  TestPlanSpec reference_spec;
+  reference_spec.model = GetParam();
+  const TrainRun reference = train_new(make_test_plan(reference_spec), "reference");
+  expect_success(reference);
+  const std::vector<double> reference_losses = step_losses(reference.log);
+  ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
+  const auto reference_parameters = final_parameters(reference, 1, kSteps);
+  const double reference_accuracy = read_run(reference.run_json).test_accuracy.back().test_accuracy;
+  struct Split { int dp, pp; Schedule schedule; };
+  for (const Split& split : {Split{1, 2, Schedule::kGpipe}, Split{1, 2, Schedule::kOneFOneB},
+                             Split{2, 1, Schedule::kOneFOneB}, Split{2, 2, Schedule::kGpipe},
+                             Split{2, 2, Schedule::kOneFOneB}}) {
+    TestPlanSpec spec = reference_spec;
+    spec.dp = split.dp;
+    spec.pp = split.pp;
+    spec.schedule = split.schedule;
+    spec.num_micro_batches = reference_spec.num_micro_batches / split.dp;
+    const std::string what = GetParam() + " dp=" + std::to_string(split.dp) + " pp=" +
+                             std::to_string(split.pp) + " " + to_string(split.schedule);
+    const TrainRun run = train_new(make_test_plan(spec), "split");
+    expect_success(run);
+    expect_same_losses(step_losses(run.log), reference_losses, kLossRelativeTolerance, what);
+    expect_same_parameters(final_parameters(run, split.pp, kSteps), reference_parameters, what);
+    EXPECT_NEAR(read_run(run.run_json).test_accuracy.back().test_accuracy, reference_accuracy, 2e-3)
+        << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SerialTrainEquivalenceTest, ::testing::ValuesIn(kEquivalenceModels),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(SerialTrainTest, ResumingReproducesTheUninterruptedRun) {
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  const int steps = 6;
+  const TrainRun full = train_new(plan, "uninterrupted", steps);
+  expect_success(full);
+  TrainRun broken = in_dir(fresh_dir("interrupted"));
+  train(&broken, plan, steps, {"--checkpoint-every", "3"}, {{"PIPEPLAN_TEST_FAIL_AT_STEP", "5"}});
+  for (const RankExit& exit : broken.exits) expect_one_line_error(exit, 1, "before step 5");
+  train(&broken, plan, steps, {"--checkpoint-every", "3", "--resume"});
+  expect_success(broken);
+  // Bit for bit: the same computation from the same stored numbers.
+  expect_same_losses(step_losses(broken.log), step_losses(full.log), 0, "resumed");
+  expect_same_parameters(final_parameters(broken, 2, steps), final_parameters(full, 2, steps), "resumed");
+  EXPECT_EQ(read_run(broken.run_json).resumed_from_step, 3);
+}
+
+TEST(SerialTrainTest, ResumeRefusesACheckpointOfAnotherPlanOrACorruptOne) {
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  TrainRun run = in_dir(fresh_dir("run"));
+  train(&run, plan, 2);
+  expect_success(run);
+  Plan other = plan;
+  other.optimizer.base_lr *= 2;
+  train(&run, other, 2, {"--resume"});
+  for (const RankExit& exit : run.exits) expect_one_line_error(exit, 2, "another plan");
+  std::ofstream(executor::checkpoint_stage_path(run.checkpoints, 2, 1), std::ios::trunc) << "garbage";
+  train(&run, plan, 2, {"--resume"});
+  expect_one_line_error(run.exits[1], 2, "corrupt");
+}
+
+TEST(SerialTrainTest, CheckpointingStagesGivesTheSameLosses) {
+  TestPlanSpec spec = split_spec(/*dp=*/1, /*pp=*/2, Schedule::kGpipe);
+  const TrainRun plain = train_new(make_test_plan(spec), "plain");
+  spec.checkpoint = {true, true};
+  const TrainRun checkpointed = train_new(make_test_plan(spec), "checkpointed");
+  expect_success(plain);
+  expect_success(checkpointed);
+  expect_same_losses(step_losses(checkpointed.log), step_losses(plain.log), 1e-6, "checkpointed");
+  expect_same_parameters(final_parameters(checkpointed, 2, kSteps), final_parameters(plain, 2, kSteps),
+                         "checkpointed");
+  const pipeplan::Run run = read_run(checkpointed.run_json);
+  EXPECT_GT(run.measured.stages.at(0).recompute_ms, 0);
+  EXPECT_EQ(read_run(plain.run_json).measured.stages.at(0).recompute_ms, 0);
+}
+
+TEST(SerialTrainTest, ANanStopsEveryRankNamingStepStageAndRank) {
+  TestPlanSpec spec = split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB);
+  spec.optimizer.base_lr = 1e30;
+  spec.optimizer.warmup_steps = 0;
+  const TrainRun run = train_new(make_test_plan(spec), "nan");
+  for (const RankExit& exit : run.exits) {
+    expect_one_line_error(exit, 1, "NaN or Inf on stage ");
+    EXPECT_NE(exit.stderr_text.find("step "), std::string::npos);
+    EXPECT_NE(exit.stderr_text.find("(rank "), std::string::npos);
+  }
+}
+
+TEST(SerialTrainTest, AMissingPeerEndsWithARuntimeErrorInsteadOfAHang) {
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  const TrainRun run = in_dir(fresh_dir("alone"));
+  write_plan(run.dir + "/plan.json", plan);
+  const auto exits = run_ranks(2, {"train", "--plan", run.dir + "/plan.json", "--data", "synthetic",
+                                   "--timeout-s", "2", "-o", run.run_json},
+                               {}, /*timeout_s=*/60, /*only_rank=*/0);
+  expect_one_line_error(exits.at(0), 1, "rendezvous");
+}
+
+TEST(SerialTrainTest, WritesTheLogRunAndTrace) {
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  const int steps = 30;
+  TrainRun run = in_dir(fresh_dir("outputs"));
+  train(&run, plan, steps, {"--trace", run.dir + "/trace.json"});
+  expect_success(run);
+  // The log: one line per step, then the end-of-run evaluation.
+  const std::vector<Json> lines = read_json_lines(run.log);
+  ASSERT_EQ(lines.size(), static_cast<size_t>(steps + 1));
+  for (const char* key : {"step", "epoch", "loss", "lr", "iteration_ms", "samples_per_s"})
+    EXPECT_TRUE(lines.front().contains(key)) << key;
+  EXPECT_LT(lines[steps - 1].at("loss").get<double>(), lines[0].at("loss").get<double>());
+  EXPECT_EQ(lines.back().at("step"), steps);
+  EXPECT_GT(lines.back().at("test_accuracy").get<double>(), 0.5);
+  // run.json: validated on reading; the measured keys of the plan's predictions.
+  const pipeplan::Run result = read_run(run.run_json);
+  EXPECT_EQ(result.world_size, 2);
+  EXPECT_EQ(result.measured.ranks.size(), 2u);
+  ASSERT_EQ(result.measured.stages.size(), 2u);
+  EXPECT_GT(result.measured.iteration_ms, 0);
+  EXPECT_GT(result.measured.samples_per_s, 0);
+  EXPECT_LT(result.measured.bubble_fraction, 1);
+  for (const StageMeasurement& stage : result.measured.stages) {
+    EXPECT_GT(stage.fwd_ms, 0);
+    EXPECT_GT(stage.bwd_ms, 0);
+    EXPECT_GT(stage.peak_memory_bytes, 0);
+    EXPECT_NEAR(stage.busy_ms + stage.idle_ms, result.measured.iteration_ms, 1e-6);
+  }
+  EXPECT_EQ(result.final_loss, lines[steps - 1].at("loss").get<double>());
+  // The trace: every rank's forwards and backwards of the traced steps, in µs.
+  const Json trace = read_json_file(run.dir + "/trace.json");
+  std::set<std::pair<int, std::string>> seen;
+  for (const Json& event : trace.at("traceEvents"))
+    if (event.at("ph") == "X") seen.insert({event.at("pid").get<int>(), event.at("cat").get<std::string>()});
+  for (int rank = 0; rank < 2; ++rank)
+    for (const char* kind : {"forward", "backward", "optimizer"})
+      EXPECT_EQ(seen.count({rank, kind}), 1u) << "rank " << rank << " " << kind;
+  EXPECT_EQ(seen.count({1, "recv-wait"}), 1u);
+}
+
+TEST(TrainRefusalTest, RefusesAPlanForAnotherModel) {
+  Plan plan = make_test_plan(TestPlanSpec());
+  plan.model.hash = "fnv1a64:0123456789abcdef";
+  const TrainRun run = train_new(plan, "hash", 1);
+  expect_one_line_error(run.exits.at(0), 2, "model.hash");
+}
+
+TEST(TrainRefusalTest, RefusesAPlanWithOtherLayers) {
+  Plan plan = make_test_plan(TestPlanSpec());
+  plan.model.num_layers += 1;
+  plan.stages.back().last += 1;
+  const TrainRun run = train_new(plan, "layers", 1);
+  expect_one_line_error(run.exits.at(0), 2, "num_layers");
+}
+
+TEST(TrainRefusalTest, RefusesAWorldSizeOtherThanThePlans) {
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  const TrainRun run = in_dir(fresh_dir("world"));
+  write_plan(run.dir + "/plan.json", plan);
+  const auto exits = run_ranks(0, {"train", "--plan", run.dir + "/plan.json", "--data",
+                                   "synthetic", "-o", run.run_json});
+  expect_one_line_error(exits.at(0), 2, "WORLD_SIZE=1");
+}
+
+TEST(TrainRefusalTest, RefusesMalformedRendezvousVariables) {
+  const Plan plan = make_test_plan(TestPlanSpec());
+  const TrainRun run = in_dir(fresh_dir("env"));
+  write_plan(run.dir + "/plan.json", plan);
+  const auto exits = run_ranks(0, {"train", "--plan", run.dir + "/plan.json", "--data",
+                                   "synthetic", "-o", run.run_json},
+                               {{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
+  expect_one_line_error(exits.at(0), 2, "RANK='zero'");
+}
+
+}  // namespace
+}  // namespace pipeplan::testing

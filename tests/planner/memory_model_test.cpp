@@ -1,0 +1,216 @@
+// Tests for planner/memory_model.h and planner/layer_table.h: every term worked out by hand
+// for the 3-layer profile of test_profiles.cpp (per sample: retained 100/200/80 bytes, saved
+// output of layer 0 = saved input of layer 1 = 40, saved output of layer 1 = saved input of
+// layer 2 = 24, transients max 50/70/90, outputs 10/6/2 floats, input 5 floats, parameters
+// 1000/2000/500, buffers 16/0/4, runtime overhead 1000 bytes).
+#include "planner/memory_model.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "planner/stage_cost.h"
+#include "tests/planner/test_profiles.h"
+
+namespace pipeplan {
+namespace {
+
+MemorySettings settings(Schedule schedule, int pp, int m, int dp = 1,
+                        OptimizerKind optimizer = OptimizerKind::kSgd,
+                        Precision precision = Precision::kFp32) {
+  MemorySettings s;
+  s.schedule = schedule;
+  s.pp = pp;
+  s.dp = dp;
+  s.num_micro_batches = m;
+  s.optimizer = optimizer;
+  s.precision = precision;
+  s.runtime_overhead_bytes = 1000;
+  return s;
+}
+
+TEST(MemoryModelTest, EveryTermByHandGpipe) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, /*micro_batch_size=*/2, OptimizerKind::kSgd);
+  const MemorySettings gpipe = settings(Schedule::kGpipe, /*pp=*/2, /*m=*/4);
+  // Stage 0 = layers 0 and 1 at b = 2.
+  const MemoryTerms s0 = stage_memory(table, gpipe, 0, 0, 2, /*checkpoint=*/false);
+  EXPECT_EQ(s0.parameters_bytes, 3000 * 4);
+  EXPECT_EQ(s0.gradients_bytes, 3000 * 4);
+  EXPECT_EQ(s0.optimizer_state_bytes, 3000 * 4);  // SGD momentum
+  EXPECT_EQ(s0.master_copy_bytes, 0);
+  EXPECT_EQ(s0.buffers_bytes, 16);
+  EXPECT_EQ(s0.activation_bytes_per_micro_batch, (100 + 200) * 2 - 40 * 2);  // 520
+  EXPECT_EQ(s0.in_flight, 4);
+  EXPECT_EQ(s0.activations_bytes, 4 * 520);
+  EXPECT_EQ(s0.recompute_bytes, 0);
+  EXPECT_EQ(s0.transient_bytes, 70 * 2);
+  EXPECT_EQ(s0.comm_buffers_bytes, 2 * (6 * 4 * 2));  // activation out + gradient in: 96
+  EXPECT_EQ(s0.runtime_overhead_bytes, 1000);
+  EXPECT_EQ(s0.total_bytes, 36000 + 16 + 2080 + 140 + 96 + 1000);
+  // Stage 1 = layer 2.
+  const MemoryTerms s1 = stage_memory(table, gpipe, 1, 2, 3, /*checkpoint=*/false);
+  EXPECT_EQ(s1.parameters_bytes + s1.gradients_bytes + s1.optimizer_state_bytes, 500 * 12);
+  EXPECT_EQ(s1.buffers_bytes, 4);
+  EXPECT_EQ(s1.activation_bytes_per_micro_batch, 160);
+  EXPECT_EQ(s1.activations_bytes, 640);
+  EXPECT_EQ(s1.transient_bytes, 180);
+  EXPECT_EQ(s1.comm_buffers_bytes, 96);  // activation in + gradient out
+  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 640 + 180 + 96 + 1000);
+}
+
+TEST(MemoryModelTest, OneFOneBHoldsMinOfMAndRemainingStages) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, 2, OptimizerKind::kSgd);
+  const MemorySettings one_f_one_b = settings(Schedule::kOneFOneB, 2, 4);
+  const MemoryTerms s0 = stage_memory(table, one_f_one_b, 0, 0, 2, /*checkpoint=*/false);
+  const MemoryTerms s1 = stage_memory(table, one_f_one_b, 1, 2, 3, /*checkpoint=*/false);
+  EXPECT_EQ(s0.in_flight, 2);
+  EXPECT_EQ(s0.activations_bytes, 1040);
+  EXPECT_EQ(s0.total_bytes, 38292);
+  EXPECT_EQ(s1.in_flight, 1);
+  EXPECT_EQ(s1.total_bytes, 7440);
+  EXPECT_EQ(in_flight(Schedule::kOneFOneB, 8, 3, 2), 2);
+  EXPECT_EQ(in_flight(Schedule::kOneFOneB, 8, 3, 9), 5);
+  EXPECT_EQ(in_flight(Schedule::kGpipe, 8, 3, 9), 9);
+}
+
+TEST(MemoryModelTest, CheckpointingKeepsOnlyTheStageInputPlusOneRecompute) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, 2, OptimizerKind::kSgd);
+  // Stage 1 under 1f1b: one micro-batch in flight keeps its 48-byte input; recompute 160.
+  const MemoryTerms s1 =
+      stage_memory(table, settings(Schedule::kOneFOneB, 2, 4), 1, 2, 3, /*checkpoint=*/true);
+  EXPECT_EQ(s1.activation_bytes_per_micro_batch, 48);
+  EXPECT_EQ(s1.activations_bytes, 48);
+  EXPECT_EQ(s1.recompute_bytes, 160);
+  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 48 + 160 + 180 + 96 + 1000);
+  // Stage 0 keeps the model input: 5 floats × 2 samples = 40 bytes per micro-batch.
+  const MemoryTerms s0 =
+      stage_memory(table, settings(Schedule::kGpipe, 2, 4), 0, 0, 2, /*checkpoint=*/true);
+  EXPECT_EQ(s0.activation_bytes_per_micro_batch, 40);
+  EXPECT_EQ(s0.activations_bytes, 160);
+  EXPECT_EQ(s0.recompute_bytes, 520);
+  EXPECT_EQ(s0.total_bytes, 36000 + 16 + 160 + 520 + 140 + 96 + 1000);
+}
+
+TEST(MemoryModelTest, BytesPerParameterFollowOptimizerAndPrecision) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, 2, OptimizerKind::kAdamw);
+  const MemoryTerms adamw_amp = stage_memory(
+      table, settings(Schedule::kGpipe, 1, 1, 1, OptimizerKind::kAdamw, Precision::kAmpBf16), 0, 0,
+      2, /*checkpoint=*/false);
+  EXPECT_EQ(adamw_amp.parameters_bytes, 12000);
+  EXPECT_EQ(adamw_amp.gradients_bytes, 12000);
+  EXPECT_EQ(adamw_amp.optimizer_state_bytes, 24000);  // two moments
+  EXPECT_EQ(adamw_amp.master_copy_bytes, 6000);       // bf16 copies under autocast
+  EXPECT_EQ(optimizer_state_bytes_per_parameter(OptimizerKind::kSgd) + 8, 12);
+  EXPECT_EQ(optimizer_state_bytes_per_parameter(OptimizerKind::kAdamw) + 8, 16);
+}
+
+TEST(MemoryModelTest, DataParallelAddsOnlyTheGradientBucket) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, 2, OptimizerKind::kSgd);
+  const MemoryTerms one =
+      stage_memory(table, settings(Schedule::kGpipe, 2, 4, 1), 1, 2, 3, /*checkpoint=*/false);
+  const MemoryTerms four =
+      stage_memory(table, settings(Schedule::kGpipe, 2, 4, 4), 1, 2, 3, /*checkpoint=*/false);
+  EXPECT_EQ(four.comm_buffers_bytes - one.comm_buffers_bytes, 500 * 4);
+  EXPECT_EQ(four.total_bytes - one.total_bytes, 500 * 4);
+  // The bucket is capped at 25 MiB.
+  testing::LayerSpec big;
+  big.param_count = 100 * kMiB;
+  const Profile large = testing::make_profile({big, big});
+  const LayerTable large_table(large, 1, OptimizerKind::kSgd);
+  EXPECT_EQ(comm_buffer_bytes(large_table, settings(Schedule::kGpipe, 1, 1, 2), 0, 0, 2),
+            kGradientBucketBytes);
+}
+
+TEST(MemoryModelTest, InterpolatesBetweenProfiledSizesAndExtrapolatesWithANote) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable at3(profile, 3, OptimizerKind::kSgd);  // between 2 and 4
+  EXPECT_EQ(at3.retained_bytes(2, 3), 240);
+  EXPECT_EQ(at3.note(), "");
+  const LayerTable at8(profile, 8, OptimizerKind::kSgd);  // beyond 1..4: the fits
+  EXPECT_EQ(at8.retained_bytes(0, 3), (100 + 200 + 80 - 40 - 24) * 8);
+  EXPECT_EQ(at8.note(), "micro-batch 8 is beyond the profiled 1..4: extrapolated");
+  EXPECT_EQ(extrapolation_note({2, 4}, 1),
+            "micro-batch 1 is below the profiled 2..4: extrapolated");
+  // A layer that is not linear in b: piecewise between the points, the fit outside.
+  Profile bent = testing::three_layer_profile();
+  LayerProfile& layer = bent.layers[0];
+  layer.points[0].fwd_ms = 1;  // b = 1
+  layer.points[1].fwd_ms = 4;  // b = 2
+  layer.points[2].fwd_ms = 6;  // b = 4
+  layer.fits.fwd_ms = fit_linear({1, 2, 4}, {1, 4, 6});
+  EXPECT_DOUBLE_EQ(layer_at(layer, 3).fwd_ms, 5.0);
+  EXPECT_DOUBLE_EQ(layer_at(layer, 2).fwd_ms, 4.0);
+  EXPECT_DOUBLE_EQ(layer_at(layer, 8).fwd_ms, layer.fits.fwd_ms.at(8));
+  EXPECT_NE(layer_at(layer, 8).fwd_ms, 12.0);
+}
+
+TEST(MemoryModelTest, AStageFitsExactlyUpToTheDeviceMemory) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, 2, OptimizerKind::kSgd);
+  PartitionProblem problem;
+  problem.pp = 2;
+  problem.memory = settings(Schedule::kGpipe, 2, 4);
+  problem.inter_node_boundaries = {false};
+  problem.device_memory_bytes = 39332;
+  const StageEvaluator fits(table, problem);
+  EXPECT_TRUE(fits.evaluate(0, 0, 2).fits);
+  problem.device_memory_bytes = 39331;
+  const StageEvaluator does_not(table, problem);
+  EXPECT_FALSE(does_not.evaluate(0, 0, 2).fits);
+  // kNeeded checkpoints exactly then, and only then.
+  problem.policy = CheckpointPolicy::kNeeded;
+  const StageEvaluator needed(table, problem);
+  EXPECT_TRUE(needed.evaluate(0, 0, 2).checkpoint);
+  EXPECT_EQ(needed.evaluate(0, 0, 2).memory_bytes, 37932);
+  EXPECT_FALSE(needed.evaluate(1, 2, 3).checkpoint);
+}
+
+TEST(MemoryModelTest, LowerBoundNeverExceedsTheTotalAndGrowsWithTheRange) {
+  Profile profile = testing::three_layer_profile();
+  std::mt19937_64 rng(5);
+  std::vector<testing::LayerSpec> layers = testing::random_layers(rng, 4);
+  const Profile four = testing::make_profile(layers, {1, 2, 4}, 7, 1000);
+  const LayerTable table(four, 2, OptimizerKind::kSgd);
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+    const MemorySettings s = settings(schedule, 3, 5, 2);
+    // Ranges of 4 layers that stage s can hold in a split into 3 stages.
+    auto valid = [](int stage, int first, int last) {
+      return first < last && first >= stage && last <= 4 - (2 - stage) &&
+             (stage != 0 || first == 0) && (stage != 2 || last == 4);
+    };
+    for (int stage = 0; stage < 3; ++stage)
+      for (int first = 0; first < 4; ++first)
+        for (int last = first + 1; last <= 4; ++last)
+          for (bool checkpoint : {false, true}) {
+            if (!valid(stage, first, last)) continue;
+            const int64_t lower =
+                stage_memory_lower_bound(table, s, stage, first, last, checkpoint);
+            EXPECT_LE(lower, stage_memory(table, s, stage, first, last, checkpoint).total_bytes);
+            if (valid(stage, first - 1, last)) {
+              EXPECT_LE(lower,
+                        stage_memory_lower_bound(table, s, stage, first - 1, last, checkpoint));
+            }
+            if (valid(stage, first, last + 1)) {
+              EXPECT_LE(lower,
+                        stage_memory_lower_bound(table, s, stage, first, last + 1, checkpoint));
+            }
+          }
+  }
+  // At the boundaries it counts the smallest inner boundary (layer 1's 48 bytes; 80 at
+  // position 1), so for stage 0 = [0, 2) it is exact.
+  const LayerTable three(profile, 2, OptimizerKind::kSgd);
+  const MemorySettings gpipe = settings(Schedule::kGpipe, 2, 4);
+  EXPECT_EQ(three.min_inner_boundary_bytes(), 48);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/false), 39332);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/true), 37932);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 1, 1, 3, /*checkpoint=*/false),
+            stage_memory(three, gpipe, 1, 1, 3, /*checkpoint=*/false).total_bytes - 2 * (80 - 48));
+}
+
+}  // namespace
+}  // namespace pipeplan

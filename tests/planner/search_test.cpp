@@ -1,0 +1,208 @@
+// Tests for planner/search.h: narrowing flags, equivalence of the pruned and the exhaustive
+// search, infeasible families with reasons, and bad input.
+#include "planner/search.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/planner/test_profiles.h"
+
+namespace pipeplan {
+namespace {
+
+PlanningContext context_for(const Profile& profile, int devices, int64_t memory_bytes,
+                            int64_t global_batch, int devices_per_node = 0) {
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = "profile.json";
+  context.profile_hash = "fnv1a64:0000000000000002";
+  context.cluster = make_cluster(profile, devices, memory_bytes,
+                                 devices_per_node > 0 ? devices_per_node : devices,
+                                 kDefaultInterNodeBandwidthBytesPerS);
+  context.global_batch = global_batch;
+  context.notes = planning_notes(profile, context.cluster, false);
+  return context;
+}
+
+Profile eight_layer_profile(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return testing::make_profile(testing::random_layers(rng, 8), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SearchTest, BestPlanIsValidSimulatedAndRankedFirst) {
+  const Profile profile = eight_layer_profile(1);
+  const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
+  const SearchResult result = search(context, SearchOptions{});
+  ASSERT_FALSE(result.plans.empty());
+  EXPECT_LE(result.plans.size(), 5u);
+  for (size_t idx = 1; idx < result.plans.size(); ++idx)
+    EXPECT_GE(result.plans[idx - 1].predictions.samples_per_s,
+              result.plans[idx].predictions.samples_per_s);
+  const Plan& best = result.plans.front();
+  EXPECT_NO_THROW(best.validate("plan.json"));
+  EXPECT_GT(best.predictions.iteration_ms, 0);
+  EXPECT_DOUBLE_EQ(best.predictions.samples_per_s, 16 / best.predictions.iteration_ms * 1000);
+  for (const StagePrediction& stage : best.predictions.stages) {
+    EXPECT_NEAR(stage.busy_ms + stage.idle_ms, best.predictions.iteration_ms, 1e-9);
+    EXPECT_EQ(stage.peak_memory_bytes, stage.memory.total_bytes);
+    EXPECT_GT(stage.memory.total_bytes, 0);
+  }
+  EXPECT_EQ(best.profile_hash, "fnv1a64:0000000000000002");
+  EXPECT_LE(result.evaluated, result.candidates);
+  EXPECT_LE(result.simulated, result.evaluated);
+  EXPECT_GE(result.simulated, static_cast<int>(result.plans.size()));
+}
+
+TEST(SearchTest, FlagsNarrowTheSearch) {
+  const Profile profile = eight_layer_profile(2);
+  const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
+  SearchOptions options;
+  options.pp = 2;
+  options.micro_batch_size = 2;
+  options.schedules = {Schedule::kGpipe};
+  options.policies = {CheckpointPolicy::kAll};
+  options.top_k = 10;
+  const SearchResult result = search(context, options);
+  ASSERT_FALSE(result.plans.empty());
+  for (const Plan& plan : result.plans) {
+    EXPECT_EQ(plan.pp, 2);
+    EXPECT_EQ(plan.dp, 2);
+    EXPECT_EQ(plan.micro_batch_size, 2);
+    EXPECT_EQ(plan.num_micro_batches, 4);
+    EXPECT_EQ(plan.schedule, Schedule::kGpipe);
+    for (const StagePlan& stage : plan.stages) EXPECT_TRUE(stage.checkpoint);
+  }
+  SearchOptions by_dp;
+  by_dp.dp = 4;
+  by_dp.top_k = 50;
+  for (const Plan& plan : search(context, by_dp).plans) EXPECT_EQ(plan.dp, 4);
+  SearchOptions uniform;
+  uniform.partition = parse_partition("uniform", 8, "--partition");
+  uniform.pp = 4;
+  for (const Plan& plan : search(context, uniform).plans) {
+    EXPECT_EQ(plan.partition, "uniform");
+    EXPECT_EQ(plan.stages[1].first, 2);
+  }
+  SearchOptions ranges;
+  ranges.partition = parse_partition("0:1,1:8", 8, "--partition");
+  for (const Plan& plan : search(context, ranges).plans) {
+    EXPECT_EQ(plan.pp, 2);
+    EXPECT_EQ(plan.stages[0].last, 1);
+  }
+}
+
+TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
+  std::mt19937_64 rng(99);
+  int pruned = 0;
+  size_t reported = 0;
+  for (int case_idx = 0; case_idx < 30; ++case_idx) {
+    const Profile profile = testing::make_profile(testing::random_layers(rng, 3 + case_idx % 6),
+                                                  {1, 2, 4}, 64, 1000, 0.02, 2e6);
+    const int devices = 1 << (case_idx % 4);
+    const int64_t batch = int64_t{8} << (case_idx % 3);
+    const int64_t memory = (case_idx % 5 == 0) ? 300'000 : int64_t{1} << 30;  // sometimes tight
+    const PlanningContext context =
+        context_for(profile, devices, memory, batch, case_idx % 2 ? 2 : 0);
+    SearchOptions options;
+    options.top_k = 1 + case_idx % 4;
+    options.prune = true;
+    const SearchResult fast = search(context, options);
+    options.prune = false;
+    const SearchResult full = search(context, options);
+    EXPECT_EQ(full.pruned, 0);
+    ASSERT_EQ(fast.plans.size(), full.plans.size()) << "case " << case_idx;
+    for (size_t idx = 0; idx < fast.plans.size(); ++idx)
+      EXPECT_EQ(to_json(fast.plans[idx]), to_json(full.plans[idx])) << "case " << case_idx;
+    // Families reported infeasible with pruning are infeasible (the reasons may differ).
+    auto family = [](const std::string& line) { return line.substr(0, line.find(':')); };
+    for (const std::string& line : fast.infeasible) {
+      const bool also =
+          std::any_of(full.infeasible.begin(), full.infeasible.end(),
+                      [&](const std::string& other) { return family(other) == family(line); });
+      EXPECT_TRUE(also) << line;
+    }
+    reported += fast.infeasible.size();
+    pruned += fast.pruned;
+  }
+  EXPECT_GT(pruned, 100);  // the bound does prune
+  EXPECT_GT(reported, 0u);
+}
+
+TEST(SearchTest, EveryInfeasibleFamilyHasAReason) {
+  const Profile profile = testing::three_layer_profile();
+  const PlanningContext context = context_for(profile, 2, 20'000, 4);
+  const SearchResult result = search(context, SearchOptions{});
+  EXPECT_TRUE(result.plans.empty());
+  // Families: dp=2 pp=1 b in {1, 2}; dp=1 pp=2 b in {1, 2, 4}.
+  ASSERT_EQ(result.infeasible.size(), 5u);
+  EXPECT_EQ(result.infeasible[0].rfind(
+                "dp=1 pp=2 b=1: stage 0 can hold at most layers 0..0 within 19.5 KiB each", 0),
+            0u)
+      << result.infeasible[0];
+  EXPECT_NE(result.infeasible[0].find(" > 19.5 KiB"), std::string::npos) << result.infeasible[0];
+  EXPECT_NE(result.infeasible[0].find("(1f1b, checkpoint"), std::string::npos);
+  EXPECT_EQ(result.infeasible[4].rfind("dp=2 pp=1 b=2: stage 0 needs ", 0), 0u)
+      << result.infeasible[4];
+}
+
+TEST(SearchTest, ExtrapolatedMicroBatchesCarryANote) {
+  const Profile profile = eight_layer_profile(3);
+  const PlanningContext context = context_for(profile, 1, int64_t{1} << 30, 16);
+  SearchOptions options;
+  options.micro_batch_size = 8;
+  const SearchResult result = search(context, options);
+  ASSERT_FALSE(result.plans.empty());
+  const std::vector<std::string>& notes = result.plans.front().predictions.notes;
+  EXPECT_NE(std::find(notes.begin(), notes.end(),
+                      "micro-batch 8 is beyond the profiled 1..4: extrapolated"),
+            notes.end());
+}
+
+TEST(SearchTest, RejectsContradictoryFlagsNamingThem) {
+  const Profile profile = eight_layer_profile(4);
+  const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
+  auto message = [&](const SearchOptions& options) {
+    return error_of([&] { search(context, options); });
+  };
+  SearchOptions o;
+  o.pp = 3;
+  EXPECT_EQ(message(o), "--pp: 3 does not divide --devices 4");
+  const PlanningContext wide = context_for(profile, 16, int64_t{1} << 30, 16);
+  o.pp = 16;
+  EXPECT_EQ(error_of([&] { search(wide, o); }),
+            "--pp: 16 stages for a model of 8 layers (choose --pp <= 8)");
+  o = {};
+  o.dp = 4;
+  o.pp = 2;
+  EXPECT_EQ(message(o), "--dp 4 times --pp 2 is not --devices 4");
+  o = {};
+  o.dp = 4;
+  o.micro_batch_size = 3;
+  EXPECT_NE(message(o).find("--micro-batch-size: 3"), std::string::npos);
+  const PlanningContext odd = context_for(profile, 4, int64_t{1} << 30, 3);
+  o = {};
+  o.dp = 2;
+  EXPECT_EQ(error_of([&] { search(odd, o); }), "--dp: 2 does not divide --global-batch 3");
+  const PlanningContext odd_wide = context_for(profile, 16, int64_t{1} << 30, 3);
+  EXPECT_EQ(error_of([&] { search(odd_wide, SearchOptions{}); }),
+            "--global-batch: 3 is not divisible by any dp in {16, 8, 4, 2} (choose a multiple of "
+            "dp)");
+  o = {};
+  o.pp = 4;
+  o.partition = parse_partition("0:4,4:8", 8, "--partition");
+  EXPECT_EQ(message(o), "--partition: 2 ranges for --pp 4 (give one range per stage)");
+}
+
+}  // namespace
+}  // namespace pipeplan

@@ -1,0 +1,184 @@
+// Tests for planner/simulator.h: the m/(m+pp−1) utilisation of equal stages, and timelines
+// worked out by hand for unequal stages, communication, link serialisation and all-reduce.
+#include "planner/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "planner/bounds.h"
+#include "tests/plans/test_plan.h"
+
+namespace pipeplan {
+namespace {
+
+SimulationInput pipeline(Schedule schedule, int pp, int m, const std::vector<StageCosts>& stages,
+                         double transfer_ms = 0, int dp = 1) {
+  SimulationInput in;
+  in.schedule = schedule;
+  in.pp = pp;
+  in.dp = dp;
+  in.num_micro_batches = m;
+  in.stages = stages;
+  for (int replica = 0; replica < dp; ++replica) {
+    in.activation_ms.emplace_back(pp - 1, transfer_ms);
+    in.gradient_ms.emplace_back(pp - 1, transfer_ms);
+    std::vector<int> ranks;
+    for (int stage = 0; stage < pp; ++stage) ranks.push_back(replica * pp + stage);
+    in.ranks.push_back(ranks);
+  }
+  return in;
+}
+
+// The events of `rank` of `kind`, as (micro-batch, start, end), in time order.
+std::vector<std::tuple<int, double, double>> events(const SimulationResult& result, int rank,
+                                                    TimelineKind kind) {
+  std::vector<std::tuple<int, double, double>> out;
+  for (const TimelineEvent& e : result.timeline.events)
+    if (e.rank == rank && e.kind == kind) out.emplace_back(e.micro_batch, e.start_ms, e.end_ms);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return std::get<1>(a) < std::get<1>(b); });
+  return out;
+}
+
+using Spans = std::vector<std::tuple<int, double, double>>;
+
+TEST(SimulatorTest, EqualStagesWithFreeCommunicationGiveMOverMPlusPpMinusOne) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+    for (int pp : {1, 2, 3, 4, 6, 8})
+      for (int m : {1, 2, 3, 5, 8, 16}) {
+        const std::vector<StageCosts> stages(pp, StageCosts{0.7, 1.3, 0, 0, 0});
+        const SimulationResult result = simulate(pipeline(schedule, pp, m, stages));
+        const double expected = static_cast<double>(m) / (m + pp - 1);
+        double busy = 0;
+        for (double rank_busy : result.busy_ms) busy += rank_busy;
+        EXPECT_NEAR(busy / (pp * result.iteration_ms), expected, 1e-12)
+            << to_string(schedule) << " pp=" << pp << " m=" << m;
+        EXPECT_NEAR(1 - result.bubble_fraction, expected, 1e-12);
+        EXPECT_NEAR(result.iteration_ms, (m + pp - 1) * 2.0, 1e-9);
+      }
+}
+
+TEST(SimulatorTest, UnequalStagesByHand) {
+  // Stage 0: f = b = 1; stage 1: f = b = 0.5; m = 2; free communication.
+  const std::vector<StageCosts> stages{{1, 1, 0, 0, 0}, {0.5, 0.5, 0, 0, 0}};
+  // gpipe:  stage 0  F0 [0,1] F1 [1,2] ....... B0 [3,4] B1 [4,5]
+  //         stage 1       F0 [1,1.5] F1 [2,2.5] B0 [2.5,3] B1 [3,3.5]
+  const SimulationResult gpipe = simulate(pipeline(Schedule::kGpipe, 2, 2, stages));
+  EXPECT_DOUBLE_EQ(gpipe.iteration_ms, 5);
+  EXPECT_EQ(events(gpipe, 0, TimelineKind::kBackward), (Spans{{0, 3, 4}, {1, 4, 5}}));
+  EXPECT_EQ(events(gpipe, 1, TimelineKind::kForward), (Spans{{0, 1, 1.5}, {1, 2, 2.5}}));
+  EXPECT_EQ(events(gpipe, 0, TimelineKind::kRecvWait), (Spans{{0, 2, 3}}));
+  EXPECT_DOUBLE_EQ(gpipe.busy_ms[0], 4);
+  EXPECT_DOUBLE_EQ(gpipe.idle_ms[1], 3);
+  EXPECT_DOUBLE_EQ(gpipe.bubble_fraction, 4.0 / 10);
+  // 1f1b:   stage 0  F0 [0,1] F1 [1,2] B0 [2,3] B1 [3,4]
+  //         stage 1       F0 [1,1.5] B0 [1.5,2] F1 [2,2.5] B1 [2.5,3]
+  const SimulationResult one_f_one_b = simulate(pipeline(Schedule::kOneFOneB, 2, 2, stages));
+  EXPECT_DOUBLE_EQ(one_f_one_b.iteration_ms, 4);
+  EXPECT_EQ(events(one_f_one_b, 1, TimelineKind::kBackward), (Spans{{0, 1.5, 2}, {1, 2.5, 3}}));
+  EXPECT_EQ(events(one_f_one_b, 0, TimelineKind::kBackward), (Spans{{0, 2, 3}, {1, 3, 4}}));
+}
+
+TEST(SimulatorTest, CommunicationByHand) {
+  // f = b = 1 on both stages, every transfer 0.5 ms, gpipe, m = 2:
+  //   stage 0: F0 [0,1] F1 [1,2] wait [2,5] B0 [5,6] B1 [6,7]   sends act at [1,1.5] [2,2.5]
+  //   stage 1: wait [0,1.5] F0 [1.5,2.5] F1 [2.5,3.5] B0 [3.5,4.5] B1 [4.5,5.5]
+  //            sends grad at [4.5,5] and [5.5,6]
+  const std::vector<StageCosts> stages(2, StageCosts{1, 1, 0, 0, 0});
+  const SimulationResult result = simulate(pipeline(Schedule::kGpipe, 2, 2, stages, 0.5));
+  EXPECT_DOUBLE_EQ(result.iteration_ms, 7);
+  EXPECT_EQ(events(result, 1, TimelineKind::kForward), (Spans{{0, 1.5, 2.5}, {1, 2.5, 3.5}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kBackward), (Spans{{0, 5, 6}, {1, 6, 7}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kSend), (Spans{{0, 4.5, 5}, {1, 5.5, 6}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kRecvWait), (Spans{{0, 2, 5}}));
+  EXPECT_DOUBLE_EQ(result.bubble_fraction, 6.0 / 14);
+}
+
+TEST(SimulatorTest, TransfersOnOneLinkAreSerialised) {
+  // Each activation takes 1.5 ms, longer than a forward: the second waits for the first.
+  //   stage 0 sends mb 0 at [1, 2.5] and mb 1 at [2.5, 4] (not [2, 3.5]).
+  const std::vector<StageCosts> stages(2, StageCosts{1, 1, 0, 0, 0});
+  const SimulationResult result = simulate(pipeline(Schedule::kGpipe, 2, 2, stages, 1.5));
+  EXPECT_EQ(events(result, 0, TimelineKind::kSend), (Spans{{0, 1, 2.5}, {1, 2.5, 4}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kForward), (Spans{{0, 2.5, 3.5}, {1, 4, 5}}));
+}
+
+TEST(SimulatorTest, RecomputeRunsBeforeEachBackward) {
+  const std::vector<StageCosts> stages{{1, 2, 1, 0, 0}};
+  const SimulationResult result = simulate(pipeline(Schedule::kOneFOneB, 1, 2, stages));
+  EXPECT_EQ(events(result, 0, TimelineKind::kRecompute), (Spans{{0, 1, 2}, {1, 5, 6}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kBackward), (Spans{{0, 2, 4}, {1, 6, 8}}));
+  EXPECT_DOUBLE_EQ(result.iteration_ms, 8);
+  EXPECT_DOUBLE_EQ(result.bubble_fraction, 0);
+}
+
+TEST(SimulatorTest, AllReduceWaitsForTheLastReplicaThenTheOptimizerRuns) {
+  // pp = 2, m = 1, f = b = 1, all-reduce 2 ms, optimizer 1 ms. Replica 0 has free links,
+  // replica 1 takes 1 ms per transfer, so its stage 1 ends at 4 and its stage 0 at 6:
+  //   stage 1 all-reduce [4, 6], optimizer [6, 7]; stage 0 all-reduce [6, 8], optimizer [8, 9].
+  SimulationInput in =
+      pipeline(Schedule::kGpipe, 2, 1, std::vector<StageCosts>(2, {1, 1, 0, 2, 1}), 0, /*dp=*/3);
+  in.activation_ms[1] = {1};
+  in.gradient_ms[1] = {1};
+  for (bool merge : {true, false}) {
+    const SimulationResult result = simulate(in, {/*record_timeline=*/true, merge});
+    EXPECT_DOUBLE_EQ(result.iteration_ms, 9);
+    for (int replica = 0; replica < 3; ++replica) {
+      EXPECT_EQ(events(result, replica * 2 + 1, TimelineKind::kAllReduce), (Spans{{-1, 4, 6}}));
+      EXPECT_EQ(events(result, replica * 2, TimelineKind::kOptimizer), (Spans{{-1, 8, 9}}));
+      EXPECT_DOUBLE_EQ(result.busy_ms[replica * 2], 1 + 1 + 2 + 1);
+    }
+    EXPECT_EQ(events(result, 0, TimelineKind::kRecvWait), (Spans{{0, 1, 3}}));
+    EXPECT_EQ(events(result, 2, TimelineKind::kRecvWait), (Spans{{0, 1, 5}}));
+  }
+}
+
+TEST(SimulatorTest, MergingIdenticalReplicasChangesNothing) {
+  SimulationInput in = pipeline(
+      Schedule::kOneFOneB, 3, 5,
+      {{1, 2, 0, 0.5, 0.2}, {1.5, 2.5, 1.5, 0.7, 0.3}, {0.5, 1, 0, 0.1, 0.1}}, 0.25, /*dp=*/4);
+  in.activation_ms[2] = {0.75, 0.25};
+  const SimulationResult merged =
+      simulate(in, {/*record_timeline=*/true, /*merge_identical_replicas=*/true});
+  const SimulationResult separate =
+      simulate(in, {/*record_timeline=*/true, /*merge_identical_replicas=*/false});
+  EXPECT_EQ(merged.iteration_ms, separate.iteration_ms);
+  EXPECT_EQ(merged.busy_ms, separate.busy_ms);
+  EXPECT_EQ(merged.timeline.events.size(), separate.timeline.events.size());
+}
+
+TEST(SimulatorTest, LowerBoundsNeverExceedTheSimulation) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+    for (int m : {1, 2, 3, 7}) {
+      SimulationInput in =
+          pipeline(schedule, 3, m,
+                   {{2, 1, 0, 0.5, 0.2}, {0.2, 0.3, 0.2, 0.7, 0.3}, {1, 3, 0, 0.1, 0.1}}, 0.3, 2);
+      EXPECT_LE(iteration_lower_bound_ms(in),
+                simulate(in, {/*record_timeline=*/false, /*merge_identical_replicas=*/true})
+                        .iteration_ms +
+                    1e-9);
+    }
+}
+
+TEST(SimulatorTest, InputFromAPlanUsesShapesBatchAndTheLinkBetweenNodes) {
+  Plan plan = testing::make_test_plan(/*dp=*/2, /*pp=*/2, /*num_micro_batches=*/3, Schedule::kGpipe,
+                                      /*devices_per_node=*/3);
+  plan.cluster.intra_node_bandwidth_bytes_per_s = 1e6;
+  plan.cluster.inter_node_bandwidth_bytes_per_s = 1e5;
+  plan.cluster.latency_ms = 0.1;
+  plan.predictions.stages[0] = {};
+  plan.predictions.stages[0].fwd_ms = 1;
+  plan.predictions.stages[1].allreduce_ms = 3;
+  const SimulationInput in = simulation_input(plan);
+  // 128 floats × 2 samples = 1024 bytes; ranks 0,1 share node 0; ranks 2 (node 0), 3 (node 1).
+  EXPECT_DOUBLE_EQ(in.activation_ms[0][0], 0.1 + 1.024);
+  EXPECT_DOUBLE_EQ(in.activation_ms[1][0], 0.1 + 10.24);
+  EXPECT_DOUBLE_EQ(in.gradient_ms[1][0], 0.1 + 10.24);
+  EXPECT_EQ(in.ranks[1], (std::vector<int>{2, 3}));
+  EXPECT_DOUBLE_EQ(in.stages[0].fwd_ms, 1);
+  EXPECT_DOUBLE_EQ(in.stages[1].allreduce_ms, 3);
+}
+
+}  // namespace
+}  // namespace pipeplan

@@ -1,0 +1,130 @@
+// Hand-built profiles for the planner tests.
+#include "tests/planner/test_profiles.h"
+
+#include <string>
+
+namespace pipeplan::testing {
+namespace {
+
+LayerPoint point_at(const LayerSpec& spec, int64_t b) {
+  LayerPoint point;
+  point.batch_size = b;
+  point.fwd_ms = spec.fwd_ms * b;
+  point.fwd_ms_p90 = point.fwd_ms;
+  point.bwd_ms = spec.bwd_ms * b;
+  point.bwd_ms_p90 = point.bwd_ms;
+  point.output_shape = {b, spec.output_floats};
+  point.output_bytes = spec.output_floats * 4 * b;
+  point.retained_bytes = spec.retained_bytes * b;
+  point.saved_input_bytes = spec.saved_input_bytes * b;
+  point.saved_output_bytes = spec.saved_output_bytes * b;
+  point.fwd_transient_bytes = spec.fwd_transient_bytes * b;
+  point.bwd_transient_bytes = spec.bwd_transient_bytes * b;
+  return point;
+}
+
+LinearFit fit_of(const std::vector<LayerPoint>& points, double LayerPoint::*field) {
+  std::vector<double> xs, ys;
+  for (const LayerPoint& p : points) {
+    xs.push_back(static_cast<double>(p.batch_size));
+    ys.push_back(p.*field);
+  }
+  return fit_linear(xs, ys);
+}
+
+LinearFit fit_of(const std::vector<LayerPoint>& points, int64_t LayerPoint::*field) {
+  std::vector<double> xs, ys;
+  for (const LayerPoint& p : points) {
+    xs.push_back(static_cast<double>(p.batch_size));
+    ys.push_back(static_cast<double>(p.*field));
+  }
+  return fit_linear(xs, ys);
+}
+
+}  // namespace
+
+Profile make_profile(const std::vector<LayerSpec>& layers, const std::vector<int64_t>& batch_sizes,
+                     int64_t input_floats, int64_t runtime_overhead_bytes, double p2p_latency_ms,
+                     double p2p_bandwidth_bytes_per_s) {
+  Profile profile;
+  profile.tool_version = "0.1.0";
+  profile.created_at = "2026-11-22T00:00:00Z";
+  profile.model.name = "hand_built";
+  profile.model.hash = "fnv1a64:0000000000000001";
+  profile.model.num_layers = static_cast<int>(layers.size());
+  profile.model.input_shape = {input_floats};
+  profile.settings.batch_sizes = batch_sizes;
+  profile.settings.repeats = 1;
+  profile.device = {"cpu", "test cpu", 2, 1, int64_t{24} << 30, runtime_overhead_bytes};
+  if (p2p_bandwidth_bytes_per_s > 0) {
+    CommProfile p2p;
+    p2p.latency_ms = p2p_latency_ms;
+    p2p.bandwidth_bytes_per_s = p2p_bandwidth_bytes_per_s;
+    profile.interconnect = InterconnectProfile{"gloo", 2, p2p, p2p};
+  }
+  for (size_t idx = 0; idx < layers.size(); ++idx) {
+    const LayerSpec& spec = layers[idx];
+    LayerProfile layer;
+    layer.index = static_cast<int>(idx);
+    layer.name = "layer" + std::to_string(idx);
+    layer.kind = "test";
+    layer.param_count = spec.param_count;
+    layer.param_bytes = spec.param_count * 4;
+    layer.buffer_bytes = spec.buffer_bytes;
+    layer.optimizer_step_ms = {{"sgd", spec.sgd_step_ms}, {"adamw", spec.adamw_step_ms}};
+    for (int64_t b : batch_sizes) layer.points.push_back(point_at(spec, b));
+    layer.fits.fwd_ms = fit_of(layer.points, &LayerPoint::fwd_ms);
+    layer.fits.bwd_ms = fit_of(layer.points, &LayerPoint::bwd_ms);
+    layer.fits.output_bytes = fit_of(layer.points, &LayerPoint::output_bytes);
+    layer.fits.retained_bytes = fit_of(layer.points, &LayerPoint::retained_bytes);
+    layer.fits.fwd_transient_bytes = fit_of(layer.points, &LayerPoint::fwd_transient_bytes);
+    layer.fits.bwd_transient_bytes = fit_of(layer.points, &LayerPoint::bwd_transient_bytes);
+    profile.layers.push_back(layer);
+  }
+  profile.validate("test profile");
+  return profile;
+}
+
+Profile three_layer_profile() {
+  std::vector<LayerSpec> layers(3);
+  //        fwd  bwd  params buf  out  retained in  out  fwd_tr bwd_tr sgd   adamw
+  layers[0] = {1.0, 2.0, 1000, 16, 10, 100, 0, 40, 30, 50, 0.5, 0.7};
+  layers[1] = {2.0, 3.0, 2000, 0, 6, 200, 40, 24, 70, 20, 1.0, 1.5};
+  layers[2] = {0.5, 1.0, 500, 4, 2, 80, 24, 0, 10, 90, 0.25, 0.3};
+  return make_profile(layers, {1, 2, 4}, /*input_floats=*/5, /*runtime_overhead_bytes=*/1000);
+}
+
+std::vector<LayerSpec> random_layers(std::mt19937_64& rng, int count) {
+  std::uniform_real_distribution<double> time(0.1, 5.0);
+  std::uniform_int_distribution<int64_t> params(0, 5000);
+  std::uniform_int_distribution<int64_t> floats(1, 400);
+  std::uniform_int_distribution<int64_t> bytes(0, 3000);
+  std::vector<LayerSpec> layers(count);
+  for (LayerSpec& layer : layers) {
+    layer.fwd_ms = time(rng);
+    layer.bwd_ms = time(rng);
+    layer.param_count = params(rng);
+    layer.buffer_bytes = bytes(rng) / 10;
+    layer.output_floats = floats(rng);
+    layer.saved_input_bytes = bytes(rng);
+    layer.saved_output_bytes = bytes(rng);
+    layer.retained_bytes = layer.saved_input_bytes + layer.saved_output_bytes + bytes(rng);
+    layer.fwd_transient_bytes = bytes(rng);
+    layer.bwd_transient_bytes = bytes(rng);
+    layer.sgd_step_ms = time(rng) / 10;
+    layer.adamw_step_ms = time(rng) / 8;
+  }
+  return layers;
+}
+
+std::vector<LayerSpec> equal_layers(int count, double fwd_ms, double bwd_ms) {
+  LayerSpec spec;
+  spec.fwd_ms = fwd_ms;
+  spec.bwd_ms = bwd_ms;
+  spec.param_count = 100;
+  spec.output_floats = 8;
+  spec.retained_bytes = 64;
+  return std::vector<LayerSpec>(count, spec);
+}
+
+}  // namespace pipeplan::testing

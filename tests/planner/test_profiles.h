@@ -1,0 +1,47 @@
+// Hand-built profiles for the planner tests: no LibTorch, no model, numbers chosen by hand
+// (or by a seeded generator) so that every expected value can be worked out on paper.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "profiler/report.h"
+
+namespace pipeplan::testing {
+
+/// One layer, per sample: every measured quantity is `value · b` at micro-batch size b, so
+/// interpolation and the linear fits are exact.
+struct LayerSpec {
+  double fwd_ms = 1;
+  double bwd_ms = 2;
+  int64_t param_count = 0;
+  int64_t buffer_bytes = 0;
+  int64_t output_floats = 1;  ///< per sample, float32
+  int64_t retained_bytes = 0;
+  int64_t saved_input_bytes = 0;
+  int64_t saved_output_bytes = 0;
+  int64_t fwd_transient_bytes = 0;
+  int64_t bwd_transient_bytes = 0;
+  double sgd_step_ms = 0;
+  double adamw_step_ms = 0;
+};
+
+/// A valid profile of `layers` at `batch_sizes`, model input `input_floats` float32 per
+/// sample, runtime overhead `runtime_overhead_bytes`; with a p2p interconnect of
+/// `p2p_latency_ms` and `p2p_bandwidth_bytes_per_s` when the bandwidth is > 0.
+Profile make_profile(const std::vector<LayerSpec>& layers,
+                     const std::vector<int64_t>& batch_sizes = {1, 2, 4}, int64_t input_floats = 5,
+                     int64_t runtime_overhead_bytes = 0, double p2p_latency_ms = 0,
+                     double p2p_bandwidth_bytes_per_s = 0);
+
+/// The 3-layer profile of the memory model tests (memory_model_test.cpp works it out).
+Profile three_layer_profile();
+
+/// `count` layers with random times, parameters, activations and boundary sizes.
+std::vector<LayerSpec> random_layers(std::mt19937_64& rng, int count);
+
+/// `count` identical layers.
+std::vector<LayerSpec> equal_layers(int count, double fwd_ms, double bwd_ms);
+
+}  // namespace pipeplan::testing

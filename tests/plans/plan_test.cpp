@@ -1,0 +1,156 @@
+// Tests for plans/plan.h: the JSON round trip is lossless and validate() names each bad field.
+#include "plans/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "tests/plans/test_plan.h"
+
+namespace pipeplan {
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+// A plan in which every field differs from its default.
+Plan full_plan() {
+  Plan plan = testing::make_test_plan(/*dp=*/2, /*pp=*/2, /*num_micro_batches=*/3, Schedule::kGpipe,
+                                      /*devices_per_node=*/2,
+                                      /*extra_layers=*/1);
+  plan.model.config = Json{{"hidden", 128}, {"layers", 4}};
+  plan.model.input_dtype = "int64";
+  plan.cluster.device_kind = "cuda";
+  plan.cluster.intra_node_bandwidth_bytes_per_s = 1.25e11;
+  plan.cluster.inter_node_bandwidth_bytes_per_s = 1.25e10;
+  plan.cluster.latency_ms = 0.0123456789;
+  plan.precision = Precision::kAmpBf16;
+  plan.optimizer = OptimizerSettings::defaults_for(OptimizerKind::kAdamw);
+  plan.optimizer.warmup_steps = 7;
+  plan.optimizer.min_lr_fraction = 0.05;
+  plan.partition = "uniform";
+  plan.stages[1].checkpoint = true;
+  plan.stages[1].output_dtype = "bfloat16";
+  for (RankAssignment& rank : plan.ranks) rank.device = "cuda:" + std::to_string(rank.local_rank);
+  Predictions& p = plan.predictions;
+  p.iteration_ms = 123.456789012345;
+  p.samples_per_s = 98.7654321;
+  p.bubble_fraction = 0.1 / 3;
+  p.allreduce_ms = 1.5;
+  p.optimizer_ms = 2.25;
+  p.notes = {"micro-batch 64 is beyond the profiled 1..32: extrapolated"};
+  for (int stage_idx = 0; stage_idx < 2; ++stage_idx) {
+    StagePrediction& s = p.stages[stage_idx];
+    s.fwd_ms = 1.0 / 3 + stage_idx;
+    s.bwd_ms = 2.0 / 3;
+    s.recompute_ms = stage_idx;
+    s.p2p_ms = 0.01;
+    s.compute_ms = 9.5;
+    s.allreduce_ms = 1.5;
+    s.optimizer_ms = 2.25;
+    s.busy_ms = 11.125;
+    s.idle_ms = 3.0 / 7;
+    s.peak_memory_bytes = 123456789;
+    MemoryTerms& m = s.memory;
+    m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  }
+  return plan;
+}
+
+TEST(PlanTest, JsonRoundTripIsEqual) {
+  const Plan plan = full_plan();
+  const Json json = to_json(plan);
+  const Plan back = plan_from_json(Json::parse(json.dump()), "plan.json");
+  EXPECT_EQ(to_json(back), json);
+  EXPECT_EQ(plan_hash(back), plan_hash(plan));
+  EXPECT_EQ(back.predictions.stages[1].memory.in_flight, 7);
+  EXPECT_EQ(back.predictions.stages[0].idle_ms, 3.0 / 7);
+  EXPECT_EQ(back.stages[1].output_dtype, "bfloat16");
+  EXPECT_EQ(back.precision, Precision::kAmpBf16);
+  EXPECT_EQ(back.optimizer.kind, OptimizerKind::kAdamw);
+  EXPECT_EQ(back.ranks[3].device, "cuda:1");
+}
+
+TEST(PlanTest, FileRoundTripIsEqual) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "pipeplan_plan_test.json").string();
+  write_plan(path, full_plan());
+  EXPECT_EQ(to_json(read_plan(path)), to_json(full_plan()));
+  std::filesystem::remove(path);
+}
+
+TEST(PlanTest, ValidatesTheFullPlan) { EXPECT_NO_THROW(full_plan().validate("plan.json")); }
+
+TEST(PlanTest, ValidateRejectsEachInconsistencyNamingTheField) {
+  struct Case {
+    const char* field;
+    std::function<void(Plan&)> spoil;
+  };
+  const Case cases[] = {
+      {"cluster.devices", [](Plan& p) { p.cluster.devices = 5; }},
+      {"cluster.devices_per_node", [](Plan& p) { p.cluster.devices_per_node = 0; }},
+      {"cluster.device_memory_bytes", [](Plan& p) { p.cluster.device_memory_bytes = 0; }},
+      {"cluster.device_kind", [](Plan& p) { p.cluster.device_kind = "tpu"; }},
+      {"dp", [](Plan& p) { p.dp = 0; }},
+      {"pp", [](Plan& p) { p.pp = 0; }},
+      {"micro_batch_size", [](Plan& p) { p.micro_batch_size = 0; }},
+      {"num_micro_batches", [](Plan& p) { p.num_micro_batches = 0; }},
+      {"global_batch", [](Plan& p) { p.global_batch += 1; }},
+      {"stages", [](Plan& p) { p.stages.pop_back(); }},
+      {"stages[1].first", [](Plan& p) { p.stages[1].first = 2; }},
+      {"stages[0].last", [](Plan& p) { p.stages[0].last = 0; }},
+      {"stages: cover", [](Plan& p) { p.stages[1].last = 2; }},
+      {"stages[1].output_dtype", [](Plan& p) { p.stages[1].output_dtype = "float64"; }},
+      {"stages[0].input_sample_shape", [](Plan& p) { p.stages[0].input_sample_shape = {0}; }},
+      {"ranks: 3 ranks", [](Plan& p) { p.ranks.pop_back(); }},
+      {"ranks[2].rank", [](Plan& p) { p.ranks[2].rank = 3; }},
+      {"ranks[1].stage", [](Plan& p) { p.ranks[1].stage = 2; }},
+      {"ranks[1].replica", [](Plan& p) { p.ranks[1].replica = 2; }},
+      {"ranks[1]: stage 0 of replica 0 is placed twice", [](Plan& p) { p.ranks[1].stage = 0; }},
+      {"ranks[2].node", [](Plan& p) { p.ranks[2].node = 0; }},
+      {"ranks[3].local_rank", [](Plan& p) { p.ranks[3].local_rank = 0; }},
+      {"predictions.stages", [](Plan& p) { p.predictions.stages.pop_back(); }},
+      {"model.num_layers", [](Plan& p) { p.model.num_layers = 0; }},
+      {"optimizer", [](Plan& p) { p.optimizer.base_lr = 0; }},
+  };
+  for (const Case& c : cases) {
+    Plan plan = full_plan();
+    c.spoil(plan);
+    const std::string message = error_of([&] { plan.validate("plan.json"); });
+    EXPECT_NE(message.find(std::string("plan.json: ") + c.field), std::string::npos)
+        << "field " << c.field << ": got '" << message << "'";
+  }
+}
+
+TEST(PlanTest, ReaderRejectsUnknownSchemaAndBadWords) {
+  Json json = to_json(full_plan());
+  json["schema"] = "pipeplan.plan/2";
+  EXPECT_NE(error_of([&] { plan_from_json(json, "plan.json"); }).find("unsupported schema"),
+            std::string::npos);
+  json = to_json(full_plan());
+  json["schedule"] = "zero-bubble";
+  EXPECT_NE(error_of([&] { plan_from_json(json, "plan.json"); }).find("'zero-bubble'"),
+            std::string::npos);
+  json = to_json(full_plan());
+  json["predictions"]["notes"] = "not a list";
+  EXPECT_NE(error_of([&] { plan_from_json(json, "plan.json"); }).find("predictions.notes"),
+            std::string::npos);
+}
+
+TEST(PlanTest, ActivationBytesFollowShapeDtypeAndBatch) {
+  EXPECT_EQ(activation_bytes({3, 4}, "float32", 5), 3 * 4 * 5 * 4);
+  EXPECT_EQ(activation_bytes({7}, "int64", 2), 7 * 2 * 8);
+  EXPECT_EQ(activation_bytes({7}, "bfloat16", 2), 7 * 2 * 2);
+  EXPECT_NE(error_of([] { dtype_bytes("float64", "x"); }).find("'float64'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipeplan

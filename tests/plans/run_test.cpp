@@ -1,0 +1,62 @@
+// Tests for plans/run.h: run.json round trip and validation. (`pipeplan::Run`, since gtest's
+// Test has a member named Run.)
+#include "plans/run.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+pipeplan::Run sample_run() {
+  pipeplan::Run run;
+  run.tool_version = "0.1.0";
+  run.plan_path = "plan.json";
+  run.plan_hash = "fnv1a64:0000000000000001";
+  run.world_size = 2;
+  run.steps = 10;
+  run.steps_per_epoch = 5;
+  run.final_loss = 0.5;
+  run.test_accuracy = {{1, 5, 0.75}, {2, 10, 0.8}};
+  run.measured.iteration_ms = 12;
+  run.measured.samples_per_s = 1000;
+  run.measured.bubble_fraction = 0.25;
+  run.measured.stages.resize(2);
+  run.measured.stages[1].fwd_ms = 1.5;
+  run.measured.ranks.resize(2);
+  run.measured.ranks[1].rank = 1;
+  run.measured.ranks[1].stage = 1;
+  run.measured.ranks[1].peak_memory_bytes = 1 << 20;
+  return run;
+}
+
+TEST(RunTest, RoundTripsThroughJson) {
+  const pipeplan::Run run = sample_run();
+  const Json json = to_json(run);
+  EXPECT_EQ(json.at("schema"), kRunSchema);
+  const pipeplan::Run back = run_from_json(json, "run.json");
+  EXPECT_EQ(to_json(back), json);
+  EXPECT_EQ(back.measured.ranks[1].peak_memory_bytes, 1 << 20);
+  EXPECT_EQ(back.test_accuracy[1].test_accuracy, 0.8);
+}
+
+TEST(RunTest, ValidationNamesTheField) {
+  pipeplan::Run run = sample_run();
+  run.measured.ranks.pop_back();
+  try {
+    run.validate("run.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("measured.ranks"), std::string::npos) << e.what();
+  }
+  pipeplan::Run bubble = sample_run();
+  bubble.measured.bubble_fraction = 1.5;
+  EXPECT_THROW(bubble.validate("run.json"), Error);
+  Json wrong = to_json(sample_run());
+  wrong["schema"] = "pipeplan.run/9";
+  EXPECT_THROW(run_from_json(wrong, "run.json"), Error);
+}
+
+}  // namespace
+}  // namespace pipeplan

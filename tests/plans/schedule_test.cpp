@@ -1,0 +1,185 @@
+// Tests for plans/schedule.h: all ranks' action lists, played against each other, never
+// deadlock; sends pair with receives; forwards precede backwards; in-flight peaks.
+#include "plans/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include "tests/plans/test_plan.h"
+
+namespace pipeplan {
+namespace {
+
+// What travels over one directed channel, in the order it was sent.
+struct Message {
+  ActionKind kind;  // kSendActivation or kSendGradient
+  int micro_batch;
+};
+
+ActionKind send_kind_for(ActionKind recv_kind) {
+  return recv_kind == ActionKind::kRecvActivation ? ActionKind::kSendActivation
+                                                  : ActionKind::kSendGradient;
+}
+
+// Plays every rank's list with logical time only: a send is asynchronous (appends to the
+// channel), a receive blocks until the channel from its peer is non-empty and then must find
+// exactly the message it expects at the front (pairing in order), an all-reduce blocks until
+// every replica of the stage has reached it. Returns "" or what went wrong.
+std::string play(const Plan& plan, const std::vector<std::vector<Action>>& actions) {
+  const size_t ranks = actions.size();
+  std::vector<size_t> next(ranks, 0);
+  std::map<std::pair<int, int>, std::deque<Message>> channels;  // (from, to) -> messages
+  std::vector<bool> released(plan.pp, false);                   // all-reduce of the stage may pass
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (size_t rank = 0; rank < ranks; ++rank) {
+      while (next[rank] < actions[rank].size()) {
+        const Action& action = actions[rank][next[rank]];
+        const int stage = plan.ranks[rank].stage;
+        if (action.kind == ActionKind::kSendActivation ||
+            action.kind == ActionKind::kSendGradient) {
+          channels[{static_cast<int>(rank), action.peer}].push_back(
+              {action.kind, action.micro_batch});
+        } else if (action.kind == ActionKind::kRecvActivation ||
+                   action.kind == ActionKind::kRecvGradient) {
+          std::deque<Message>& channel = channels[{action.peer, static_cast<int>(rank)}];
+          if (channel.empty()) break;
+          const Message front = channel.front();
+          if (front.kind != send_kind_for(action.kind) || front.micro_batch != action.micro_batch)
+            return "rank " + std::to_string(rank) + " expected " + to_string(action) +
+                   " but the next message is micro-batch " + std::to_string(front.micro_batch);
+          channel.pop_front();
+        } else if (action.kind == ActionKind::kAllReduce && !released[stage]) {
+          break;
+        }
+        ++next[rank];
+        progress = true;
+      }
+    }
+    // Release all-reduces whose stage has every replica waiting at one.
+    for (int stage = 0; stage < plan.pp; ++stage) {
+      int waiting = 0;
+      for (size_t rank = 0; rank < ranks; ++rank)
+        if (plan.ranks[rank].stage == stage && next[rank] < actions[rank].size() &&
+            actions[rank][next[rank]].kind == ActionKind::kAllReduce)
+          ++waiting;
+      if (waiting == plan.dp && !released[stage]) {
+        released[stage] = true;
+        progress = true;
+      }
+    }
+  }
+  for (size_t rank = 0; rank < ranks; ++rank)
+    if (next[rank] < actions[rank].size())
+      return "deadlock: rank " + std::to_string(rank) + " stuck at " +
+             to_string(actions[rank][next[rank]]);
+  for (const auto& [link, channel] : channels)
+    if (!channel.empty())
+      return "rank " + std::to_string(link.first) + " sent " + std::to_string(channel.size()) +
+             " messages to rank " + std::to_string(link.second) + " that were never received";
+  return "";
+}
+
+struct Shape {
+  int dp, pp, m;
+};
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  for (int dp : {1, 2, 3})
+    for (int pp = 1; pp <= 7; ++pp)
+      for (int m : {1, 2, 3, 4, 5, 8, 13}) out.push_back({dp, pp, m});
+  return out;
+}
+
+TEST(ScheduleTest, PlayingAllRanksNeverDeadlocksAndPairsEverySend) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+    for (const Shape& s : shapes()) {
+      const Plan plan = testing::make_test_plan(s.dp, s.pp, s.m, schedule);
+      EXPECT_EQ(play(plan, expand_schedule(plan)), "")
+          << to_string(schedule) << " dp=" << s.dp << " pp=" << s.pp << " m=" << s.m;
+    }
+}
+
+TEST(ScheduleTest, PlayerDetectsABrokenSchedule) {
+  // The player must be able to fail: swapping two receives on the last stage breaks pairing,
+  // and dropping a send starves a receive.
+  const Plan plan = testing::make_test_plan(1, 3, 4, Schedule::kGpipe);
+  std::vector<std::vector<Action>> actions = expand_schedule(plan);
+  std::vector<std::vector<Action>> swapped = actions;
+  std::swap(swapped[2][0], swapped[2][2]);  // recv-act 0 <-> recv-act 1
+  EXPECT_NE(play(plan, swapped), "");
+  std::vector<std::vector<Action>> dropped = actions;
+  ASSERT_EQ(to_string(dropped[0][7]), "send-act 3 -> r1");
+  dropped[0].erase(dropped[0].begin() + 7);
+  EXPECT_NE(play(plan, dropped).find("deadlock"), std::string::npos);
+}
+
+TEST(ScheduleTest, EveryMicroBatchForwardPrecedesItsBackwardOnEveryStage) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+    for (const Shape& s : shapes()) {
+      for (int stage = 0; stage < s.pp; ++stage) {
+        const std::vector<Action> actions = stage_actions(schedule, s.pp, stage, s.m, s.dp > 1);
+        std::vector<int> forwards(s.m, 0), backwards(s.m, 0);
+        for (const Action& action : actions) {
+          if (action.kind == ActionKind::kForward) ++forwards[action.micro_batch];
+          if (action.kind == ActionKind::kBackward) {
+            EXPECT_EQ(forwards[action.micro_batch], 1) << "B" << action.micro_batch;
+            ++backwards[action.micro_batch];
+          }
+        }
+        EXPECT_EQ(forwards, std::vector<int>(s.m, 1));
+        EXPECT_EQ(backwards, std::vector<int>(s.m, 1));
+        EXPECT_EQ(actions.back().kind, ActionKind::kOptimizerStep);
+        EXPECT_EQ(actions.size() >= 2 && actions[actions.size() - 2].kind == ActionKind::kAllReduce,
+                  s.dp > 1);
+      }
+    }
+}
+
+TEST(ScheduleTest, SendsAndReceivesNameTheSameMicroBatchKindAndPeer) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+    const Plan plan = testing::make_test_plan(2, 4, 6, schedule);
+    const auto actions = expand_schedule(plan);
+    std::map<std::tuple<int, int, int, int>, int> sends, recvs;  // (from, to, kind, mb) -> count
+    for (size_t rank = 0; rank < actions.size(); ++rank)
+      for (const Action& action : actions[rank]) {
+        const int r = static_cast<int>(rank);
+        if (action.kind == ActionKind::kSendActivation || action.kind == ActionKind::kSendGradient)
+          ++sends[{r, action.peer, static_cast<int>(action.kind), action.micro_batch}];
+        if (action.kind == ActionKind::kRecvActivation || action.kind == ActionKind::kRecvGradient)
+          ++recvs[{action.peer, r, static_cast<int>(send_kind_for(action.kind)),
+                   action.micro_batch}];
+      }
+    EXPECT_EQ(sends, recvs);
+    for (const auto& [key, count] : sends) EXPECT_EQ(count, 1);
+    EXPECT_EQ(sends.size(), size_t{2 * 3 * 2 * 6});  // replicas × boundaries × directions × m
+  }
+}
+
+int peak_in_flight(const std::vector<Action>& actions) {
+  int in_flight = 0, peak = 0;
+  for (const Action& action : actions) {
+    if (action.kind == ActionKind::kForward) peak = std::max(peak, ++in_flight);
+    if (action.kind == ActionKind::kBackward) --in_flight;
+  }
+  return peak;
+}
+
+TEST(ScheduleTest, PeakInFlightIsMForGpipeAndMinOfMAndRemainingStagesFor1f1b) {
+  for (const Shape& s : shapes())
+    for (int stage = 0; stage < s.pp; ++stage) {
+      EXPECT_EQ(peak_in_flight(stage_actions(Schedule::kGpipe, s.pp, stage, s.m, false)), s.m);
+      EXPECT_EQ(peak_in_flight(stage_actions(Schedule::kOneFOneB, s.pp, stage, s.m, false)),
+                std::min(s.m, s.pp - stage))
+          << "pp=" << s.pp << " m=" << s.m << " stage=" << stage;
+    }
+}
+
+}  // namespace
+}  // namespace pipeplan
