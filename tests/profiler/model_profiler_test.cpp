@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -194,43 +197,67 @@ WholeTimes whole_times(const models::Model& model, int64_t batch_size,
 // per layer on top of its relative tolerance.
 constexpr double kEngineCallMs = 0.005;
 
-// Medians over the rounds of (sum of the profile's per-layer medians) / (whole sequence).
+// CPU time the calling thread has used, in milliseconds.
+double thread_cpu_ms() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+// (sum of the profile's per-layer medians) / (whole sequence) in one round.
 struct SumRatios {
   double fwd = 0;
   double bwd = 0;
   double bwd_less_engine_calls = 0;  ///< with kEngineCallMs per layer taken off the sum
 };
 
-// Timing on this shared machine is noisy (a busy neighbour on the other hyperthread halves the
-// speed for seconds at a time), so each round profiles one batch size with few repeats and
-// times the whole sequence right after it; the median over the rounds is what counts, so that a
-// disturbed round cannot fail the test.
-SumRatios sum_ratios(const models::Model& model, int64_t batch_size) {
-  constexpr int kRounds = 7;
+// One round: a short profile at `batch_size`, then the whole sequence right after it, so that
+// both see the same neighbours. nullopt when this thread had the CPU for less than 90% of the
+// round: with more runnable threads than cores, the whole sequence's median includes waits that
+// the short per-layer windows mostly miss, and the round says nothing about the profile.
+std::optional<SumRatios> round_ratios(const models::Model& model, int64_t batch_size) {
+  constexpr double kMinCpuShare = 0.9;
   ProfileOptions options;
   options.batch_sizes = {batch_size};
   options.warmup = 2;
   options.repeats = 7;
-  options.threads = 1;
-  std::vector<double> fwd_ratios;
-  std::vector<double> bwd_ratios;
-  std::vector<double> bwd_less_engine_calls_ratios;
-  for (int round = 0; round < kRounds; ++round) {
-    const Profile profile = profile_model(model, options);
-    const WholeTimes whole = whole_times(model, batch_size, options);
-    double fwd_sum_ms = 0;
-    double bwd_sum_ms = 0;
-    for (const LayerProfile& layer : profile.layers) {
-      fwd_sum_ms += layer.points[0].fwd_ms;
-      bwd_sum_ms += layer.points[0].bwd_ms;
-    }
-    const double engine_calls_ms = kEngineCallMs * static_cast<double>(profile.layers.size());
-    fwd_ratios.push_back(fwd_sum_ms / whole.fwd_ms);
-    bwd_ratios.push_back(bwd_sum_ms / whole.bwd_ms);
-    bwd_less_engine_calls_ratios.push_back((bwd_sum_ms - engine_calls_ms) / whole.bwd_ms);
+  options.threads = 1;  // all work on this thread, so that its CPU time is the round's
+  const double cpu_start_ms = thread_cpu_ms();
+  const auto wall_start = std::chrono::steady_clock::now();
+  const Profile profile = profile_model(model, options);
+  const WholeTimes whole = whole_times(model, batch_size, options);
+  if (thread_cpu_ms() - cpu_start_ms < kMinCpuShare * ms_since(wall_start)) return std::nullopt;
+  double fwd_sum_ms = 0;
+  double bwd_sum_ms = 0;
+  for (const LayerProfile& layer : profile.layers) {
+    fwd_sum_ms += layer.points[0].fwd_ms;
+    bwd_sum_ms += layer.points[0].bwd_ms;
   }
-  return {quantile(fwd_ratios, 0.5), quantile(bwd_ratios, 0.5),
-          quantile(bwd_less_engine_calls_ratios, 0.5)};
+  const double engine_calls_ms = kEngineCallMs * static_cast<double>(profile.layers.size());
+  return SumRatios{fwd_sum_ms / whole.fwd_ms, bwd_sum_ms / whole.bwd_ms,
+                   (bwd_sum_ms - engine_calls_ms) / whole.bwd_ms};
+}
+
+// Medians over kRounds undisturbed rounds, or nullopt when too few rounds had the CPU. Besides
+// time-slicing, a busy neighbour on the other hyperthread halves the speed for seconds at a
+// time; the median is what counts, so that one such round cannot fail the test.
+std::optional<SumRatios> median_ratios(const models::Model& model, int64_t batch_size) {
+  constexpr int kRounds = 7;
+  constexpr int kMaxAttempts = 12;
+  constexpr int kMinRounds = 4;
+  std::vector<double> fwd;
+  std::vector<double> bwd;
+  std::vector<double> bwd_less_engine_calls;
+  for (int attempt = 0; attempt < kMaxAttempts && static_cast<int>(fwd.size()) < kRounds;
+       ++attempt) {
+    const std::optional<SumRatios> round = round_ratios(model, batch_size);
+    if (!round) continue;
+    fwd.push_back(round->fwd);
+    bwd.push_back(round->bwd);
+    bwd_less_engine_calls.push_back(round->bwd_less_engine_calls);
+  }
+  if (static_cast<int>(fwd.size()) < kMinRounds) return std::nullopt;
+  return SumRatios{quantile(fwd, 0.5), quantile(bwd, 0.5), quantile(bwd_less_engine_calls, 0.5)};
 }
 
 // The profile's per-layer times, summed, predict the whole sequence's forward and backward in
@@ -240,15 +267,18 @@ TEST(ModelProfilerTest, SerialSumsOfLayerTimesMatchWholeForwardAndBackward) {
   for (const std::string& name : kModels) {
     const models::Model model = models::make_model(name);
     for (int64_t batch_size : {4, 32}) {
-      const SumRatios ratios = sum_ratios(model, batch_size);
+      const std::optional<SumRatios> ratios = median_ratios(model, batch_size);
       const std::string point = name + " b=" + std::to_string(batch_size);
+      if (!ratios)
+        GTEST_SKIP() << point << ": this thread rarely had a CPU to itself (machine "
+                     << "oversubscribed), so no timing can be trusted";
       RecordProperty(name + "_b" + std::to_string(batch_size) + "_fwd_ratio",
-                     std::to_string(ratios.fwd));
+                     std::to_string(ratios->fwd));
       RecordProperty(name + "_b" + std::to_string(batch_size) + "_bwd_ratio",
-                     std::to_string(ratios.bwd));
-      EXPECT_NEAR(ratios.fwd, 1.0, kTolerance) << point << ": sum of layers / whole forward";
-      EXPECT_GE(ratios.bwd, 1.0 - kTolerance) << point << ": sum of layers / whole backward";
-      EXPECT_LE(ratios.bwd_less_engine_calls, 1.0 + kTolerance)
+                     std::to_string(ratios->bwd));
+      EXPECT_NEAR(ratios->fwd, 1.0, kTolerance) << point << ": sum of layers / whole forward";
+      EXPECT_GE(ratios->bwd, 1.0 - kTolerance) << point << ": sum of layers / whole backward";
+      EXPECT_LE(ratios->bwd_less_engine_calls, 1.0 + kTolerance)
           << point << ": sum of layers less engine calls / whole backward";
     }
   }
