@@ -1,17 +1,41 @@
-// `pipeplan profile`: measure a model layer by layer on this machine and write profile.json.
+// `pipeplan profile`: measure a model layer by layer on this machine and write profile.json; with
+// --co-located N, N copies of the command measure at once, kept in step through a TCPStore.
+#include <sched.h>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "executor/launcher.h"
 #include "models/zoo.h"
 #include "profiler/model_profiler.h"
 
 namespace pipeplan::cli {
 namespace {
+
+// Set in the copies a co-located profile starts; their rank, world size and the store's address
+// come from the launch's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+constexpr const char* kCopyVariable = "PIPEPLAN_PROFILE_COPY";
+// How long a copy waits for the others at a barrier. The launch stops every copy as soon as one
+// fails, so this only bounds a hang; one chain at one batch size may take minutes on a CPU.
+constexpr std::chrono::milliseconds kBarrierTimeout = std::chrono::minutes(30);
+// How often rank 0 looks whether the other copies are done with the store it serves.
+constexpr std::chrono::milliseconds kDonePollInterval = std::chrono::milliseconds(10);
 
 // "1,2,4,8" from the library's default sizes.
 std::string default_batch_sizes() {
@@ -31,6 +55,126 @@ struct ProfileFlags {
   CLI::Option* threads_option = nullptr;
 };
 
+// This process's place among the co-located copies.
+struct CopyEnv {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+std::string required_variable(const char* name) {
+  const char* value = std::getenv(name);
+  PIPEPLAN_RUNTIME_CHECK(value != nullptr, "co-located profile copy: ", name, " is not set");
+  return value;
+}
+
+// Set when this process is a copy started by a co-located profile; nullopt otherwise.
+std::optional<CopyEnv> copy_env() {
+  if (std::getenv(kCopyVariable) == nullptr) return std::nullopt;
+  CopyEnv env;
+  env.rank = std::stoi(required_variable("RANK"));
+  env.world_size = std::stoi(required_variable("WORLD_SIZE"));
+  env.master_addr = required_variable("MASTER_ADDR");
+  env.master_port = std::stoi(required_variable("MASTER_PORT"));
+  return env;
+}
+
+// A barrier of the co-located copies over a TCPStore that rank 0 serves.
+class CopyBarrier {
+ public:
+  explicit CopyBarrier(const CopyEnv& env) : env_(env) {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = static_cast<std::size_t>(env.world_size);
+    options.waitWorkers = true;
+    options.timeout = kBarrierTimeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  }
+
+  // Returns once every copy has called it as often.
+  void wait() {
+    const std::string key = "pipeplan/profile/barrier/" + std::to_string(generation_++);
+    if (store_->add(key, 1) == env_.world_size) store_->set(key + "/open", {1});
+    store_->wait({key + "/open"}, kBarrierTimeout);
+  }
+
+  // The last use of the store: the other copies say they are done with it; rank 0, which serves
+  // it, waits for them, so that none loses the store while still waiting at a barrier.
+  void finish() {
+    const std::string key = "pipeplan/profile/done";
+    store_->add(key, 1);
+    if (env_.rank != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + kBarrierTimeout;
+    while (store_->add(key, 0) < env_.world_size) {
+      PIPEPLAN_RUNTIME_CHECK(std::chrono::steady_clock::now() < deadline,
+                             "co-located profile: a copy did not finish within ",
+                             kBarrierTimeout.count() / 1000, " s");
+      std::this_thread::sleep_for(kDonePollInterval);
+    }
+  }
+
+ private:
+  CopyEnv env_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  int generation_ = 0;
+};
+
+int usable_cores() {
+  cpu_set_t cpus;
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// This process's own command line, with the path of its executable first.
+std::vector<std::string> own_command() {
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(cmdline)),
+                         std::istreambuf_iterator<char>());
+  std::vector<std::string> command;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = std::min(text.find('\0', begin), text.size());
+    command.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  PIPEPLAN_RUNTIME_CHECK(!command.empty(), "cannot read this process's command line");
+  command.front() = std::filesystem::read_symlink("/proc/self/exe").string();
+  return command;
+}
+
+// Starts `co_located` copies of this very command, marked as copies, and waits for them.
+int start_copies(const ProfileFlags& flags) {
+  executor::LaunchOptions launch;
+  launch.nproc = flags.options.co_located;
+  launch.command = own_command();
+  launch.set_omp_num_threads = false;
+  launch.extra_env = {{kCopyVariable, "1"},
+                      {"OMP_NUM_THREADS", std::to_string(*flags.options.threads)}};
+  return executor::launch(launch);
+}
+
+// Measures here: alone, or as one of the co-located copies (then only rank 0 writes).
+int measure(const ProfileFlags& flags, const models::Model& model, const CopyEnv& env) {
+  std::unique_ptr<CopyBarrier> barrier;
+  profiler::BarrierFn barrier_fn;
+  if (env.world_size > 1) {
+    barrier = std::make_unique<CopyBarrier>(env);
+    barrier_fn = [&barrier] { barrier->wait(); };
+  }
+  ProgressLine progress_line;
+  const Profile profile = profiler::profile_model(
+      model, flags.options,
+      [&](int first_layer, int last_layer, int num_layers, int64_t batch_size) {
+        progress_line.update(detail::concat("layers ", first_layer + 1, "-", last_layer, " of ",
+                                            num_layers, ", b=", batch_size));
+      },
+      barrier_fn);
+  if (barrier) barrier->finish();
+  if (env.rank == 0) write_profile(flags.output, profile);
+  return 0;
+}
+
 int run_profile(ProfileFlags& flags) {
   profiler::ProfileOptions& options = flags.options;
   options.batch_sizes = parse_positive_list(flags.batch_sizes, "--batch-sizes");
@@ -38,16 +182,13 @@ int run_profile(ProfileFlags& flags) {
   options.validate();
   const models::Model model = models::make_model(flags.model, flags.model_args);
   check_writable(flags.output, "-o");
-
-  ProgressLine progress_line;
-  const Profile profile = profiler::profile_model(
-      model, options,
-      [&](int layer_idx, int num_layers, const std::string& name, int64_t batch_size) {
-        progress_line.update(detail::concat("layer ", layer_idx + 1, "/", num_layers, " (", name,
-                                            ") b=", batch_size));
-      });
-  write_profile(flags.output, profile);
-  return 0;
+  if (options.co_located > 1 && !options.threads)
+    options.threads = std::max(1, usable_cores() / options.co_located);
+  const std::optional<CopyEnv> env = copy_env();
+  if (!env) return options.co_located > 1 ? start_copies(flags) : measure(flags, model, {});
+  PIPEPLAN_ASSERT(env->world_size == options.co_located, "copy of a co-located profile with ",
+                  env->world_size, " ranks for --co-located ", options.co_located);
+  return measure(flags, model, *env);
 }
 
 }  // namespace
@@ -67,13 +208,19 @@ Runner add_profile_command(CLI::App& app) {
   sub->add_option("--precision", options.precision, "fp32, or amp-bf16 / amp-fp16 (CUDA autocast)")
       ->capture_default_str();
   sub->add_option("--warmup", options.warmup,
-                  "Untimed runs per layer, size and phase (forward, backward)")
+                  "Untimed passes (every layer's forward, then backward) per batch size")
       ->capture_default_str();
   sub->add_option("--repeats", options.repeats,
-                  "Timed runs of forward and of backward per layer and size (median, p90)")
+                  "Timed passes (every layer's forward, then backward) per batch size; median, p90")
       ->capture_default_str();
-  flags->threads_option = sub->add_option("--threads", flags->threads,
-                                          "Intra-op CPU threads (default: LibTorch's choice)");
+  flags->threads_option = sub->add_option(
+      "--threads", flags->threads,
+      "Intra-op CPU threads per measuring process (default: LibTorch's choice; cores / N with "
+      "--co-located N)");
+  sub->add_option("--co-located", options.co_located,
+                  "Measure in N processes at once, as N ranks sharing this machine's cores (or "
+                  "one GPU) run; recorded in the profile")
+      ->capture_default_str();
   sub->add_option("--seed", options.seed, "Seed of the layer weights and the random batch")
       ->capture_default_str();
   sub->add_option("-o,--output", flags->output, "Where to write profile.json")->required();

@@ -3,6 +3,10 @@
 
 #include <unistd.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -19,6 +23,13 @@
 
 namespace pipeplan::profiler {
 namespace {
+
+#ifdef __GLIBC__
+// glibc's largest mmap threshold on 64-bit systems (DEFAULT_MMAP_THRESHOLD_MAX): blocks up to
+// this size come from the heap, where freed ones are reused.
+constexpr int kMmapThresholdBytes = 32 * 1024 * 1024;
+constexpr int kNoTrimming = -1;  // M_TRIM_THRESHOLD: never give the heap's top back
+#endif
 
 std::string cpu_model_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -191,6 +202,13 @@ DeviceProfile describe_device(const c10::Device& device) {
 #endif
   PIPEPLAN_ASSERT(device.is_cpu(), "device ", device.str());
   return describe_host();
+}
+
+void keep_freed_cpu_memory() {
+#ifdef __GLIBC__
+  ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  ::mallopt(M_TRIM_THRESHOLD, kNoTrimming);
+#endif
 }
 
 void synchronize(const c10::Device& device) {

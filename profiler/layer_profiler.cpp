@@ -1,5 +1,5 @@
-// One layer's measurement: timed forward/backward iterations, one tracked memory iteration, and
-// the optimizer steps.
+// Layer measurement: timed forward/backward passes over a chain of layers, one tracked memory
+// iteration per layer, and the optimizer steps.
 #include "profiler/layer_profiler.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -23,12 +23,14 @@ constexpr double kSgdMomentum = 0.9;
 constexpr double kSgdWeightDecay = 1e-4;
 constexpr double kAdamWWeightDecay = 0.01;
 
-// The grad_fn of the layer's input: receives the input gradient and ends backward there, so that
-// backward measures this layer alone and no graph node refers to the input tensor itself (a leaf
+// The grad_fn of a layer's input: receives the input gradient and ends backward there, so that
+// backward runs this layer alone and no graph node refers to the input tensor itself (a leaf
 // input would be held by its AccumulateGrad node and look "saved").
 class InputGradSink : public torch::autograd::Node {
  public:
   std::string name() const override { return "pipeplan::InputGradSink"; }
+  // The input gradient of the last backward that reached this node; undefined before.
+  const torch::Tensor& gradient() const { return gradient_; }
 
  protected:
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
@@ -66,29 +68,59 @@ const void* storage_base(const torch::Tensor& tensor) {
 
 }  // namespace
 
-// The timed samples of one phase, and the kernel busy time of its windows (CUDA with CUPTI).
+// The timed samples of one phase of one layer, and the kernel busy time of the same windows
+// (CUDA with CUPTI).
 struct LayerProfiler::PhaseSamples {
   std::vector<double> wall_ms;
   std::optional<std::vector<double>> kernel_ms;
 };
 
-// Median and p90 of the repeats; the median kernel time of the last `repeats` windows.
+// Median and p90 of the timed windows; the median kernel time of the same windows.
 void LayerProfiler::summarise(const PhaseSamples& samples, double& median_ms, double& p90_ms,
                               std::optional<double>& kernel_ms) {
   median_ms = quantile(samples.wall_ms, kMedian);
   p90_ms = quantile(samples.wall_ms, kP90);
   if (!samples.kernel_ms) return;
-  const size_t repeats = samples.wall_ms.size();
-  PIPEPLAN_ASSERT(samples.kernel_ms->size() >= repeats, samples.kernel_ms->size(), " windows");
-  kernel_ms = quantile(
-      std::vector<double>(samples.kernel_ms->end() - repeats, samples.kernel_ms->end()), kMedian);
+  PIPEPLAN_ASSERT(samples.kernel_ms->size() == samples.wall_ms.size(), samples.kernel_ms->size(),
+                  " kernel windows for ", samples.wall_ms.size(), " wall times");
+  kernel_ms = quantile(*samples.kernel_ms, kMedian);
 }
 
-// The tensors of one forward: the input given to the layer, its output and the backward root.
+// The tensors of one layer's forward: the input given to the layer, its output, the backward
+// root, and the input's gradient sink.
 struct LayerProfiler::Pass {
   torch::Tensor input;
   torch::Tensor output;
-  torch::Tensor root;  // the output, or the loss for the last layer
+  torch::Tensor root;                   // the output, or the loss for the model's last layer
+  std::shared_ptr<InputGradSink> sink;  // when the input's gradient is computed
+};
+
+// A chain being measured: its layers and loss, how each layer's input is treated, the backward
+// seeds, and the samples of every layer.
+struct LayerProfiler::Chain {
+  // Which phase of which layer a timer window measured, and whether it was a timed pass.
+  struct Window {
+    size_t layer_idx = 0;
+    bool backward = false;
+    bool timed = false;
+  };
+
+  std::vector<models::Layer*> layers;
+  LossFn loss;  // of the last layer's output, or empty
+  bool first_input_requires_grad = false;
+  std::vector<bool> track_input;     // per layer, set by the first pass
+  std::vector<torch::Tensor> seeds;  // per layer: random output gradient, ones for the loss
+  std::vector<PhaseSamples> forward;
+  std::vector<PhaseSamples> backward;
+  std::vector<Window> windows;  // every window in order, to assign CUPTI's kernel times
+
+  LossFn loss_of(size_t layer_idx) const {
+    return layer_idx + 1 == layers.size() ? loss : LossFn();
+  }
+  void record(size_t layer_idx, bool is_backward, bool timed, double wall_ms) {
+    windows.push_back({layer_idx, is_backward, timed});
+    if (timed) (is_backward ? backward : forward)[layer_idx].wall_ms.push_back(wall_ms);
+  }
 };
 
 LayerProfiler::LayerProfiler(LayerSettings settings) : settings_(std::move(settings)) {
@@ -99,10 +131,14 @@ LayerProfiler::LayerProfiler(LayerSettings settings) : settings_(std::move(setti
   timer_ = make_device_timer(settings_.device);
 }
 
-LayerProfiler::Pass LayerProfiler::make_pass(const torch::Tensor& input, bool track_input) const {
+LayerProfiler::Pass LayerProfiler::make_pass(const torch::Tensor& input, bool track_input,
+                                             bool copy_input) const {
   Pass pass;
-  pass.input = input.detach().clone();
-  if (track_input) torch::autograd::set_history(pass.input, std::make_shared<InputGradSink>());
+  pass.input = copy_input ? input.detach().clone() : input.detach();
+  if (track_input) {
+    pass.sink = std::make_shared<InputGradSink>();
+    torch::autograd::set_history(pass.input, pass.sink);
+  }
   return pass;
 }
 
@@ -114,83 +150,144 @@ void LayerProfiler::forward(models::Layer& layer, Pass& pass, const LossFn& loss
 
 LayerMeasurement LayerProfiler::measure(models::Layer& layer, const torch::Tensor& input,
                                         bool input_requires_grad, const LossFn& loss) {
-  PIPEPLAN_ASSERT(input.dim() >= 1 && !input.requires_grad(), "layer input");
-  const bool track_input = input_requires_grad && input.is_floating_point();
-  allocate_gradients(layer);
-  zero_gradients(layer);
-  LayerMeasurement measurement;
-  LayerPoint& point = measurement.point;
-  point.batch_size = input.size(0);
-  const PhaseSamples forward_samples = time_forward(layer, input, track_input, loss, measurement);
-  summarise(forward_samples, point.fwd_ms, point.fwd_ms_p90, point.fwd_kernel_ms);
-  point.output_shape = measurement.output.sizes().vec();
-  point.output_bytes = static_cast<int64_t>(measurement.output.nbytes());
-  measurement.output_dtype = dtype_name(measurement.output.scalar_type());
-  if (root_grad_.defined()) {  // else nothing requires a gradient: no backward at all
-    const PhaseSamples backward_samples = time_backward(layer, input, track_input, loss);
-    summarise(backward_samples, point.bwd_ms, point.bwd_ms_p90, point.bwd_kernel_ms);
-  }
-  measure_memory(layer, input, track_input, loss, point);
-  zero_gradients(layer);
-  root_grad_ = torch::Tensor();
-  return measurement;
+  return std::move(measure_chain({&layer}, input, input_requires_grad, loss).front());
 }
 
-// Forwards back to back, as a stage runs them (the graph of each is built, then dropped).
-LayerProfiler::PhaseSamples LayerProfiler::time_forward(models::Layer& layer,
-                                                        const torch::Tensor& input,
-                                                        bool track_input, const LossFn& loss,
-                                                        LayerMeasurement& measurement) {
-  PhaseSamples samples;
+std::vector<LayerMeasurement> LayerProfiler::measure_chain(
+    const std::vector<models::Layer*>& layers, const torch::Tensor& input, bool input_requires_grad,
+    const LossFn& loss) {
+  PIPEPLAN_ASSERT(!layers.empty() && input.dim() >= 1 && !input.requires_grad(), "chain input");
+  Chain chain;
+  chain.layers = layers;
+  chain.loss = loss;
+  chain.first_input_requires_grad = input_requires_grad;
+  chain.forward.resize(layers.size());
+  chain.backward.resize(layers.size());
+  for (models::Layer* layer : layers) {
+    allocate_gradients(*layer);
+    zero_gradients(*layer);
+  }
   (void)timer_->take_kernel_ms();  // windows of earlier work
-  root_grad_ = torch::Tensor();
-  const int iterations = settings_.warmup + settings_.repeats;
-  for (int iteration = 0; iteration < iterations; ++iteration) {
-    Pass pass = make_pass(input, track_input);
-    timer_->start();
-    forward(layer, pass, loss);
-    const double wall_ms = timer_->stop_ms();
-    if (iteration >= settings_.warmup) samples.wall_ms.push_back(wall_ms);
-    if (iteration + 1 < iterations) continue;
-    measurement.output = pass.output.detach();
-    // The backward seed: ones for the loss, else a random gradient like the output.
-    if (pass.root.requires_grad())
-      root_grad_ = loss ? torch::ones_like(pass.root) : torch::randn_like(pass.output);
+  std::vector<torch::Tensor> outputs;
+  const int num_passes = settings_.warmup + settings_.repeats;
+  for (int pass_idx = 0; pass_idx < num_passes; ++pass_idx) {
+    std::vector<Pass> passes = forward_chain(chain, input, /*timed=*/pass_idx >= settings_.warmup);
+    if (pass_idx + 1 == num_passes)
+      for (const Pass& pass : passes) outputs.push_back(pass.output.detach());
+    backward_chain(chain, passes, /*timed=*/pass_idx >= settings_.warmup);
+    passes.clear();
+    for (models::Layer* layer : layers) zero_gradients(*layer);
   }
-  samples.kernel_ms = timer_->take_kernel_ms();
-  return samples;
+  take_kernel_windows(chain);
+  return finish_chain(chain, input, outputs);
 }
 
-// Backward of a fresh graph each iteration (forward untimed), parameter gradients zeroed after.
-LayerProfiler::PhaseSamples LayerProfiler::time_backward(models::Layer& layer,
-                                                         const torch::Tensor& input,
-                                                         bool track_input, const LossFn& loss) {
-  PhaseSamples samples;
-  const int iterations = settings_.warmup + settings_.repeats;
-  for (int iteration = 0; iteration < iterations; ++iteration) {
-    Pass pass = make_pass(input, track_input);
-    forward(layer, pass, loss);
+// One pass's forwards, in order, each timed on its own; every graph stays alive for backward.
+std::vector<LayerProfiler::Pass> LayerProfiler::forward_chain(Chain& chain,
+                                                              const torch::Tensor& input,
+                                                              bool timed) {
+  std::vector<Pass> passes;
+  passes.reserve(chain.layers.size());
+  for (size_t layer_idx = 0; layer_idx < chain.layers.size(); ++layer_idx) {
+    const torch::Tensor& layer_input = layer_idx == 0 ? input : passes.back().output;
+    const bool track =
+        (layer_idx > 0 || chain.first_input_requires_grad) && layer_input.is_floating_point();
+    if (chain.track_input.size() == layer_idx) chain.track_input.push_back(track);
+    // The chain's input is copied (as a received one arrives in a fresh buffer, and layer 0 may
+    // not write into the data); later inputs share the previous output's storage, as in a stage.
+    Pass pass = make_pass(layer_input, track, /*copy_input=*/layer_idx == 0);
+    timer_->start();
+    forward(*chain.layers[layer_idx], pass, chain.loss_of(layer_idx));
+    chain.record(layer_idx, /*is_backward=*/false, timed, timer_->stop_ms());
+    passes.push_back(std::move(pass));
+  }
+  if (chain.seeds.empty()) make_seeds(chain, passes);
+  return passes;
+}
+
+// The backward seed of every layer whose output needs a gradient: ones for the loss, else a
+// random gradient like the output. Made once, outside the timed windows.
+void LayerProfiler::make_seeds(Chain& chain, const std::vector<Pass>& passes) {
+  for (size_t layer_idx = 0; layer_idx < passes.size(); ++layer_idx) {
+    const Pass& pass = passes[layer_idx];
+    torch::Tensor seed;
+    if (pass.root.requires_grad())
+      seed =
+          chain.loss_of(layer_idx) ? torch::ones_like(pass.root) : torch::randn_like(pass.output);
+    chain.seeds.push_back(seed);
+  }
+}
+
+// One pass's backwards in reverse order, each timed on its own from the gradient its successor
+// produced (or its seed). A layer's graph and its successor's pass are released once used.
+void LayerProfiler::backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed) {
+  for (size_t layer_idx = passes.size(); layer_idx-- > 0;) {
+    Pass& pass = passes[layer_idx];
+    if (!pass.root.requires_grad()) continue;  // nothing here needs a gradient: no backward
+    torch::Tensor root_grad = chain.seeds[layer_idx];
+    if (layer_idx + 1 < passes.size()) {
+      const std::shared_ptr<InputGradSink>& successor_sink = passes[layer_idx + 1].sink;
+      if (successor_sink && successor_sink->gradient().defined())
+        root_grad = successor_sink->gradient();
+      passes[layer_idx + 1] = Pass();
+    }
     const torch::autograd::Edge root = torch::autograd::impl::gradient_edge(pass.root);
     timer_->start();
-    run_backward(root, root_grad_);
-    const double wall_ms = timer_->stop_ms();
-    if (iteration >= settings_.warmup) samples.wall_ms.push_back(wall_ms);
-    pass = Pass();
+    run_backward(root, root_grad);
+    chain.record(layer_idx, /*is_backward=*/true, timed, timer_->stop_ms());
+  }
+}
+
+// Assigns CUPTI's kernel busy time of every window to its layer and phase (CUDA only).
+void LayerProfiler::take_kernel_windows(Chain& chain) {
+  const std::optional<std::vector<double>> kernel_ms = timer_->take_kernel_ms();
+  if (!kernel_ms) return;
+  PIPEPLAN_ASSERT(kernel_ms->size() == chain.windows.size(), kernel_ms->size(),
+                  " kernel windows for ", chain.windows.size(), " timer windows");
+  for (size_t window_idx = 0; window_idx < chain.windows.size(); ++window_idx) {
+    const Chain::Window& window = chain.windows[window_idx];
+    if (!window.timed) continue;
+    PhaseSamples& samples = (window.backward ? chain.backward : chain.forward)[window.layer_idx];
+    if (!samples.kernel_ms) samples.kernel_ms.emplace();
+    samples.kernel_ms->push_back((*kernel_ms)[window_idx]);
+  }
+}
+
+// Every layer's point from the chain's samples and outputs, and its memory measurement.
+std::vector<LayerMeasurement> LayerProfiler::finish_chain(
+    const Chain& chain, const torch::Tensor& input,
+    const std::vector<torch::Tensor>& outputs) const {
+  std::vector<LayerMeasurement> measurements(chain.layers.size());
+  for (size_t layer_idx = 0; layer_idx < chain.layers.size(); ++layer_idx) {
+    LayerMeasurement& measurement = measurements[layer_idx];
+    LayerPoint& point = measurement.point;
+    point.batch_size = input.size(0);
+    summarise(chain.forward[layer_idx], point.fwd_ms, point.fwd_ms_p90, point.fwd_kernel_ms);
+    if (!chain.backward[layer_idx].wall_ms.empty())
+      summarise(chain.backward[layer_idx], point.bwd_ms, point.bwd_ms_p90, point.bwd_kernel_ms);
+    measurement.output = outputs[layer_idx];
+    point.output_shape = measurement.output.sizes().vec();
+    point.output_bytes = static_cast<int64_t>(measurement.output.nbytes());
+    measurement.output_dtype = dtype_name(measurement.output.scalar_type());
+    models::Layer& layer = *chain.layers[layer_idx];
+    measure_memory(layer, layer_idx == 0 ? input : outputs[layer_idx - 1],
+                   chain.track_input[layer_idx], chain.loss_of(layer_idx), chain.seeds[layer_idx],
+                   point);
     zero_gradients(layer);
   }
-  samples.kernel_ms = timer_->take_kernel_ms();
-  return samples;
+  return measurements;
 }
 
 void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& input,
-                                   bool track_input, const LossFn& loss, LayerPoint& point) const {
+                                   bool track_input, const LossFn& loss,
+                                   const torch::Tensor& root_grad, LayerPoint& point) const {
   const c10::Device& device = settings_.device;
   auto tracker = std::make_shared<MemoryTracker>();
   MemoryMeter meter(device, tracker);
   synchronize(device);
   const MemoryTrackingScope scope(tracker);
   const int64_t base_bytes = meter.current_bytes();
-  Pass pass = make_pass(input, track_input);  // allocated while tracking: visible if saved
+  Pass pass = make_pass(input, track_input, /*copy_input=*/true);  // tracked: visible if saved
   const void* input_base = storage_base(pass.input);
   synchronize(device);
   meter.reset_peak();
@@ -212,7 +309,7 @@ void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& in
   if (!root) return;
   meter.reset_peak();
   const int64_t before_backward = meter.current_bytes();
-  run_backward(*root, root_grad_);
+  run_backward(*root, root_grad);
   synchronize(device);
   point.bwd_transient_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_backward);
 }

@@ -1,5 +1,6 @@
-// Measures one layer: forward and backward times, retained and transient memory and output facts
-// at one micro-batch size, and the optimizer step over its parameters.
+// Measures layers: forward and backward times of consecutive layers run as a stage runs them,
+// each layer's retained and transient memory and output facts at one micro-batch size, and the
+// optimizer step over its parameters.
 #pragma once
 
 #include <torch/torch.h>
@@ -21,8 +22,8 @@ namespace pipeplan::profiler {
 struct LayerSettings {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   Precision precision = Precision::kFp32;  ///< autocast (CUDA only) around forward and loss
-  int warmup = 3;                          ///< untimed runs first, per phase (>= 0)
-  int repeats = 10;                        ///< timed runs, per phase (>= 1)
+  int warmup = 3;                          ///< untimed passes (forward and backward) first, >= 0
+  int repeats = 10;                        ///< timed passes (forward and backward), >= 1
 };
 
 /// The model's loss of the last layer's output (compute_loss against a fixed target).
@@ -35,21 +36,31 @@ struct LayerMeasurement {
   torch::Tensor output;      ///< the output of the last timed forward, detached: the next input
 };
 
-/// Measures layers on one device with fixed settings.
+/// Measures layers on one device with fixed settings, a chain of consecutive layers at a time.
 ///
-/// Timing, in two phases of `warmup` untimed then `repeats` timed iterations each: forwards back
-/// to back (each building its autograd graph, which is then dropped), as a stage runs them; then
-/// backwards, each of a fresh graph from an untimed forward. Steady clock on the CPU; CUDA
-/// events, and CUPTI kernel records for the *_kernel_ms fields, on CUDA. Medians and p90.
-///  - The layer gets a fresh copy of the input. With `input_requires_grad` (and a floating-point
-///    input) its gradient is computed, as a pipeline stage does to send it upstream, into a sink
-///    node that ends backward there: no earlier layer runs, and nothing else holds the input.
-///  - Backward starts from a random output gradient of the output's shape and dtype, or, given a
-///    `loss` (the model's last layer), forward and backward both include the loss.
-///  - Parameter gradients stay allocated (zeroed between iterations), so backward accumulates
-///    into them in place as in training after the first step.
-/// Memory: one more, untimed iteration after the timed ones (caches and workspaces are in place),
-/// with the allocator's accounting (MemoryMeter) and a MemoryTracker installed:
+/// Timing: `warmup` untimed, then `repeats` timed passes over the chain, each as a pipeline stage
+/// runs one micro-batch: every layer's forward in order, then every layer's backward in reverse
+/// order, each forward and each backward timed on its own. A layer thus finds the caches as its
+/// predecessor left them, not warm with its own weights and input as when one layer is timed
+/// again and again (that underestimates, e.g. the forward of gpt_tiny at b=32 by ~15% on a CPU).
+/// Steady clock on the CPU; CUDA events, and CUPTI kernel records for the *_kernel_ms fields, on
+/// CUDA. Medians and p90 over the timed passes.
+///  - The first layer gets a fresh copy of the chain's input; every later layer a fresh tensor
+///    sharing the storage of the previous layer's output (no copy, as in a stage). When that
+///    input needs a gradient (the first layer's with `input_requires_grad`, every later layer's;
+///    floating-point inputs only) it is computed, as a stage does to send it upstream, into a sink
+///    node that ends backward there: each timed backward runs one layer only.
+///  - A layer's backward starts from the input gradient its successor's backward produced. The
+///    chain's last layer starts from the loss when given one (the model's last layer: its forward
+///    and backward include the loss), else from a random gradient of its output's shape and dtype
+///    (its successor is outside the chain); so does a layer whose successor produced none.
+///  - Parameter gradients stay allocated (zeroed after each pass), so backward accumulates into
+///    them in place as in training after the first step.
+/// Memory: per layer, after the timed passes (caches and workspaces are in place), one more
+/// untimed forward and backward of the layer alone on a fresh copy of its input from the last
+/// pass (with the sink as above, so that no graph node holds the input itself), with the
+/// allocator's accounting (MemoryMeter) and a MemoryTracker installed, backward from a random
+/// output gradient (the loss for the chain's last layer when given):
 ///  - fwd_transient_bytes = peak during forward minus the bytes alive right after it;
 ///  - retained_bytes = bytes still alive when the caller's references to the input and output
 ///    are dropped and only the graph (held through the root's grad_fn) keeps things alive;
@@ -62,8 +73,16 @@ class LayerProfiler {
   /// Checks warmup >= 0 and repeats >= 1 (bad input otherwise) and creates the device's timer.
   explicit LayerProfiler(LayerSettings settings);
 
-  /// Measures `layer` (built, on the device, in training mode) on `input` (batch first, on the
-  /// device, requiring no gradient). Zeroes and keeps the layer's parameter gradients.
+  /// Measures the chain `layers` (consecutive layers of one model, not empty, built, on the
+  /// device, in training mode) on `input`, the first layer's input (batch first, on the device,
+  /// requiring no gradient); one measurement per layer, in order. `loss`, when given, is applied
+  /// to the last layer's output. Zeroes and keeps the layers' parameter gradients. All graphs of
+  /// one pass are alive at once, as in a stage: the chain's activations must fit the device.
+  std::vector<LayerMeasurement> measure_chain(const std::vector<models::Layer*>& layers,
+                                              const torch::Tensor& input, bool input_requires_grad,
+                                              const LossFn& loss = {});
+
+  /// measure_chain of the one layer `layer`.
   LayerMeasurement measure(models::Layer& layer, const torch::Tensor& input,
                            bool input_requires_grad, const LossFn& loss = {});
 
@@ -78,21 +97,23 @@ class LayerProfiler {
  private:
   struct Pass;
   struct PhaseSamples;
-  Pass make_pass(const torch::Tensor& input, bool track_input) const;
+  struct Chain;
+  Pass make_pass(const torch::Tensor& input, bool track_input, bool copy_input) const;
   void forward(models::Layer& layer, Pass& pass, const LossFn& loss) const;
-  PhaseSamples time_forward(models::Layer& layer, const torch::Tensor& input, bool track_input,
-                            const LossFn& loss, LayerMeasurement& measurement);
-  PhaseSamples time_backward(models::Layer& layer, const torch::Tensor& input, bool track_input,
-                             const LossFn& loss);
+  std::vector<Pass> forward_chain(Chain& chain, const torch::Tensor& input, bool timed);
+  static void make_seeds(Chain& chain, const std::vector<Pass>& passes);
+  void backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed);
+  void take_kernel_windows(Chain& chain);
+  std::vector<LayerMeasurement> finish_chain(const Chain& chain, const torch::Tensor& input,
+                                             const std::vector<torch::Tensor>& outputs) const;
   static void summarise(const PhaseSamples& samples, double& median_ms, double& p90_ms,
                         std::optional<double>& kernel_ms);
   void measure_memory(models::Layer& layer, const torch::Tensor& input, bool track_input,
-                      const LossFn& loss, LayerPoint& point) const;
+                      const LossFn& loss, const torch::Tensor& root_grad, LayerPoint& point) const;
   double time_optimizer(torch::optim::Optimizer& optimizer);
 
   LayerSettings settings_;
   std::unique_ptr<DeviceTimer> timer_;
-  torch::Tensor root_grad_;  ///< the backward seed of the layer being measured
 };
 
 /// Parameter count and bytes and buffer bytes of a built layer, into `profile`.

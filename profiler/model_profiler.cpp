@@ -1,4 +1,4 @@
-// Whole-model profiling: one layer at a time, every batch size, fits and the Profile record.
+// Whole-model profiling: chains of layers, every batch size, fits and the Profile record.
 #include "profiler/model_profiler.h"
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 
 namespace pipeplan::profiler {
 namespace {
+
+constexpr int64_t kFloatBytes = 4;  // the zoo's parameters are float32
 
 std::vector<int64_t> ascending_unique(std::vector<int64_t> sizes) {
   std::sort(sizes.begin(), sizes.end());
@@ -60,38 +62,66 @@ Activations first_inputs(const models::Model& model, const std::vector<int64_t>&
   return activations;
 }
 
-// Builds, measures and releases layer `layer_idx`; replaces the activations by its outputs.
-LayerProfile profile_layer(const models::Model& model, int layer_idx, uint64_t seed,
-                           LayerProfiler& profiler, Activations& activations,
-                           const ProgressFn& progress) {
-  const int num_layers = static_cast<int>(model.layers.size());
-  const models::LayerSpec& spec = model.layers[layer_idx];
-  models::LayerPtr layer = models::build_layers(model, layer_idx, layer_idx + 1, seed).front();
-  layer->to(profiler.settings().device);
-  layer->train();
-  LayerProfile profile;
-  profile.index = layer_idx;
-  profile.name = spec.name;
-  profile.kind = spec.kind;
-  describe_layer(*layer, profile);
-  const bool last = layer_idx + 1 == num_layers;
+// What profiling the chains of one model shares.
+struct ChainContext {
+  const models::Model& model;
+  const ProfileOptions& options;
+  LayerProfiler& profiler;
+  const ProgressFn& progress;
+  const BarrierFn& barrier;
+};
+
+// Builds the chain's layers on the device in training mode, and their profiles' static facts.
+std::vector<models::LayerPtr> build_chain(const ChainContext& context, const LayerChain& chain,
+                                          std::vector<LayerProfile>& profiles) {
+  std::vector<models::LayerPtr> layers =
+      models::build_layers(context.model, chain.first, chain.last, context.options.seed);
+  for (size_t offset = 0; offset < layers.size(); ++offset) {
+    layers[offset]->to(context.profiler.settings().device);
+    layers[offset]->train();
+    LayerProfile profile;
+    profile.index = chain.first + static_cast<int>(offset);
+    profile.name = context.model.layers[profile.index].name;
+    profile.kind = context.model.layers[profile.index].kind;
+    describe_layer(*layers[offset], profile);
+    profiles.push_back(profile);
+  }
+  return layers;
+}
+
+// Builds, measures and releases one chain; replaces the activations by its last layer's outputs.
+std::vector<LayerProfile> profile_chain(const ChainContext& context, const LayerChain& chain,
+                                        Activations& activations) {
+  const int num_layers = static_cast<int>(context.model.layers.size());
+  std::vector<LayerProfile> profiles;
+  const std::vector<models::LayerPtr> built = build_chain(context, chain, profiles);
+  std::vector<models::Layer*> layers;
+  for (const models::LayerPtr& layer : built) layers.push_back(layer.get());
+  const bool ends_model = chain.last == num_layers;
   for (size_t size_idx = 0; size_idx < activations.batch_sizes.size(); ++size_idx) {
-    if (progress) progress(layer_idx, num_layers, spec.name, activations.batch_sizes[size_idx]);
+    if (context.progress)
+      context.progress(chain.first, chain.last, num_layers, activations.batch_sizes[size_idx]);
     const torch::Tensor& target = activations.targets[size_idx];
     LossFn loss;
-    if (last)
+    if (ends_model)
       loss = [&](const torch::Tensor& output) {
-        return models::compute_loss(model, output, target);
+        return models::compute_loss(context.model, output, target);
       };
-    LayerMeasurement measurement = profiler.measure(*layer, activations.inputs[size_idx],
-                                                    /*input_requires_grad=*/layer_idx > 0, loss);
-    profile.points.push_back(measurement.point);
-    profile.output_dtype = measurement.output_dtype;
-    activations.inputs[size_idx] = last ? torch::Tensor() : measurement.output;
+    if (context.barrier) context.barrier();
+    std::vector<LayerMeasurement> measurements = context.profiler.measure_chain(
+        layers, activations.inputs[size_idx], /*input_requires_grad=*/chain.first > 0, loss);
+    for (size_t offset = 0; offset < layers.size(); ++offset) {
+      profiles[offset].points.push_back(measurements[offset].point);
+      profiles[offset].output_dtype = measurements[offset].output_dtype;
+    }
+    activations.inputs[size_idx] = ends_model ? torch::Tensor() : measurements.back().output;
   }
-  profile.optimizer_step_ms = profiler.optimizer_step_ms(*layer);
-  profile.fits = fit_points(profile.points);
-  return profile;
+  if (context.barrier) context.barrier();
+  for (size_t offset = 0; offset < layers.size(); ++offset) {
+    profiles[offset].optimizer_step_ms = context.profiler.optimizer_step_ms(*layers[offset]);
+    profiles[offset].fits = fit_points(profiles[offset].points);
+  }
+  return profiles;
 }
 
 }  // namespace
@@ -104,14 +134,33 @@ void ProfileOptions::validate() const {
   PIPEPLAN_CHECK(warmup >= 0, "--warmup: ", warmup, " is negative (use 0 or more)");
   PIPEPLAN_CHECK(repeats >= 1, "--repeats: ", repeats, " is below 1");
   if (threads) PIPEPLAN_CHECK(*threads >= 1, "--threads: ", *threads, " is below 1");
+  PIPEPLAN_CHECK(co_located >= 1, "--co-located: ", co_located, " is below 1");
   PIPEPLAN_CHECK(seed <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
                  "--seed: ", seed, " is above 2^63 - 1");
 }
 
+std::vector<LayerChain> split_into_chains(const models::Model& model, int64_t budget_bytes) {
+  std::vector<LayerChain> chains;
+  int64_t chain_bytes = 0;
+  for (int layer_idx = 0; layer_idx < static_cast<int>(model.layers.size()); ++layer_idx) {
+    const int64_t layer_bytes =
+        kTrainingBytesPerParamByte * kFloatBytes * model.layers[layer_idx].param_count;
+    if (chains.empty() || chain_bytes + layer_bytes > budget_bytes) {
+      chains.push_back({layer_idx, layer_idx});
+      chain_bytes = 0;
+    }
+    chains.back().last = layer_idx + 1;
+    chain_bytes += layer_bytes;
+  }
+  return chains;
+}
+
 Profile profile_model(const models::Model& model, const ProfileOptions& options,
-                      const ProgressFn& progress) {
+                      const ProgressFn& progress, const BarrierFn& barrier) {
   options.validate();
+  PIPEPLAN_ASSERT(options.co_located == 1 || barrier, "co-located processes need a barrier");
   if (options.threads) at::set_num_threads(*options.threads);
+  keep_freed_cpu_memory();
   const c10::Device device = parse_device(options.device);
   LayerSettings settings;
   settings.device = device;
@@ -128,15 +177,16 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   profile.settings.precision = precision_name(settings.precision);
   profile.settings.warmup = options.warmup;
   profile.settings.repeats = options.repeats;
-  profile.settings.co_located = 1;
+  profile.settings.co_located = options.co_located;
   profile.settings.seed = options.seed;
   profile.device = describe_device(device);
 
   LayerProfiler profiler(settings);
   Activations activations = first_inputs(model, profile.settings.batch_sizes, options.seed, device);
-  for (int layer_idx = 0; layer_idx < static_cast<int>(model.layers.size()); ++layer_idx)
-    profile.layers.push_back(
-        profile_layer(model, layer_idx, options.seed, profiler, activations, progress));
+  const ChainContext context{model, options, profiler, progress, barrier};
+  for (const LayerChain& chain : split_into_chains(model, options.chain_budget_bytes))
+    for (LayerProfile& layer : profile_chain(context, chain, activations))
+      profile.layers.push_back(std::move(layer));
   profile.validate("profile");
   return profile;
 }

@@ -31,13 +31,17 @@ LinearFit fit_linear(const std::vector<double>& xs, const std::vector<double>& y
 struct LayerPoint {
   int64_t batch_size = 0;
   /// Median forward time over the repeats (steady clock on the CPU, CUDA events on a GPU): the
-  /// layer's forward building its autograd graph. The model's last layer includes the loss
-  /// (compute_loss against a random target) in its forward and backward.
+  /// layer's forward building its autograd graph, timed while consecutive layers run in
+  /// sequence as in a stage. The model's last layer includes the loss (compute_loss against a
+  /// random target) in its forward and backward.
   double fwd_ms = 0;
   double fwd_ms_p90 = 0;  ///< 90th percentile forward time
-  /// Median backward time of this layer alone: from a random output gradient (the loss, for the
-  /// last layer) to its parameter gradients (accumulated into allocated ones) and, except for
-  /// layer 0 whose input is the data, its input gradient.
+  /// Median backward time of this layer alone, timed while the layers' backwards run in reverse
+  /// sequence: from the gradient its successor's backward produced (the loss, for the last
+  /// layer; a random gradient when the successor was measured in another chain) to its parameter
+  /// gradients (accumulated into allocated ones) and, except for layer 0 whose input is the
+  /// data, its input gradient. Each layer's backward is its own autograd engine call, which a
+  /// stage's backward enters once: a few microseconds per layer more than in a stage (CPU).
   double bwd_ms = 0;
   double bwd_ms_p90 = 0;
   /// CUDA with CUPTI only: median GPU busy time inside the layer's window, from kernel activity
@@ -128,10 +132,10 @@ struct ProfileSettings {
   std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
   std::vector<int64_t> batch_sizes;
   std::string precision = "fp32";  ///< "fp32", "amp-bf16", "amp-fp16"
-  int warmup = 0;       ///< untimed runs per layer, batch size and phase (forward, backward)
-  int repeats = 0;      ///< timed runs of forward and of backward per layer and batch size
-  int co_located = 1;   ///< processes that measured at once (sharing cores or one GPU)
-  uint64_t seed = 0;    ///< seed of the layer weights and the random input batch
+  int warmup = 0;      ///< untimed passes (forwards, backwards) per chain of layers and batch size
+  int repeats = 0;     ///< timed passes (forwards, backwards) per chain of layers and batch size
+  int co_located = 1;  ///< processes that measured at once (sharing cores or one GPU)
+  uint64_t seed = 0;   ///< seed of the layer weights and the random input batch
 };
 
 /// A whole profile.json.

@@ -178,6 +178,45 @@ TEST(LayerProfilerTest, TimesArePositiveAndOrdered) {
   }
 }
 
+TEST(LayerProfilerTest, ChainMeasuresEachLayerAsItWouldAlone) {
+  LinearLayer first(kInFeatures, kOutFeatures, /*relu=*/true);
+  LinearLayer second(kOutFeatures, kOutFeatures, /*relu=*/false);
+  const torch::Tensor input = input_of(kInFeatures);
+  LayerProfiler profiler(quick_settings());
+  const std::vector<LayerMeasurement> chain =
+      profiler.measure_chain({&first, &second}, input, /*input_requires_grad=*/true);
+  ASSERT_EQ(chain.size(), 2u);
+  const LayerMeasurement alone_first = profiler.measure(first, input, true);
+  const LayerMeasurement alone_second = profiler.measure(second, alone_first.output, true);
+  // The second layer's input is the first one's output; memory is measured per layer.
+  EXPECT_TRUE(torch::equal(chain[0].output, alone_first.output));
+  EXPECT_TRUE(torch::equal(chain[1].output, alone_second.output));
+  for (size_t layer_idx = 0; layer_idx < chain.size(); ++layer_idx) {
+    const LayerPoint& in_chain = chain[layer_idx].point;
+    const LayerPoint& alone = (layer_idx == 0 ? alone_first : alone_second).point;
+    EXPECT_EQ(in_chain.output_shape, alone.output_shape);
+    EXPECT_EQ(in_chain.retained_bytes, alone.retained_bytes);
+    EXPECT_EQ(in_chain.saved_input_bytes, alone.saved_input_bytes);
+    EXPECT_EQ(in_chain.fwd_transient_bytes, alone.fwd_transient_bytes);
+    EXPECT_EQ(in_chain.bwd_transient_bytes, alone.bwd_transient_bytes);
+    EXPECT_GT(in_chain.fwd_ms, 0.0);
+    EXPECT_GT(in_chain.bwd_ms, 0.0);  // the first from the second's input gradient
+  }
+}
+
+TEST(LayerProfilerTest, ChainAfterAParameterFreeDataLayerTimesTheRestsBackward) {
+  // Nothing before the second layer needs a gradient: the first has no backward at all.
+  FunctionLayer scale([](const torch::Tensor& x) { return x * 2.0; });
+  LinearLayer linear(kInFeatures, kOutFeatures, /*relu=*/false);
+  const std::vector<LayerMeasurement> chain =
+      LayerProfiler(quick_settings())
+          .measure_chain({&scale, &linear}, input_of(kInFeatures), /*input_requires_grad=*/false);
+  EXPECT_EQ(chain[0].point.bwd_ms, 0.0);
+  EXPECT_EQ(chain[0].point.retained_bytes, 0);
+  EXPECT_GT(chain[1].point.bwd_ms, 0.0);
+  EXPECT_EQ(chain[1].point.saved_input_bytes, kBatch * kInFeatures * kFloatBytes);
+}
+
 TEST(LayerProfilerTest, OptimizerStepsAreTimedPerOptimizer) {
   LinearLayer layer(kInFeatures, kOutFeatures, /*relu=*/false);
   LayerProfiler profiler(quick_settings());

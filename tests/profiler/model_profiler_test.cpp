@@ -1,12 +1,17 @@
 // Tests for profiler/model_profiler.h: whole-model profiles agree with the model (parameters,
-// shapes), per-layer forward times add up to the whole forward, options are checked.
+// shapes), per-layer forward and backward times add up to the whole sequence's, layers are split
+// into chains by parameter bytes, options are checked.
 #include "profiler/model_profiler.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,53 +91,195 @@ TEST(ModelProfilerTest, MlpLayersRetainTheirInputAndReluOutput) {
   EXPECT_GE(head.retained_bytes, hidden_bytes + head.output_bytes);
 }
 
-// Median ms of the whole layer sequence's forward (with the loss, building the graph as the
-// profile's forwards do) at `batch_size`.
-double whole_forward_ms(const models::Model& model, int64_t batch_size,
-                        const ProfileOptions& options) {
+TEST(ModelProfilerTest, ChainsFollowTheParameterBudget) {
+  const models::Model model = models::make_model("resnet_tiny");
+  const int num_layers = static_cast<int>(model.layers.size());
+  const auto training_bytes = [&](int layer_idx) {
+    return kTrainingBytesPerParamByte * kFloatBytes * model.layers[layer_idx].param_count;
+  };
+  EXPECT_EQ(split_into_chains(model, kDefaultChainBudgetBytes).size(), 1u);
+  // A budget of the largest layer: every chain fits it, and no two neighbours could merge.
+  int64_t largest_bytes = 0;
+  for (int layer_idx = 0; layer_idx < num_layers; ++layer_idx)
+    largest_bytes = std::max(largest_bytes, training_bytes(layer_idx));
+  const std::vector<LayerChain> chains = split_into_chains(model, largest_bytes);
+  ASSERT_GT(chains.size(), 1u);
+  int next_layer = 0;
+  for (size_t chain_idx = 0; chain_idx < chains.size(); ++chain_idx) {
+    const LayerChain& chain = chains[chain_idx];
+    EXPECT_EQ(chain.first, next_layer);
+    EXPECT_LT(chain.first, chain.last);
+    int64_t chain_bytes = 0;
+    for (int layer_idx = chain.first; layer_idx < chain.last; ++layer_idx)
+      chain_bytes += training_bytes(layer_idx);
+    EXPECT_LE(chain_bytes, largest_bytes);
+    if (chain_idx + 1 < chains.size()) {
+      EXPECT_GT(chain_bytes + training_bytes(chain.last), largest_bytes);
+    }
+    next_layer = chain.last;
+  }
+  EXPECT_EQ(next_layer, num_layers);
+  // Below every layer's size, each layer is a chain of its own.
+  EXPECT_EQ(split_into_chains(model, /*budget_bytes=*/1).size(), model.layers.size());
+}
+
+TEST(ModelProfilerTest, ChainsOfOneLayerGiveTheSameShapesAndMemory) {
+  const models::Model model = models::make_model("gpt_tiny");
+  ProfileOptions options = quick_options({2});
+  const Profile together = profile_model(model, options);
+  options.chain_budget_bytes = 1;  // every layer alone: backwards start from random gradients
+  const Profile alone = profile_model(model, options);
+  ASSERT_EQ(together.layers.size(), alone.layers.size());
+  for (size_t layer_idx = 0; layer_idx < alone.layers.size(); ++layer_idx) {
+    const LayerPoint& expected = together.layers[layer_idx].points[0];
+    const LayerPoint& point = alone.layers[layer_idx].points[0];
+    const std::string& name = alone.layers[layer_idx].name;
+    EXPECT_EQ(point.output_shape, expected.output_shape) << name;
+    EXPECT_EQ(point.retained_bytes, expected.retained_bytes) << name;
+    EXPECT_EQ(point.bwd_transient_bytes, expected.bwd_transient_bytes) << name;
+    EXPECT_GT(point.fwd_ms, 0.0) << name;
+    EXPECT_EQ(point.bwd_ms > 0.0, expected.bwd_ms > 0.0) << name;
+  }
+}
+
+TEST(ModelProfilerTest, CoLocatedProfileMeetsAtTheBarrierBeforeEachChainAndSize) {
+  const models::Model model = models::make_model("mlp_tiny");
+  ProfileOptions options = quick_options({1, 2});
+  options.co_located = 2;
+  options.chain_budget_bytes = 1;  // one chain per layer
+  int barrier_calls = 0;
+  const Profile profile = profile_model(model, options, {}, [&] { ++barrier_calls; });
+  EXPECT_EQ(profile.settings.co_located, 2);
+  // Per chain: one per batch size, one before the optimizer steps.
+  EXPECT_EQ(barrier_calls, static_cast<int>(model.layers.size()) * (2 + 1));
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// Median forward and backward ms of the whole layer sequence.
+struct WholeTimes {
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+};
+
+// Times the whole layer sequence at `batch_size` in a training loop: forward with the loss
+// (building the graph), then one backward through every layer into allocated parameter
+// gradients, which are zeroed between iterations, as the profile's passes run.
+WholeTimes whole_times(const models::Model& model, int64_t batch_size,
+                       const ProfileOptions& options) {
   const auto layers =
       models::build_layers(model, 0, static_cast<int>(model.layers.size()), options.seed);
   const auto [input, target] = models::random_batch(model, batch_size, options.seed);
-  std::vector<double> samples;
+  std::vector<double> fwd_samples;
+  std::vector<double> bwd_samples;
   for (int iteration = 0; iteration < options.warmup + options.repeats; ++iteration) {
-    const auto start = std::chrono::steady_clock::now();
-    const torch::Tensor loss =
-        models::compute_loss(model, models::forward_layers(layers, input), target);
-    const auto stop = std::chrono::steady_clock::now();
-    if (iteration >= options.warmup)
-      samples.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+    auto start = std::chrono::steady_clock::now();
+    torch::Tensor loss = models::compute_loss(model, models::forward_layers(layers, input), target);
+    const double fwd_ms = ms_since(start);
+    start = std::chrono::steady_clock::now();
+    loss.backward();
+    const double bwd_ms = ms_since(start);
+    for (const models::LayerPtr& layer : layers)
+      for (const torch::Tensor& param : layer->parameters()) param.grad().zero_();
+    if (iteration < options.warmup) continue;
+    fwd_samples.push_back(fwd_ms);
+    bwd_samples.push_back(bwd_ms);
   }
-  return quantile(samples, 0.5);
+  return {quantile(fwd_samples, 0.5), quantile(bwd_samples, 0.5)};
 }
 
-// Timing on a shared machine is noisy: each round profiles then times the whole model, and the
-// median ratio over the rounds must be within 15% (one disturbed round cannot fail the test).
-TEST(ModelProfilerTest, SerialSumOfLayerForwardTimesMatchesWholeForward) {
-  constexpr int kRounds = 5;
+// Each layer's backward is timed as its own autograd engine call, which the whole sequence
+// enters once: measured ~3-5 us per call on the 2-vCPU dev VM, ~15% of mlp_tiny's 0.2 ms
+// backward at b=4 and nothing for layers of milliseconds. The backward check allows this much
+// per layer on top of its relative tolerance.
+constexpr double kEngineCallMs = 0.005;
+
+// CPU time the calling thread has used, in milliseconds.
+double thread_cpu_ms() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+// (sum of the profile's per-layer medians) / (whole sequence) in one round.
+struct SumRatios {
+  double fwd = 0;
+  double bwd = 0;
+  double bwd_less_engine_calls = 0;  ///< with kEngineCallMs per layer taken off the sum
+};
+
+// One round: a short profile at `batch_size`, then the whole sequence right after it, so that
+// both see the same neighbours. nullopt when this thread had the CPU for less than 90% of the
+// round: with more runnable threads than cores, the whole sequence's median includes waits that
+// the short per-layer windows mostly miss, and the round says nothing about the profile.
+std::optional<SumRatios> round_ratios(const models::Model& model, int64_t batch_size) {
+  constexpr double kMinCpuShare = 0.9;
+  ProfileOptions options;
+  options.batch_sizes = {batch_size};
+  options.warmup = 2;
+  options.repeats = 7;
+  options.threads = 1;  // all work on this thread, so that its CPU time is the round's
+  const double cpu_start_ms = thread_cpu_ms();
+  const auto wall_start = std::chrono::steady_clock::now();
+  const Profile profile = profile_model(model, options);
+  const WholeTimes whole = whole_times(model, batch_size, options);
+  if (thread_cpu_ms() - cpu_start_ms < kMinCpuShare * ms_since(wall_start)) return std::nullopt;
+  double fwd_sum_ms = 0;
+  double bwd_sum_ms = 0;
+  for (const LayerProfile& layer : profile.layers) {
+    fwd_sum_ms += layer.points[0].fwd_ms;
+    bwd_sum_ms += layer.points[0].bwd_ms;
+  }
+  const double engine_calls_ms = kEngineCallMs * static_cast<double>(profile.layers.size());
+  return SumRatios{fwd_sum_ms / whole.fwd_ms, bwd_sum_ms / whole.bwd_ms,
+                   (bwd_sum_ms - engine_calls_ms) / whole.bwd_ms};
+}
+
+// Medians over kRounds undisturbed rounds, or nullopt when too few rounds had the CPU. Besides
+// time-slicing, a busy neighbour on the other hyperthread halves the speed for seconds at a
+// time; the median is what counts, so that one such round cannot fail the test.
+std::optional<SumRatios> median_ratios(const models::Model& model, int64_t batch_size) {
+  constexpr int kRounds = 7;
+  constexpr int kMaxAttempts = 12;
+  constexpr int kMinRounds = 4;
+  std::vector<double> fwd;
+  std::vector<double> bwd;
+  std::vector<double> bwd_less_engine_calls;
+  for (int attempt = 0; attempt < kMaxAttempts && static_cast<int>(fwd.size()) < kRounds;
+       ++attempt) {
+    const std::optional<SumRatios> round = round_ratios(model, batch_size);
+    if (!round) continue;
+    fwd.push_back(round->fwd);
+    bwd.push_back(round->bwd);
+    bwd_less_engine_calls.push_back(round->bwd_less_engine_calls);
+  }
+  if (static_cast<int>(fwd.size()) < kMinRounds) return std::nullopt;
+  return SumRatios{quantile(fwd, 0.5), quantile(bwd, 0.5), quantile(bwd_less_engine_calls, 0.5)};
+}
+
+// The profile's per-layer times, summed, predict the whole sequence's forward and backward in
+// training within 15% (the backward with kEngineCallMs per layer of slack above).
+TEST(ModelProfilerTest, SerialSumsOfLayerTimesMatchWholeForwardAndBackward) {
   constexpr double kTolerance = 0.15;
   for (const std::string& name : kModels) {
     const models::Model model = models::make_model(name);
-    ProfileOptions options;
-    options.batch_sizes = {4, 32};
-    options.warmup = 5;
-    options.repeats = 30;
-    options.threads = 1;
-    std::vector<std::vector<double>> ratios(options.batch_sizes.size());
-    for (int round = 0; round < kRounds; ++round) {
-      const Profile profile = profile_model(model, options);
-      for (size_t size_idx = 0; size_idx < options.batch_sizes.size(); ++size_idx) {
-        double sum_ms = 0;
-        for (const LayerProfile& layer : profile.layers) sum_ms += layer.points[size_idx].fwd_ms;
-        const double whole_ms = whole_forward_ms(model, options.batch_sizes[size_idx], options);
-        ratios[size_idx].push_back(sum_ms / whole_ms);
-      }
-    }
-    for (size_t size_idx = 0; size_idx < options.batch_sizes.size(); ++size_idx) {
-      const double ratio = quantile(ratios[size_idx], 0.5);
-      RecordProperty(name + "_b" + std::to_string(options.batch_sizes[size_idx]) + "_ratio",
-                     std::to_string(ratio));
-      EXPECT_NEAR(ratio, 1.0, kTolerance)
-          << name << " b=" << options.batch_sizes[size_idx] << ": sum of layers / whole forward";
+    for (int64_t batch_size : {4, 32}) {
+      const std::optional<SumRatios> ratios = median_ratios(model, batch_size);
+      const std::string point = name + " b=" + std::to_string(batch_size);
+      if (!ratios)
+        GTEST_SKIP() << point << ": this thread rarely had a CPU to itself (machine "
+                     << "oversubscribed), so no timing can be trusted";
+      RecordProperty(name + "_b" + std::to_string(batch_size) + "_fwd_ratio",
+                     std::to_string(ratios->fwd));
+      RecordProperty(name + "_b" + std::to_string(batch_size) + "_bwd_ratio",
+                     std::to_string(ratios->bwd));
+      EXPECT_NEAR(ratios->fwd, 1.0, kTolerance) << point << ": sum of layers / whole forward";
+      EXPECT_GE(ratios->bwd, 1.0 - kTolerance) << point << ": sum of layers / whole backward";
+      EXPECT_LE(ratios->bwd_less_engine_calls, 1.0 + kTolerance)
+          << point << ": sum of layers less engine calls / whole backward";
     }
   }
 }
@@ -156,6 +303,9 @@ TEST(ModelProfilerTest, OptionsAreCheckedWithTheFlagNamed) {
   options = ProfileOptions();
   options.threads = 0;
   EXPECT_EQ(error_of(options), "--threads: 0 is below 1");
+  options = ProfileOptions();
+  options.co_located = 0;
+  EXPECT_EQ(error_of(options), "--co-located: 0 is below 1");
   options = ProfileOptions();
   options.precision = "fp8";
   EXPECT_EQ(error_of(options), "--precision: 'fp8' is not fp32, amp-bf16 or amp-fp16");

@@ -1,6 +1,9 @@
 // Tests for `pipeplan profile` (cli/profile_cmd.cpp), run as the built binary: bad input ends
-// with one line and exit code 2 before anything is measured; a good run writes a valid profile.
+// with one line and exit code 2 before anything is measured; a good run writes a valid profile,
+// and a co-located one is written once, by one of its processes.
+#include <sys/inotify.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -95,6 +98,7 @@ TEST(ProfileCommandTest, BadNumbersExitTwoWithOneLine) {
       {"--model mlp_tiny --warmup=-1" + kOutput, "--warmup: -1 is negative"},
       {"--model mlp_tiny --repeats 0" + kOutput, "--repeats: 0 is below 1"},
       {"--model mlp_tiny --threads 0" + kOutput, "--threads: 0 is below 1"},
+      {"--model mlp_tiny --co-located 0" + kOutput, "--co-located: 0 is below 1"},
   });
   EXPECT_FALSE(std::filesystem::exists(temp_path("pipeplan_profile_cmd_bad.json")));
 }
@@ -116,6 +120,75 @@ TEST(ProfileCommandTest, WritesAValidProfileQuietlyWhenNotOnATerminal) {
   EXPECT_EQ(profile.settings.repeats, 2);
   EXPECT_EQ(profile.settings.seed, 5u);
   EXPECT_EQ(profile.device.threads, 1);
+}
+
+// Watches one folder for files created in it or renamed into it (inotify).
+class FolderWatch {
+ public:
+  explicit FolderWatch(const std::string& folder) : fd_(::inotify_init1(IN_NONBLOCK)) {
+    if (fd_ >= 0) ::inotify_add_watch(fd_, folder.c_str(), IN_CREATE | IN_MOVED_TO);
+  }
+  FolderWatch(const FolderWatch&) = delete;
+  FolderWatch& operator=(const FolderWatch&) = delete;
+  ~FolderWatch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  // Names created and names renamed into the folder since the watch began or the last call.
+  std::pair<std::vector<std::string>, std::vector<std::string>> take() {
+    std::vector<std::string> created;
+    std::vector<std::string> renamed;
+    alignas(inotify_event) char buffer[4096];
+    ssize_t length = 0;
+    while ((length = ::read(fd_, buffer, sizeof buffer)) > 0) {
+      for (ssize_t offset = 0; offset < length;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
+        if (event->len > 0) (event->mask & IN_CREATE ? created : renamed).push_back(event->name);
+        offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+    }
+    return {created, renamed};
+  }
+
+ private:
+  int fd_;
+};
+
+TEST(ProfileCommandTest, SerialCoLocatedProfileIsWrittenOnceAndMatchesTheSoloProfile) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / "pipeplan_profile_cmd_co_located";
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  const std::string args = "--model mlp_tiny --batch-sizes 2,4 --warmup 0 --repeats 2";
+  const std::string solo_path = (folder / "solo.json").string();
+  const Result solo = ProfileRun(args + " --threads 1 -o " + solo_path).result();
+  ASSERT_EQ(solo.exit_code, 0) << solo.output;
+  FolderWatch watch(folder.string());
+  ASSERT_TRUE(watch.ok());
+  const std::string co_located_path = (folder / "co_located.json").string();
+  const Result co_located = ProfileRun(args + " --co-located 2 -o " + co_located_path).result();
+  ASSERT_EQ(co_located.exit_code, 0) << co_located.output;
+  // One atomic write (a temporary file renamed into place): one process wrote the profile.
+  const auto [created, renamed] = watch.take();
+  EXPECT_EQ(created.size(), 1u);
+  EXPECT_EQ(renamed, std::vector<std::string>{"co_located.json"});
+  const Profile expected = read_profile(solo_path);
+  const Profile profile = read_profile(co_located_path);
+  std::filesystem::remove_all(folder);
+  EXPECT_EQ(expected.settings.co_located, 1);
+  EXPECT_EQ(profile.settings.co_located, 2);
+  // Threads per process: usable cores / 2, at least 1.
+  EXPECT_GE(profile.device.threads, 1);
+  EXPECT_LE(profile.device.threads, std::max(1, profile.device.cores / 2));
+  ASSERT_EQ(profile.layers.size(), expected.layers.size());
+  for (size_t layer_idx = 0; layer_idx < profile.layers.size(); ++layer_idx) {
+    const LayerProfile& layer = profile.layers[layer_idx];
+    ASSERT_EQ(layer.points.size(), expected.layers[layer_idx].points.size()) << layer.name;
+    for (size_t point_idx = 0; point_idx < layer.points.size(); ++point_idx)
+      EXPECT_EQ(layer.points[point_idx].output_shape,
+                expected.layers[layer_idx].points[point_idx].output_shape)
+          << layer.name;
+  }
 }
 
 }  // namespace
