@@ -14,6 +14,7 @@ namespace {
 struct Subcommand {
   const char* name;
   pipeplan::cli::AddCommand add;
+  bool internal = false;  ///< started by pipeplan itself; not listed
 };
 
 // Order is the order of `pipeplan --help`.
@@ -24,6 +25,7 @@ constexpr Subcommand kSubcommands[] = {
     {"simulate", pipeplan::cli::add_simulate_command},
     {"train", pipeplan::cli::add_train_command},
     {"launch", pipeplan::cli::add_launch_command},
+    {"link-bench", pipeplan::cli::add_link_bench_command, /*internal=*/true},
 };
 
 // One line: errors reach the user without stack traces or multi-line dumps.
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
     std::string names;
     bool known = false;
     for (const Subcommand& sub : kSubcommands) {
-      names += std::string(names.empty() ? "" : ", ") + sub.name;
+      if (!sub.internal) names += std::string(names.empty() ? "" : ", ") + sub.name;
       known = known || argv[1] == std::string(sub.name);
     }
     if (!known)

@@ -1,11 +1,13 @@
 // `pipeplan profile`: measure a model layer by layer on this machine and write profile.json; with
 // --co-located N, N copies of the command measure at once, kept in step through a TCPStore.
 #include <sched.h>
+#include <unistd.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include "executor/launcher.h"
 #include "models/zoo.h"
 #include "profiler/model_profiler.h"
+#include "profiler/report.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -31,6 +34,8 @@ namespace {
 // Set in the copies a co-located profile starts; their rank, world size and the store's address
 // come from the launch's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
 constexpr const char* kCopyVariable = "PIPEPLAN_PROFILE_COPY";
+// The interconnect record the launching process measured, for the copy that writes the profile.
+constexpr const char* kLinkVariable = "PIPEPLAN_PROFILE_LINK";
 // How long a copy waits for the others at a barrier. The launch stops every copy as soon as one
 // fails, so this only bounds a hang; one chain at one batch size may take minutes on a CPU.
 constexpr std::chrono::milliseconds kBarrierTimeout = std::chrono::minutes(30);
@@ -51,6 +56,7 @@ struct ProfileFlags {
   std::string batch_sizes = default_batch_sizes();
   int threads = 0;
   std::string output;
+  bool no_comm = false;
   profiler::ProfileOptions options;
   CLI::Option* threads_option = nullptr;
 };
@@ -144,18 +150,21 @@ std::vector<std::string> own_command() {
 }
 
 // Starts `co_located` copies of this very command, marked as copies, and waits for them.
-int start_copies(const ProfileFlags& flags) {
+int start_copies(const ProfileFlags& flags, const std::string& link_path) {
   executor::LaunchOptions launch;
   launch.nproc = flags.options.co_located;
   launch.command = own_command();
   launch.set_omp_num_threads = false;
   launch.extra_env = {{kCopyVariable, "1"},
-                      {"OMP_NUM_THREADS", std::to_string(*flags.options.threads)}};
+                      {"OMP_NUM_THREADS", std::to_string(*flags.options.threads)},
+                      {kLinkVariable, link_path}};
   return executor::launch(launch);
 }
 
 // Measures here: alone, or as one of the co-located copies (then only rank 0 writes).
-int measure(const ProfileFlags& flags, const models::Model& model, const CopyEnv& env) {
+// `link_path`: the interconnect record time_link wrote, or "" (--no-comm).
+int measure(const ProfileFlags& flags, const models::Model& model, const CopyEnv& env,
+            const std::string& link_path) {
   std::unique_ptr<CopyBarrier> barrier;
   profiler::BarrierFn barrier_fn;
   if (env.world_size > 1) {
@@ -163,7 +172,7 @@ int measure(const ProfileFlags& flags, const models::Model& model, const CopyEnv
     barrier_fn = [&barrier] { barrier->wait(); };
   }
   ProgressLine progress_line;
-  const Profile profile = profiler::profile_model(
+  Profile profile = profiler::profile_model(
       model, flags.options,
       [&](int first_layer, int last_layer, int num_layers, int64_t batch_size) {
         progress_line.update(detail::concat("layers ", first_layer + 1, "-", last_layer, " of ",
@@ -171,9 +180,43 @@ int measure(const ProfileFlags& flags, const models::Model& model, const CopyEnv
       },
       barrier_fn);
   if (barrier) barrier->finish();
-  if (env.rank == 0) write_profile(flags.output, profile);
+  if (env.rank != 0) return 0;
+  if (!link_path.empty())
+    profile.interconnect = interconnect_from_json(read_json_file(link_path), link_path);
+  write_profile(flags.output, profile);
   return 0;
 }
+
+// Starts two ranks of `pipeplan link-bench` on this machine, the way `launch` starts a job, and
+// returns the file in the temporary folder where they wrote the interconnect they measured.
+std::string time_link(const ProfileFlags& flags) {
+  const std::string device = flags.options.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+  const std::string link_path =
+      (std::filesystem::temp_directory_path() /
+       ("pipeplan-link-" + std::to_string(::getpid()) + ".json"))
+          .string();
+  if (::isatty(STDERR_FILENO))
+    std::fprintf(stderr, "timing send/recv and all-reduce between 2 local ranks (4 KiB-64 MiB)\n");
+  executor::LaunchOptions launch;
+  launch.nproc = 2;
+  launch.command = {std::filesystem::read_symlink("/proc/self/exe").string(), "link-bench",
+                    "--device", device, "-o", link_path};
+  launch.set_omp_num_threads = false;
+  launch.extra_env = {{"OMP_NUM_THREADS", "1"}};
+  PIPEPLAN_RUNTIME_CHECK(executor::launch(launch) == 0,
+                         "timing the link between two local ranks failed (see the ranks' errors "
+                         "above; --no-comm skips the timing)");
+  return link_path;
+}
+
+// Removes a file when the scope ends.
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove(path, ignored);
+  }
+};
 
 int run_profile(ProfileFlags& flags) {
   profiler::ProfileOptions& options = flags.options;
@@ -185,10 +228,16 @@ int run_profile(ProfileFlags& flags) {
   if (options.co_located > 1 && !options.threads)
     options.threads = std::max(1, usable_cores() / options.co_located);
   const std::optional<CopyEnv> env = copy_env();
-  if (!env) return options.co_located > 1 ? start_copies(flags) : measure(flags, model, {});
+  if (!env) {
+    // The link first: the profile is then written once, whole, by the process that measured.
+    const RemoveOnExit link{flags.no_comm ? "" : time_link(flags)};
+    return options.co_located > 1 ? start_copies(flags, link.path)
+                                  : measure(flags, model, {}, link.path);
+  }
   PIPEPLAN_ASSERT(env->world_size == options.co_located, "copy of a co-located profile with ",
                   env->world_size, " ranks for --co-located ", options.co_located);
-  return measure(flags, model, *env);
+  const char* link_path = std::getenv(kLinkVariable);
+  return measure(flags, model, *env, link_path ? link_path : "");
 }
 
 }  // namespace
@@ -223,6 +272,9 @@ Runner add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--seed", options.seed, "Seed of the layer weights and the random batch")
       ->capture_default_str();
+  sub->add_flag("--no-comm", flags->no_comm,
+                "Skip timing send/recv and all-reduce between two local ranks (the planner then "
+                "predicts communication as free)");
   sub->add_option("-o,--output", flags->output, "Where to write profile.json")->required();
   return [flags] { return run_profile(*flags); };
 }

@@ -438,4 +438,123 @@ std::string Comm::store_get(const std::string& key) {
   }
 }
 
+namespace {
+
+// The median of `values` (not empty).
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// What time_links measures with: one two-rank group and the device its tensors live on.
+struct LinkBench {
+  RendezvousEnv env;
+  torch::Device device{torch::kCPU};
+  CommBackend backend = CommBackend::kGloo;
+  GroupPtr group;
+  std::chrono::milliseconds timeout{0};
+
+  bool via_host() const { return backend == CommBackend::kGlooHostStaging; }
+  torch::Device transfer_device() const { return via_host() ? torch::Device(torch::kCPU) : device; }
+
+  void wait(const WorkPtr& work, const char* what, int64_t bytes) const {
+    wait_work(work, timeout, [&] {
+      return detail::concat("rank ", env.rank, ": timing ", what, " of ", bytes, " bytes");
+    });
+  }
+  // The device's queued work is done (CUDA kernels run after a wait returns).
+  void synchronize() const {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  }
+
+  // Half a ping-pong of `tensor` (on `device`): rank 0 sends, rank 1 sends it back.
+  double p2p_ms(torch::Tensor& tensor, int tag) const {
+    const int64_t bytes = tensor.numel() * tensor.element_size();
+    synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    for (int leg = 0; leg < 2; ++leg) {
+      const bool sending = (leg == 0) == (env.rank == 0);
+      std::vector<at::Tensor> buffer{via_host() ? tensor.to(torch::kCPU) : tensor};
+      const WorkPtr work = sending ? group->send(buffer, 1 - env.rank, tag)
+                                   : group->recv(buffer, 1 - env.rank, tag);
+      wait(work, "a send/recv", bytes);
+      if (!sending && via_host()) tensor.copy_(buffer[0]);
+      synchronize();
+    }
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() / 2;
+  }
+
+  double allreduce_ms(torch::Tensor& tensor) const {
+    const int64_t bytes = tensor.numel() * tensor.element_size();
+    std::vector<at::Tensor> one{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
+    wait(group->allreduce(one), "a start-line all-reduce", 4);  // both ranks start together
+    synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<at::Tensor> buffer{via_host() ? tensor.to(torch::kCPU) : tensor};
+    wait(group->allreduce(buffer), "an all-reduce", bytes);
+    if (via_host()) tensor.copy_(buffer[0]);
+    synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  }
+};
+
+}  // namespace
+
+LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
+                       const std::vector<int64_t>& sizes, int repeats,
+                       std::chrono::milliseconds timeout) {
+  PIPEPLAN_CHECK(env.world_size == 2, "timing a link needs WORLD_SIZE=2, not ", env.world_size);
+  PIPEPLAN_ASSERT(repeats >= 1 && !sizes.empty());
+  LinkBench bench;
+  bench.env = env;
+  bench.device = device;
+  bench.timeout = timeout;
+  if (device.is_cuda())
+    bench.backend = torch::cuda::device_count() >= 2 ? CommBackend::kNccl
+                                                      : CommBackend::kGlooHostStaging;
+  const StorePtr store = make_store(env, timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("link", store);
+  try {
+#ifdef PIPEPLAN_HAS_CUDA
+    if (bench.backend == CommBackend::kNccl) {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      bench.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, env.rank, 2, options);
+    }
+#endif
+    if (!bench.group) {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      options->devices = {make_gloo_device(env)};
+      options->threads = kEdgeGroupThreads;
+      bench.group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env.rank, 2, options);
+    }
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime, detail::concat("rank ", env.rank, ": creating the process ",
+                                                    "group to time the link failed: ", reason(e)));
+  }
+  LinkTimings timings;
+  timings.backend = to_string(bench.backend);
+  int tag = 0;
+  for (int64_t bytes : sizes) {
+    PIPEPLAN_CHECK(bytes >= 4 && bytes % 4 == 0, "message size ", bytes,
+                   " bytes is not a positive multiple of 4");
+    torch::Tensor tensor = torch::ones({bytes / 4}, torch::TensorOptions().device(device));
+    std::vector<double> p2p;
+    std::vector<double> allreduce;
+    for (int round = 0; round <= repeats; ++round) {  // round 0 is untimed
+      const double p2p_ms = bench.p2p_ms(tensor, tag++);
+      const double allreduce_ms = bench.allreduce_ms(tensor);
+      tensor.fill_(1);  // keep the all-reduced values finite
+      if (round == 0) continue;
+      p2p.push_back(p2p_ms);
+      allreduce.push_back(allreduce_ms);
+    }
+    timings.points.push_back({bytes, median(p2p), median(allreduce)});
+  }
+  return timings;
+}
+
 }  // namespace pipeplan::executor

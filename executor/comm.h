@@ -96,4 +96,25 @@ class Comm {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Median one-way times of messages between the two ranks of a job, as the executor would
+/// carry them on `device`: for each size in `sizes` (bytes), a point-to-point send/recv (half a
+/// ping-pong) and a two-rank all-reduce of float32 tensors.
+struct LinkTimings {
+  std::string backend;  ///< "gloo", "nccl" or "gloo-host-staging"
+  struct Point {
+    int64_t bytes = 0;
+    double p2p_ms = 0;
+    double allreduce_ms = 0;
+  };
+  std::vector<Point> points;
+};
+
+/// Times the link between the two ranks of `env` (WORLD_SIZE must be 2) over a TCPStore at
+/// MASTER_ADDR:MASTER_PORT. Every rank must call it with the same sizes and repeats. CPU ranks
+/// use Gloo; CUDA ranks NCCL when there are two GPUs and Gloo with host staging when they share
+/// one (as Comm does). `repeats` timed rounds per size after one untimed round.
+LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
+                       const std::vector<int64_t>& sizes, int repeats,
+                       std::chrono::milliseconds timeout);
+
 }  // namespace pipeplan::executor

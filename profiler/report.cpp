@@ -126,6 +126,16 @@ CommProfile comm_from(const JsonReader& reader) {
   return comm;
 }
 
+InterconnectProfile interconnect_from(const JsonReader& link) {
+  InterconnectProfile result{link.string("backend"),
+                             static_cast<int>(link.integer_at_least("ranks", 2)),
+                             comm_from(link.object("p2p")), comm_from(link.object("allreduce"))};
+  if (result.backend != "gloo" && result.backend != "nccl" && result.backend != "gloo-host-staging")
+    link.fail("backend", detail::concat(quote(result.backend),
+                                        " is not gloo, nccl or gloo-host-staging"));
+  return result;
+}
+
 Json settings_json(const ProfileSettings& settings) {
   return Json{{"device", settings.device},       {"batch_sizes", settings.batch_sizes},
               {"precision", settings.precision}, {"warmup", settings.warmup},
@@ -194,6 +204,57 @@ LinearFit fit_linear(const std::vector<double>& xs, const std::vector<double>& y
   return fit;
 }
 
+CommProfile fit_comm(std::vector<CommProfile::Point> points) {
+  PIPEPLAN_ASSERT(points.size() >= 2, "a communication fit needs two message sizes");
+  // Weighted least squares of t = a + s·bytes with weights 1/t², i.e. relative residuals.
+  double sw = 0, swx = 0, swy = 0, swxx = 0, swxy = 0;
+  for (const CommProfile::Point& point : points) {
+    PIPEPLAN_ASSERT(point.time_ms > 0, "message of ", point.bytes, " bytes timed at ",
+                    point.time_ms, " ms");
+    const double w = 1.0 / (point.time_ms * point.time_ms);
+    const double x = static_cast<double>(point.bytes);
+    sw += w;
+    swx += w * x;
+    swy += w * point.time_ms;
+    swxx += w * x * x;
+    swxy += w * x * point.time_ms;
+  }
+  const double denominator = sw * swxx - swx * swx;
+  PIPEPLAN_ASSERT(denominator > 0, "a communication fit needs two different message sizes");
+  double slope = (sw * swxy - swx * swy) / denominator;
+  double intercept = (swy - slope * swx) / sw;
+  if (intercept < 0) {  // refit through the origin: time = bytes / bandwidth
+    intercept = 0;
+    slope = swxy / swxx;
+  }
+  PIPEPLAN_RUNTIME_CHECK(slope > 0, "communication times do not grow with the message size (",
+                         points.front().time_ms, " ms for ", points.front().bytes, " bytes, ",
+                         points.back().time_ms, " ms for ", points.back().bytes,
+                         " bytes); the measurement was disturbed, run it again");
+  CommProfile comm;
+  comm.latency_ms = intercept;
+  comm.bandwidth_bytes_per_s = 1e3 / slope;
+  double squares = 0;
+  for (const CommProfile::Point& point : points) {
+    const double residual = point.time_ms - (intercept + slope * static_cast<double>(point.bytes));
+    squares += residual * residual;
+  }
+  comm.rms_residual_ms = std::sqrt(squares / static_cast<double>(points.size()));
+  comm.points = std::move(points);
+  return comm;
+}
+
+Json to_json(const InterconnectProfile& link) {
+  return Json{{"backend", link.backend},
+              {"ranks", link.ranks},
+              {"p2p", comm_json(link.p2p)},
+              {"allreduce", comm_json(link.allreduce)}};
+}
+
+InterconnectProfile interconnect_from_json(const Json& json, const std::string& document) {
+  return interconnect_from(JsonReader(json, document));
+}
+
 void Profile::validate(std::string_view document) const {
   model.validate(document);
   PIPEPLAN_CHECK(!settings.batch_sizes.empty(), document, ": settings.batch_sizes: empty");
@@ -233,13 +294,7 @@ Json to_json(const Profile& profile) {
             {"settings", settings_json(profile.settings)},
             {"device", device_json(profile.device)},
             {"layers", layers}};
-  if (profile.interconnect) {
-    const InterconnectProfile& link = *profile.interconnect;
-    json["interconnect"] = Json{{"backend", link.backend},
-                                {"ranks", link.ranks},
-                                {"p2p", comm_json(link.p2p)},
-                                {"allreduce", comm_json(link.allreduce)}};
-  }
+  if (profile.interconnect) json["interconnect"] = to_json(*profile.interconnect);
   return json;
 }
 
@@ -252,13 +307,7 @@ Profile profile_from_json(const Json& json, const std::string& document) {
   profile.model = model_ref_from_json(reader.object("model"));
   profile.settings = settings_from(reader.object("settings"));
   profile.device = device_from(reader.object("device"));
-  if (reader.has("interconnect")) {
-    const JsonReader link = reader.object("interconnect");
-    profile.interconnect = InterconnectProfile{link.string("backend"),
-                                               static_cast<int>(link.integer_at_least("ranks", 2)),
-                                               comm_from(link.object("p2p")),
-                                               comm_from(link.object("allreduce"))};
-  }
+  if (reader.has("interconnect")) profile.interconnect = interconnect_from(reader.object("interconnect"));
   for (const JsonReader& layer : reader.objects("layers")) profile.layers.push_back(layer_from(layer));
   profile.validate(document);
   return profile;

@@ -114,6 +114,15 @@ struct InterconnectProfile {
   CommProfile allreduce;  ///< all-reduce over `ranks`
 };
 
+/// Fits time = latency + bytes / bandwidth to `points` (>= 2 sizes), minimising the relative
+/// error of each point so that the small messages decide the latency and the large ones the
+/// bandwidth; a negative intercept becomes latency 0. The points stay in the result.
+CommProfile fit_comm(std::vector<CommProfile::Point> points);
+
+/// The "interconnect" object of profile.json, and back (`document` names the file in errors).
+Json to_json(const InterconnectProfile& link);
+InterconnectProfile interconnect_from_json(const Json& json, const std::string& document);
+
 /// The device the layers ran on.
 struct DeviceProfile {
   std::string kind;  ///< "cpu" or "cuda"

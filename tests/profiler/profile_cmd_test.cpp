@@ -120,6 +120,29 @@ TEST(ProfileCommandTest, WritesAValidProfileQuietlyWhenNotOnATerminal) {
   EXPECT_EQ(profile.settings.repeats, 2);
   EXPECT_EQ(profile.settings.seed, 5u);
   EXPECT_EQ(profile.device.threads, 1);
+  // Two local ranks timed the link with Gloo; the fit goes through its own points' scale.
+  ASSERT_TRUE(profile.interconnect.has_value());
+  EXPECT_EQ(profile.interconnect->backend, "gloo");
+  EXPECT_EQ(profile.interconnect->ranks, 2);
+  for (const CommProfile* comm : {&profile.interconnect->p2p, &profile.interconnect->allreduce}) {
+    ASSERT_EQ(comm->points.size(), 8u);
+    EXPECT_EQ(comm->points.front().bytes, 4096);
+    EXPECT_EQ(comm->points.back().bytes, 64 << 20);
+    EXPECT_GT(comm->bandwidth_bytes_per_s, 0);
+    // 64 MiB takes longer than 4 KiB, whatever else the machine is doing.
+    EXPECT_GT(comm->points.back().time_ms, comm->points.front().time_ms);
+  }
+}
+
+TEST(ProfileCommandTest, NoCommLeavesTheInterconnectOut) {
+  const std::string path = temp_path("pipeplan_profile_cmd_no_comm.json");
+  const Result result = ProfileRun("--model mlp_tiny --model-arg layers=2 --batch-sizes 2 "
+                                   "--warmup 0 --repeats 1 --threads 1 --no-comm -o " + path)
+                            .result();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Profile profile = read_profile(path);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(profile.interconnect.has_value());
 }
 
 // Watches one folder for files created in it or renamed into it (inotify).

@@ -182,5 +182,44 @@ TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
   EXPECT_GT(noisy.rms_residual, 0.0);
 }
 
+
+TEST(CommFitTest, RecoversLatencyAndBandwidthAndWeighsSmallMessages) {
+  // 20 us latency, 3 GB/s: the small messages alone set the latency.
+  std::vector<CommProfile::Point> points;
+  for (int64_t bytes = 4096; bytes <= (int64_t{64} << 20); bytes *= 4)
+    points.push_back({bytes, 0.02 + static_cast<double>(bytes) / 3e9 * 1e3});
+  CommProfile fit = fit_comm(points);
+  EXPECT_NEAR(fit.latency_ms, 0.02, 1e-9);
+  EXPECT_NEAR(fit.bandwidth_bytes_per_s, 3e9, 1e-3 * 3e9);
+  EXPECT_NEAR(fit.rms_residual_ms, 0, 1e-9);
+  EXPECT_EQ(fit.points.size(), points.size());
+  // A 10% slower 64 MiB point must not swamp the latency (plain least squares would make it
+  // negative here).
+  points.back().time_ms *= 1.1;
+  fit = fit_comm(points);
+  EXPECT_NEAR(fit.latency_ms, 0.02, 0.005);
+  // Times that do not grow with size are a disturbed measurement, not a negative bandwidth.
+  const std::vector<CommProfile::Point> flat{{4096, 1.0}, {1 << 20, 0.5}};
+  EXPECT_THROW(fit_comm(flat), Error);
+}
+
+TEST(CommFitTest, InterconnectRoundTripsAndUnknownBackendIsNamed) {
+  InterconnectProfile link{"gloo", 2, fit_comm({{4096, 0.03}, {1 << 20, 0.4}}),
+                           fit_comm({{4096, 0.1}, {1 << 20, 0.9}})};
+  const InterconnectProfile back = interconnect_from_json(to_json(link), "link.json");
+  EXPECT_EQ(back.backend, "gloo");
+  EXPECT_DOUBLE_EQ(back.p2p.bandwidth_bytes_per_s, link.p2p.bandwidth_bytes_per_s);
+  EXPECT_EQ(back.allreduce.points.size(), 2u);
+  Json json = to_json(link);
+  json["backend"] = "mpi";
+  try {
+    interconnect_from_json(json, "link.json");
+    FAIL() << "backend mpi accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'mpi' is not gloo"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan
