@@ -62,8 +62,7 @@ std::string test_models_dir(uint64_t mlp_seed, std::string* error) {
                               " --mlp-weights " + (scratch / "mlp_weights.pt").string() + " > " +
                               log + " 2>&1";
   if (std::system(command.c_str()) != 0) {
-    *error =
-        "`" + command + "` failed:\n" + read_bytes(log);
+    *error = "`" + command + "` failed:\n" + read_bytes(log);
     return "";
   }
   std::ofstream(scratch / "done") << "";
