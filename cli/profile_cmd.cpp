@@ -247,7 +247,10 @@ Runner add_profile_command(CLI::App& app) {
   profiler::ProfileOptions& options = flags->options;
   CLI::App* sub = app.add_subcommand(
       "profile", "Measure a model layer by layer (times, memory, output sizes) -> profile.json.");
-  sub->add_option("--model", flags->model, "Zoo model name (see `pipeplan models`)")->required();
+  sub->add_option("--model", flags->model,
+                  "Zoo model name (see `pipeplan models`), or the path of a TorchScript file "
+                  "saved from PyTorch (README: Your own model)")
+      ->required();
   sub->add_option("--model-arg", flags->model_args,
                   "Override a configuration field, KEY=VALUE (repeatable)");
   sub->add_option("--device", options.device, "cpu, cuda or cuda:N")->capture_default_str();

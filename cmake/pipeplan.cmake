@@ -70,3 +70,27 @@ macro(_pipeplan_discover filter serial label)
   gtest_discover_tests(${target} TEST_FILTER "${filter}" DISCOVERY_MODE PRE_TEST
                        DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${label} RUN_SERIAL ${serial})
 endmacro()
+
+# Sets PIPEPLAN_TORCH_PYTHON to a Python that imports torch (Debian's python3-torch, which
+# scripts/setup.sh installs, or the Python on PATH), or to "" when none does. Tests run it to
+# write the TorchScript models they load. -DPIPEPLAN_TORCH_PYTHON=... picks one by hand.
+function(pipeplan_find_torch_python)
+  if(DEFINED CACHE{PIPEPLAN_TORCH_PYTHON} AND NOT PIPEPLAN_TORCH_PYTHON STREQUAL "")
+    return()
+  endif()
+  find_program(_pipeplan_path_python NAMES python3 NO_CACHE)
+  set(found "")
+  foreach(candidate /usr/bin/python3 ${_pipeplan_path_python})
+    if(EXISTS "${candidate}")
+      execute_process(COMMAND "${candidate}" -c "import torch" RESULT_VARIABLE status
+                      OUTPUT_QUIET ERROR_QUIET TIMEOUT 120)
+      if(status EQUAL 0)
+        set(found "${candidate}")
+        break()
+      endif()
+    endif()
+  endforeach()
+  set(PIPEPLAN_TORCH_PYTHON "${found}" CACHE STRING
+      "Python with torch that writes the tests' TorchScript models (empty: those tests skip)" FORCE)
+  message(STATUS "pipeplan: Python with torch for the tests: '${found}'")
+endfunction()

@@ -65,10 +65,13 @@ std::vector<std::string> zoo_model_names();
 
 /// Builds the model `name` from its default configuration with `model_args` ("KEY=VALUE")
 /// applied. Throws Error(kBadInput) for an unknown name, an unknown key, a value of the wrong
-/// type, or an inconsistent configuration, naming the key and value.
+/// type, or an inconsistent configuration, naming the key and value. A `name` that is a path
+/// (is_torchscript_path: contains '/' or ends in .pt or .pth) loads a TorchScript file instead;
+/// see models/torchscript.h for what it must hold and the keys it takes.
 Model make_model(const std::string& name, const std::vector<std::string>& model_args = {});
 
-/// Builds the model from a complete configuration as stored in a profile or a plan.
+/// Builds the model from a complete configuration as stored in a profile or a plan. For a
+/// TorchScript file, refuses one whose content changed since (Error(kBadInput)).
 Model make_model_from_config(const std::string& name, const Json& config);
 
 /// What profiles, plans and runs record about the model.
@@ -78,7 +81,8 @@ ModelRef model_ref(const Model& model);
 int64_t parameter_count(const Model& model);
 
 /// Builds layers [first, last). Layer i's parameters and buffers depend only on (seed, i), not on
-/// the range it is built in. Reseeds the global torch RNG before each layer.
+/// the range it is built in. Reseeds the global torch RNG before each layer. A TorchScript
+/// model's weights come from its file whatever the seed; only [first, last) stay in memory.
 std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed);
 
 /// Runs `layers` one after another.

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "models/config.h"
+#include "models/torchscript.h"
 
 namespace pipeplan::models {
 namespace {
@@ -16,7 +17,8 @@ const ZooEntry& find_entry(const std::string& name) {
   std::string names;
   for (const ZooEntry& entry : zoo()) names += (names.empty() ? "" : ", ") + entry.name;
   throw Error(ErrorKind::kBadInput,
-              detail::concat("unknown model ", quote(name), " (models: ", names, ")"));
+              detail::concat("unknown model ", quote(name), " (models: ", names,
+                             "; or a TorchScript file: a path with '/' or ending in .pt)"));
 }
 
 Model finish(Model model) {
@@ -43,11 +45,13 @@ std::vector<std::string> zoo_model_names() {
 }
 
 Model make_model(const std::string& name, const std::vector<std::string>& model_args) {
+  if (is_torchscript_path(name)) return finish(make_torchscript_model(name, model_args));
   const ZooEntry& entry = find_entry(name);
   return finish(entry.build(name, apply_model_args(name, entry.defaults, model_args)));
 }
 
 Model make_model_from_config(const std::string& name, const Json& config) {
+  if (is_torchscript_path(name)) return finish(torchscript_model_from_config(name, config));
   const ZooEntry& entry = find_entry(name);
   return finish(entry.build(name, check_config_keys(name, entry.defaults, config)));
 }
@@ -72,6 +76,7 @@ int64_t parameter_count(const Model& model) {
 std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed) {
   PIPEPLAN_ASSERT(0 <= first && first <= last && last <= static_cast<int>(model.layers.size()),
                   "layer range [", first, ", ", last, ")");
+  if (is_torchscript_path(model.name)) return build_torchscript_layers(model, first, last);
   std::vector<LayerPtr> layers;
   for (int layer_idx = first; layer_idx < last; ++layer_idx) {
     torch::manual_seed(mix_seed(seed, static_cast<uint64_t>(layer_idx)));

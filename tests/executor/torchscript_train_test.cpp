@@ -1,0 +1,202 @@
+// End-to-end tests of TorchScript models through the built `pipeplan`: profile, plan and train
+// them like zoo models, the same losses as the zoo's mlp_tiny with the same weights, the same
+// losses split or not with batch norm, and one-line refusals of bad or changed files.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "executor/checkpoint.h"
+#include "models/model.h"
+#include "plans/run.h"
+#include "tests/executor/train_harness.h"
+#include "tests/models/torchscript_files.h"
+
+namespace pipeplan::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --seed of every run: the zoo model's weights, and those copied into mlp.pt.
+constexpr uint64_t kSeed = 7;
+constexpr int kSteps = 5;
+constexpr double kLossRelativeTolerance = 1e-5;
+const std::vector<std::string> kMlpArgs = {"input_shape=1x28x28"};
+
+class TorchScriptTrainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { dir_ = test_models_dir(kSeed, &setup_error_); }
+
+  void SetUp() override {
+    if (testing::torch_python().empty()) GTEST_SKIP() << testing::kNoTorchPython;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static std::string file(const std::string& name) { return dir_ + "/" + name; }
+
+  static std::string dir_;
+  static std::string setup_error_;
+};
+
+std::string TorchScriptTrainTest::dir_;
+std::string TorchScriptTrainTest::setup_error_;
+
+struct TrainRun {
+  std::string dir;
+  std::string log;
+  std::string checkpoints;
+  std::vector<RankExit> exits;
+};
+
+// Trains `plan` (written to `dir`/plan.json) on synthetic data for `steps` on its dp·pp ranks.
+TrainRun train(const Plan& plan, const std::string& name, int steps = kSteps) {
+  TrainRun run{fresh_dir(name), "", "", {}};
+  run.log = run.dir + "/steps.jsonl";
+  run.checkpoints = run.dir + "/checkpoints";
+  write_plan(run.dir + "/plan.json", plan);
+  const int world = plan.dp * plan.pp;
+  run.exits =
+      run_ranks(world == 1 ? 0 : world,
+                {"train", "--plan", run.dir + "/plan.json", "--data", "synthetic", "--steps",
+                 std::to_string(steps), "--seed", std::to_string(kSeed), "--log", run.log,
+                 "--checkpoint-dir", run.checkpoints, "-o", run.dir + "/run.json"});
+  return run;
+}
+
+void expect_success(const std::vector<RankExit>& exits) {
+  for (const RankExit& exit : exits) EXPECT_EQ(exit.exit_code, 0) << describe(exits);
+}
+
+void expect_same_losses(const std::vector<double>& actual, const std::vector<double>& expected,
+                        const std::string& what) {
+  ASSERT_EQ(actual.size(), static_cast<size_t>(kSteps)) << what;
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t step = 0; step < actual.size(); ++step)
+    EXPECT_NEAR(actual[step], expected[step], kLossRelativeTolerance * std::abs(expected[step]))
+        << what << ": step " << step + 1;
+}
+
+// Every stage's parameters at the last checkpoint, named "layerN.NAME".
+std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp) {
+  std::map<std::string, torch::Tensor> all;
+  for (int stage = 0; stage < pp; ++stage)
+    for (auto& [name, tensor] : executor::read_checkpoint_parameters(
+             executor::checkpoint_stage_path(run.checkpoints, kSteps, stage)))
+      all[name] = tensor;
+  return all;
+}
+
+// stderr of a refused command: one line, "pipeplan: error: ...", containing `needle`.
+void expect_one_line_error(const RankExit& exit, const std::string& needle) {
+  EXPECT_EQ(exit.exit_code, 2) << exit.stderr_text;
+  EXPECT_EQ(exit.stderr_text.rfind("pipeplan: error: ", 0), 0u) << exit.stderr_text;
+  EXPECT_EQ(std::count(exit.stderr_text.begin(), exit.stderr_text.end(), '\n'), 1)
+      << exit.stderr_text;
+  EXPECT_NE(exit.stderr_text.find(needle), std::string::npos) << exit.stderr_text;
+}
+
+// mlp.pt holds the weights build_layers gives mlp_tiny with kSeed, layer for layer: under the
+// same pp=2 plan both must train alike, which needs the optimizer's in-place updates of the
+// flat buffer to reach the tensors the TorchScript forward reads.
+TEST_F(TorchScriptTrainTest, SerialMlpTrainsLikeTheZooModelUnderPp2) {
+  TestPlanSpec spec = split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB);
+  const Plan zoo_plan = make_test_plan(spec);
+  Plan file_plan = zoo_plan;
+  file_plan.model = models::model_ref(models::make_model(file("mlp.pt"), kMlpArgs));
+  file_plan.validate("torchscript plan");
+  const TrainRun zoo = train(zoo_plan, "zoo");
+  const TrainRun script = train(file_plan, "torchscript");
+  expect_success(zoo.exits);
+  expect_success(script.exits);
+  expect_same_losses(step_losses(script.log), step_losses(zoo.log), "mlp.pt vs mlp_tiny");
+  const auto zoo_parameters = final_parameters(zoo, 2);
+  const auto script_parameters = final_parameters(script, 2);
+  ASSERT_EQ(script_parameters.size(), zoo_parameters.size());
+  for (const auto& [name, tensor] : zoo_parameters) {
+    ASSERT_EQ(script_parameters.count(name), 1u) << name;
+    EXPECT_TRUE(torch::allclose(script_parameters.at(name), tensor, 1e-5, 1e-6)) << name;
+  }
+}
+
+// Batch norm's statistics are per micro-batch, so splitting the CNN must not change its losses.
+TEST_F(TorchScriptTrainTest, SerialBatchNormCnnTrainsAlikeSplitOrNot) {
+  TestPlanSpec spec;
+  spec.model = file("cnn.pt");
+  const TrainRun whole = train(make_test_plan(spec), "pp1");
+  spec.pp = 2;
+  const TrainRun split = train(make_test_plan(spec), "pp2");
+  expect_success(whole.exits);
+  expect_success(split.exits);
+  expect_same_losses(step_losses(split.log), step_losses(whole.log), "cnn.pt pp=2 vs pp=1");
+}
+
+TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
+  struct Case {
+    std::string file;
+    std::vector<std::string> model_args;
+  };
+  for (const Case& test : {Case{"mlp.pt", kMlpArgs}, Case{"cnn.pt", {}}}) {
+    const std::string dir = fresh_dir(test.file);
+    std::vector<std::string> profile{"profile",
+                                     "--model",
+                                     file(test.file),
+                                     "--batch-sizes",
+                                     "2,4",
+                                     "--warmup",
+                                     "1",
+                                     "--repeats",
+                                     "2",
+                                     "-o",
+                                     dir + "/profile.json"};
+    for (const std::string& arg : test.model_args)
+      profile.insert(profile.end(), {"--model-arg", arg});
+    expect_success(run_ranks(0, profile));
+    expect_success(run_ranks(
+        0, {"plan", "--profile", dir + "/profile.json", "--devices", "2", "--device-memory", "1GiB",
+            "--global-batch", "16", "--pp", "2", "-o", dir + "/plan.json"}));
+    expect_success(run_ranks(0, {"simulate", "--plan", dir + "/plan.json"}));
+    const Plan plan = read_plan(dir + "/plan.json");
+    EXPECT_EQ(plan.model.name, file(test.file));
+    EXPECT_EQ(plan.pp, 2);
+    const std::vector<RankExit> exits =
+        run_ranks(2, {"train", "--plan", dir + "/plan.json", "--data", "synthetic", "--steps", "3",
+                      "--log", dir + "/steps.jsonl", "-o", dir + "/run.json"});
+    expect_success(exits);
+    const std::vector<double> losses = step_losses(dir + "/steps.jsonl");
+    ASSERT_EQ(losses.size(), 3u) << test.file;
+    for (double loss : losses) EXPECT_TRUE(std::isfinite(loss)) << test.file;
+    EXPECT_EQ(read_run(dir + "/run.json").measured.stages.size(), 2u) << test.file;
+  }
+}
+
+TEST_F(TorchScriptTrainTest, BadFilesAreRefusedWithOneLine) {
+  const std::string dir = fresh_dir("bad");
+  const std::string corrupt = dir + "/corrupt.pt";
+  std::ofstream(corrupt) << "garbage";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {file("residual.pt"), "is not a chain of its children (it runs aten::add)"},
+      {dir + "/missing.pt", "does not exist"},
+      {corrupt, "is not a TorchScript file"},
+      {file("layers_list.pt"), "give --model-arg input_shape="},
+  };
+  for (const auto& [path, needle] : cases)
+    expect_one_line_error(
+        run_ranks(0, {"profile", "--model", path, "-o", dir + "/profile.json"}).at(0), needle);
+}
+
+TEST_F(TorchScriptTrainTest, TrainRefusesAFileChangedSinceThePlan) {
+  const std::string path = fresh_dir("changed") + "/model.pt";
+  fs::copy_file(file("mlp.pt"), path);
+  Plan plan = make_test_plan(TestPlanSpec());
+  plan.model = models::model_ref(models::make_model(path, kMlpArgs));
+  fs::copy_file(file("cnn.pt"), path, fs::copy_options::overwrite_existing);
+  const TrainRun run = train(plan, "train", /*steps=*/1);
+  expect_one_line_error(run.exits.at(0), "'" + path + "' changed since the plan was made");
+}
+
+}  // namespace
+}  // namespace pipeplan::testing

@@ -1,0 +1,135 @@
+"""Writes the TorchScript models of pipeplan's tests into a folder (run with Debian's python3-torch).
+
+Usage: /usr/bin/python3 make_torchscript_models.py OUT_DIR [--mlp-weights FILE]
+
+mlp.pt mirrors the zoo's mlp_tiny layer for layer (models/mlp.cpp); with --mlp-weights (a
+dict of tensors written by torch::pickle_save, keys "LAYER.fc.weight" ...) it carries those
+weights. The other files cover batch norm, the `layers` container forms, token inputs, the
+module attributes, and the modules pipeplan must refuse.
+"""
+import argparse
+import os
+
+import torch
+from torch import nn
+
+
+class Dense(nn.Module):
+    """models/mlp.cpp's DenseLayer: optional flatten, Linear `fc`, optional ReLU."""
+
+    def __init__(self, in_features: int, out_features: int, flatten: bool, relu: bool):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+        self.flatten = flatten
+        self.relu = relu
+
+    def forward(self, x):
+        if self.flatten:
+            x = x.flatten(1)
+        x = self.fc(x)
+        if self.relu:
+            x = torch.relu(x)
+        return x
+
+
+def mlp_tiny():
+    """mlp_tiny: 1x28x28 input, 4 hidden layers of width 128, 10 classes."""
+    return nn.Sequential(Dense(784, 128, True, True), Dense(128, 128, False, True),
+                         Dense(128, 128, False, True), Dense(128, 128, False, True),
+                         Dense(128, 10, False, False))
+
+
+def cnn():
+    """A small CNN with batch norm; input shape and classes as module attributes."""
+    def conv(cin, cout):
+        return [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()]
+    model = nn.Sequential(nn.Sequential(*conv(3, 8)), nn.Sequential(*conv(8, 8), nn.MaxPool2d(2)),
+                          nn.Sequential(*conv(8, 16)),
+                          nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)))
+    model.pipeplan_input_shape = [3, 16, 16]
+    model.pipeplan_num_classes = 10
+    return model
+
+
+class ListWrapper(nn.Module):
+    """Runs a `layers` ModuleList in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class SequentialWrapper(nn.Module):
+    """Calls a `layers` Sequential."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class Residual(nn.Module):
+    """Not a chain: adds the input back."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x) + x)
+
+
+def tokens():
+    """Next-token logits over a vocabulary of 50 for sequences of 12 tokens."""
+    model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 50))
+    model.pipeplan_input_shape = [12]
+    model.pipeplan_input_dtype = "int64"
+    return model
+
+
+def shared():
+    """The same Linear twice: its weights would be trained apart on two stages."""
+    linear = nn.Linear(8, 8)
+    return nn.Sequential(linear, nn.ReLU(), linear)
+
+
+def big_first():
+    """A 4 MiB first layer and small later ones, to see what a stage keeps."""
+    return nn.Sequential(nn.Linear(1024, 1024), nn.Linear(1024, 8), nn.Linear(8, 10))
+
+
+def save(model, folder, name):
+    torch.jit.script(model).save(os.path.join(folder, name))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir")
+    parser.add_argument("--mlp-weights")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    mlp = mlp_tiny()
+    if args.mlp_weights:
+        mlp.load_state_dict(torch.load(args.mlp_weights))
+    save(mlp, args.out_dir, "mlp.pt")
+    save(cnn(), args.out_dir, "cnn.pt")
+    save(ListWrapper(), args.out_dir, "layers_list.pt")
+    save(SequentialWrapper(), args.out_dir, "layers_sequential.pt")
+    save(Residual(), args.out_dir, "residual.pt")
+    save(tokens(), args.out_dir, "tokens.pt")
+    save(shared(), args.out_dir, "shared.pt")
+    save(nn.Sequential(nn.Linear(8, 4)).double(), args.out_dir, "float64.pt")
+    save(big_first(), args.out_dir, "big_first.pt")
+    torch.save(mlp.state_dict(), os.path.join(args.out_dir, "state_dict.pt"))
+
+
+if __name__ == "__main__":
+    main()

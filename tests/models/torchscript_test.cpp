@@ -1,0 +1,272 @@
+// Tests for models/torchscript.h: layers from a file, settings, same results as the zoo, refusals.
+#include "models/torchscript.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "models/zoo.h"
+#include "profiler/memory_tracker.h"
+#include "tests/models/torchscript_files.h"
+
+namespace pipeplan::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMlpSeed = 7;
+constexpr int64_t kMebibyte = int64_t{1} << 20;
+
+class TorchScriptTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::test_models_dir(kMlpSeed, &setup_error_);
+    scratch_ = std::string(PIPEPLAN_BINARY_DIR) + "/test_runs/TorchScriptTest/" +
+               std::to_string(::getpid());
+    fs::remove_all(scratch_);
+    fs::create_directories(scratch_);
+  }
+
+  void SetUp() override {
+    if (testing::torch_python().empty()) GTEST_SKIP() << testing::kNoTorchPython;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  /// A file of the shared, read-only test models folder.
+  static std::string file(const std::string& name) { return dir_ + "/" + name; }
+  /// A path in this process's own folder, for files a test writes.
+  static std::string scratch(const std::string& name) { return scratch_ + "/" + name; }
+
+  static Model mlp() { return make_model(file("mlp.pt"), {"input_shape=1x28x28"}); }
+
+  static std::string dir_;
+  static std::string scratch_;
+  static std::string setup_error_;
+};
+
+std::string TorchScriptTest::dir_;
+std::string TorchScriptTest::scratch_;
+std::string TorchScriptTest::setup_error_;
+
+std::vector<std::string> layer_names(const Model& model) {
+  std::vector<std::string> names;
+  for (const LayerSpec& layer : model.layers) names.push_back(layer.name);
+  return names;
+}
+
+// The one-line message of the bad-input Error that `make` throws ("" when it throws none).
+template <typename Make>
+std::string bad_input_message(Make&& make) {
+  try {
+    make();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kBadInput) << error.what();
+    EXPECT_EQ(std::string(error.what()).find('\n'), std::string::npos) << error.what();
+    return error.what();
+  }
+  return "";
+}
+
+TEST_F(TorchScriptTest, PathsAreRecognisedBySlashOrSuffix) {
+  EXPECT_TRUE(is_torchscript_path("model.pt"));
+  EXPECT_TRUE(is_torchscript_path("model.pth"));
+  EXPECT_TRUE(is_torchscript_path("./model"));
+  EXPECT_TRUE(is_torchscript_path("/abs/model.bin"));
+  for (const std::string& name : zoo_model_names()) EXPECT_FALSE(is_torchscript_path(name)) << name;
+}
+
+TEST_F(TorchScriptTest, SequentialChildrenAreTheLayers) {
+  const Model model = mlp();
+  const Model zoo_model = make_model("mlp_tiny");
+  EXPECT_EQ(layer_names(model), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
+  ASSERT_EQ(model.layers.size(), zoo_model.layers.size());
+  for (size_t layer_idx = 0; layer_idx < model.layers.size(); ++layer_idx) {
+    EXPECT_EQ(model.layers[layer_idx].kind, "Dense");
+    EXPECT_EQ(model.layers[layer_idx].param_count, zoo_model.layers[layer_idx].param_count);
+  }
+  EXPECT_EQ(model.input.sample_shape, (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_EQ(model.input.dtype, torch::kFloat32);
+  EXPECT_EQ(model.target.num_classes, 10);  // from the last layer's output
+  EXPECT_EQ(model.target.loss, LossKind::kCrossEntropy);
+  EXPECT_EQ(model.config.at("input_shape"), "1x28x28");
+  EXPECT_EQ(model.config.at("file_hash"), file_hash(file("mlp.pt")));
+  EXPECT_EQ(model_ref(model).num_layers, 5);
+}
+
+TEST_F(TorchScriptTest, SameWeightsGiveTheZooModelsOutputsWhateverTheSeed) {
+  const Model model = mlp();
+  const Model zoo_model = make_model("mlp_tiny");
+  const int num_layers = static_cast<int>(model.layers.size());
+  const auto zoo_layers = build_layers(zoo_model, 0, num_layers, kMlpSeed);
+  const auto file_layers = build_layers(model, 0, num_layers, /*seed=*/123);
+  for (int layer_idx = 0; layer_idx < num_layers; ++layer_idx) {
+    const auto zoo_parameters = zoo_layers[layer_idx]->named_parameters();
+    const auto file_parameters = file_layers[layer_idx]->named_parameters();
+    ASSERT_EQ(zoo_parameters.keys(), file_parameters.keys());
+    for (const auto& item : zoo_parameters)
+      EXPECT_TRUE(torch::equal(item.value(), file_parameters[item.key()])) << item.key();
+  }
+  const torch::Tensor input = random_batch(model, /*batch_size=*/3, /*seed=*/1).first;
+  EXPECT_TRUE(torch::allclose(forward_layers(file_layers, input), forward_layers(zoo_layers, input),
+                              /*rtol=*/1e-6, /*atol=*/1e-7));
+}
+
+TEST_F(TorchScriptTest, LayersContainerChildrenAreTheLayers) {
+  for (const char* name : {"layers_list.pt", "layers_sequential.pt"}) {
+    const Model model = make_model(file(name), {"input_shape=8"});
+    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"layers.0", "layers.1", "layers.2"}))
+        << name;
+    EXPECT_EQ(parameter_count(model), 8 * 16 + 16 + 16 * 4 + 4) << name;
+    EXPECT_EQ(model.target.num_classes, 4) << name;
+    const auto layers = build_layers(model, 1, 3, /*seed=*/0);
+    EXPECT_EQ(forward_layers(layers, torch::randn({2, 16})).sizes(), (torch::IntArrayRef{2, 4}));
+  }
+}
+
+TEST_F(TorchScriptTest, SettingsComeFromAttributesAndModelArgs) {
+  const Model cnn = make_model(file("cnn.pt"));
+  EXPECT_EQ(cnn.input.sample_shape, (std::vector<int64_t>{3, 16, 16}));
+  EXPECT_EQ(cnn.target.num_classes, 10);
+  EXPECT_EQ(cnn.layers.size(), 4u);
+  EXPECT_EQ(make_model(file("cnn.pt"), {"input_shape=3x24x24"}).input.sample_shape,
+            (std::vector<int64_t>{3, 24, 24}));
+
+  const Model tokens = make_model(file("tokens.pt"));
+  EXPECT_EQ(tokens.input.dtype, torch::kInt64);
+  EXPECT_EQ(tokens.input.token_range, 50);
+  EXPECT_EQ(tokens.target.num_classes, 50);
+  EXPECT_EQ(tokens.target.loss, LossKind::kNextTokenCrossEntropy);
+  EXPECT_EQ(tokens.target.sample_shape, (std::vector<int64_t>{12}));
+  auto [input, target] = random_batch(tokens, /*batch_size=*/2, /*seed=*/0);
+  const auto layers = build_layers(tokens, 0, 2, /*seed=*/0);
+  EXPECT_TRUE(
+      std::isfinite(compute_loss(tokens, forward_layers(layers, input), target).item<double>()));
+  EXPECT_EQ(make_model(file("tokens.pt"), {"token_range=20"}).input.token_range, 20);
+}
+
+TEST_F(TorchScriptTest, MissingOrContradictedSettingsSayWhatToGive) {
+  EXPECT_NE(bad_input_message([&] { make_model(file("mlp.pt")); }).find("--model-arg input_shape="),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
+              make_model(file("mlp.pt"), {"input_shape=3x32x32"});
+            }).find("layer '0' fails on 2 samples of 3x32x32 float32 (RuntimeError: mat1 and mat2"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
+              make_model(file("cnn.pt"), {"num_classes=12"});
+            }).find("has 10 classes, not num_classes=12"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
+              make_model(file("mlp.pt"), {"input_shape=1x28x28", "loss=mse"});
+            }).find("loss='mse'"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
+              make_model(file("mlp.pt"), {"input_shape=1x2y"});
+            }).find("input_shape='1x2y'"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
+              make_model(file("tokens.pt"), {"token_range=51"});
+            }).find("12 int64 in [0, 51) (RuntimeError: index out of range"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
+              make_model(file("tokens.pt"), {"token_range=20", "num_classes=10"});
+            }).find("has 50 classes, not num_classes=10"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] { make_model(file("mlp.pt"), {"hidden=3"}); }).find("'hidden'"),
+            std::string::npos);
+}
+
+TEST_F(TorchScriptTest, RefusesFilesThatAreNotSequentialTorchScript) {
+  const std::string corrupt = scratch("corrupt.pt");
+  std::ofstream(corrupt) << "not a zip archive\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {file("residual.pt"), "forward is not a chain of its children (it runs aten::add)"},
+      {scratch("missing.pt"), "does not exist"},
+      {corrupt, "is not a TorchScript file"},
+      {file("state_dict.pt"), "is not a TorchScript file"},
+      {file("shared.pt"), "parameter '2.weight' is tied to one of layer '0'"},
+      {file("float64.pt"), "parameter '0.weight' is Double"},
+  };
+  for (const auto& [path, expected] : cases) {
+    const std::string message = bad_input_message([&] { make_model(path, {"input_shape=8"}); });
+    EXPECT_NE(message.find(expected), std::string::npos) << path << ": " << message;
+  }
+}
+
+TEST_F(TorchScriptTest, ConfigRebuildsTheModelAndRefusesAChangedFile) {
+  const std::string path = scratch("changing.pt");
+  fs::copy_file(file("mlp.pt"), path, fs::copy_options::overwrite_existing);
+  const Model model = make_model(path, {"input_shape=1x28x28"});
+  const Model again = make_model_from_config(path, model_ref(model).config);
+  EXPECT_EQ(again.hash, model.hash);
+  EXPECT_EQ(layer_names(again), layer_names(model));
+  EXPECT_NE(model.hash, make_model(path, {"input_shape=784"}).hash);
+
+  fs::copy_file(file("cnn.pt"), path, fs::copy_options::overwrite_existing);
+  const std::string expected = "'" + path + "' changed since the plan was made";
+  EXPECT_EQ(
+      bad_input_message([&] { make_model_from_config(path, model.config); }).rfind(expected, 0),
+      0u);
+  EXPECT_EQ(bad_input_message([&] { build_layers(model, 0, 1, /*seed=*/0); }).rfind(expected, 0),
+            0u);
+  Json bad = model.config;
+  bad["num_classes"] = "ten";
+  EXPECT_NE(bad_input_message([&] { make_model_from_config(path, bad); }).find("num_classes"),
+            std::string::npos);
+}
+
+// What StageRuntime does: parameters become views into a new buffer (set_data), then the
+// optimizer updates that buffer in place; the module's forward must see both.
+TEST_F(TorchScriptTest, ParameterUpdatesReachTheModulesForward) {
+  const LayerPtr head = build_layers(mlp(), 4, 5, /*seed=*/0).front();
+  const torch::Tensor input = torch::randn({3, 128});
+  torch::NoGradGuard no_grad;
+  torch::Tensor flat = torch::zeros({128 * 10 + 10});
+  int64_t offset = 0;
+  for (torch::Tensor& parameter : head->parameters()) {
+    parameter.set_data(flat.narrow(0, offset, parameter.numel()).view(parameter.sizes()));
+    offset += parameter.numel();
+  }
+  EXPECT_TRUE(torch::equal(head->forward(input), torch::zeros({3, 10})));
+  flat.narrow(0, 128 * 10, 10).fill_(1.5);  // the bias, updated in place
+  EXPECT_TRUE(torch::equal(head->forward(input), torch::full({3, 10}, 1.5)));
+}
+
+TEST_F(TorchScriptTest, TrainAndEvalModesReachBatchNorm) {
+  const LayerPtr layer = build_layers(make_model(file("cnn.pt")), 0, 1, /*seed=*/0).front();
+  const torch::Tensor running_mean = layer->named_buffers()["1.running_mean"];
+  const torch::Tensor input = torch::randn({4, 3, 16, 16}) + 2.0;
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(layer->is_training());
+  const torch::Tensor before = running_mean.clone();
+  const torch::Tensor train_output = layer->forward(input);
+  EXPECT_FALSE(torch::equal(running_mean, before));  // batch statistics were folded in
+  layer->eval();
+  const torch::Tensor after_train = running_mean.clone();
+  const torch::Tensor eval_output = layer->forward(input);
+  EXPECT_TRUE(torch::equal(running_mean, after_train));
+  EXPECT_FALSE(torch::allclose(eval_output, train_output));
+  layer->train();
+  layer->forward(input);
+  EXPECT_FALSE(torch::equal(running_mean, after_train));
+}
+
+TEST_F(TorchScriptTest, AStageKeepsOnlyItsLayers) {
+  const Model model = make_model(file("big_first.pt"), {"input_shape=1024"});
+  auto tracker = std::make_shared<profiler::MemoryTracker>();
+  profiler::MemoryTrackingScope scope(tracker);
+  {
+    const auto later = build_layers(model, 1, 3, /*seed=*/0);
+    EXPECT_GE(tracker->peak_bytes(c10::DeviceType::CPU), 4 * kMebibyte);  // the whole file, once
+    EXPECT_LT(tracker->current_bytes(c10::DeviceType::CPU), kMebibyte / 8);
+  }
+  const auto first = build_layers(model, 0, 1, /*seed=*/0);
+  EXPECT_GE(tracker->current_bytes(c10::DeviceType::CPU), 4 * kMebibyte);
+}
+
+}  // namespace
+}  // namespace pipeplan::models
