@@ -1,16 +1,52 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds pipeplan and runs the end-to-end example.
+# Installs what is missing, builds pipeplan and runs the end-to-end example: profile resnet_tiny
+# on this machine's CPU, plan it for 2 devices under a memory limit that one device cannot meet,
+# simulate the plan, train one epoch of Fashion-MNIST with 2 local ranks, and compare the plan
+# with the run. Every artefact lands in $DEMO_DIR (default out/demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/build-env.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target pipeplan
-pipeplan=$BUILD_DIR/cli/pipeplan
+pipeplan=$(realpath "$BUILD_DIR/cli/pipeplan")
 out=${DEMO_DIR:-out/demo}
 mkdir -p "$out"
+out=$(realpath "$out")
+# A device memory that holds half of resnet_tiny's training state at these micro-batch sizes but
+# not all of it, so the planner has to split the model into two pipeline stages.
+memory=${DEMO_DEVICE_MEMORY:-9MiB}
+start=$SECONDS
 
-echo "== the model zoo"
-"$pipeplan" models | tee "$out/models.txt"
-echo
-echo "demo: artefacts in $out/"
+step() { echo; echo "== [$((SECONDS - start)) s] $*"; }
+
+step "profile resnet_tiny layer by layer, 2 processes at once as the 2 ranks will run"
+"$pipeplan" profile --model resnet_tiny --batch-sizes 8,16,32,64 --co-located 2 \
+  -o "$out/profile.json"
+
+step "plan for 2 devices of $memory each, global batch 64"
+"$pipeplan" plan --profile "$out/profile.json" --devices 2 --device-memory "$memory" \
+  --global-batch 64 -o "$out/plan.json" | tee "$out/plan.txt"
+
+step "simulate the plan's schedule"
+"$pipeplan" simulate --plan "$out/plan.json" --svg "$out/simulated.svg" \
+  --trace "$out/simulated_trace.json" | tee "$out/simulate.txt"
+
+step "train one epoch of Fashion-MNIST on 2 local ranks"
+"$pipeplan" launch --nproc 2 -- "$pipeplan" train --plan "$out/plan.json" --data fashion-mnist \
+  --epochs 1 --log "$out/steps.jsonl" --trace "$out/run_trace.json" -o "$out/run.json"
+
+step "compare the plan's predictions with the run"
+"$pipeplan" compare --plan "$out/plan.json" --run "$out/run.json" --svg "$out/compare.svg" \
+  | tee "$out/compare.txt"
+
+step "done"
+cat <<DONE
+artefacts in $out/:
+  profile.json        per-layer times and memory, link latency and bandwidth
+  plan.json           the plan, with every prediction (plan.txt: what plan printed)
+  simulated.svg       the simulated timeline (simulated_trace.json: Chrome trace)
+  run.json            measured iteration time, memory, accuracy (steps.jsonl: per-step log)
+  run_trace.json      every rank's real actions (Chrome trace; open in ui.perfetto.dev)
+  compare.svg         predicted beside measured, and the two timelines (compare.txt: table)
+DONE
