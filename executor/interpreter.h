@@ -81,8 +81,9 @@ class Interpreter {
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);
   void end_pass();
+  // Runs `body`, timing it into the recorder as one event when training.
   template <typename Body>
-  void timed(EventKind kind, int micro_batch, Body&& body);
+  void timed(TimelineKind kind, int micro_batch, Body&& body, int peer = -1);
 
   const Plan& plan_;
   int rank_;
