@@ -35,10 +35,12 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   terms.transient_bytes = table.transient_bytes(first, last);
   terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
   terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
-  terms.total_bytes = terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
-                      terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
-                      terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
-                      terms.runtime_overhead_bytes;
+  terms.calibration_bytes = settings.calibration_of(stage_idx);
+  terms.total_bytes = std::max<int64_t>(
+      0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
+             terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
+             terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
+             terms.runtime_overhead_bytes + terms.calibration_bytes);
   return terms;
 }
 
