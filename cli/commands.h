@@ -24,5 +24,7 @@ Runner add_train_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 /// `pipeplan simulate`: replay a plan's schedule -> timeline trace and SVG.
 Runner add_simulate_command(CLI::App& app);
+/// `pipeplan compare`: a plan's predictions against a run's measurements -> table, JSON, SVG.
+Runner add_compare_command(CLI::App& app);
 
 }  // namespace pipeplan::cli

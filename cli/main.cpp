@@ -24,6 +24,7 @@ constexpr Subcommand kSubcommands[] = {
     {"simulate", pipeplan::cli::add_simulate_command},
     {"train", pipeplan::cli::add_train_command},
     {"launch", pipeplan::cli::add_launch_command},
+    {"compare", pipeplan::cli::add_compare_command},
 };
 
 // One line: errors reach the user without stack traces or multi-line dumps.
