@@ -9,6 +9,7 @@
 #include "common/units.h"
 #include "planner/layer_table.h"
 #include "plans/plan.h"
+#include "plans/schedule.h"
 
 namespace pipeplan {
 
@@ -64,18 +65,21 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
          (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter);
 }
 
-/// Communication buffers of stage `stage_idx` holding layers [first, last):
+/// Communication buffers of stage `stage_idx` holding layers [first, last), under the
+/// executor's transfer policy (plans/schedule.h: R = kRecvLookahead, S = kMaxSendsInFlight):
 ///
-///   comm_buffers = 2 · (in_bytes · [s > 0] + out_bytes · [s < pp − 1])
+///   comm_buffers = R · in_bytes · [s > 0] + (R + 1) · out_bytes · [s < pp − 1]
+///                + S · max(in_bytes · [s > 0], out_bytes · [s < pp − 1])
 ///                + (dp > 1 ? min(gradient_bytes, kGradientBucketBytes) : 0)
 ///
 /// where in_bytes and out_bytes are one micro-batch's boundary tensors (table.boundary_bytes
-/// at first and last). Each boundary holds one buffer per direction in transit: the
-/// activation and the gradient of the same shape (a send keeps its tensor alive until it
-/// completes, a receive owns its buffer from the moment it is posted). Sends queued behind a
-/// slow link hold further tensors, but those are layer outputs that the retained activations
-/// already count. The last term is DP's gradient bucket: the only per-device memory DP
-/// without sharding adds.
+/// at first and last). Receives: each kind keeps R buffers posted ahead — activations from
+/// stage s − 1, gradients from stage s + 1 — and the received output gradient a backward is
+/// consuming is one more, which no other term counts (the profile's backward transient
+/// excludes the output gradient; a consumed activation becomes the stage input, which the
+/// retained activations count). Sends: at most S tensors are kept alive by sends in flight,
+/// each at most the larger boundary the stage sends across. The last term is DP's gradient
+/// bucket: the only per-device memory DP without sharding adds.
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                           int first, int last);
 
@@ -105,7 +109,10 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
   const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
   const int64_t smallest = table.min_inner_boundary_bytes();
   const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
-  const int64_t boundaries = 2 * smallest * ((stage_idx > 0) + (stage_idx < settings.pp - 1));
+  const int buffers_in = stage_idx > 0 ? kRecvLookahead : 0;
+  const int buffers_out = stage_idx < settings.pp - 1 ? kRecvLookahead + 1 : 0;
+  const int buffers_sent = settings.pp > 1 ? kMaxSendsInFlight : 0;
+  const int64_t boundaries = smallest * (buffers_in + buffers_out + buffers_sent);
   const int64_t bucket =
       settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes) : 0;
   const int64_t total =
