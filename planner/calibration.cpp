@@ -30,10 +30,10 @@ void check_same_model_and_device(const Profile& profile, const Plan& run_plan,
                  " ran model ", quote(run_plan.model.name), " (", run_plan.model.hash,
                  ") but the profile is of ", quote(profile.model.name), " (", profile.model.hash,
                  "); calibrate with a run of the profiled model");
-  PIPEPLAN_CHECK(run_plan.cluster.device_kind == profile.device.kind, "--calibrate: ",
-                 quote(run_path), " ran on device kind ", quote(run_plan.cluster.device_kind),
-                 " but the profile was measured on ", quote(profile.device.kind),
-                 "; calibrate with a run on the profiled device kind");
+  PIPEPLAN_CHECK(run_plan.cluster.device_kind == profile.device.kind,
+                 "--calibrate: ", quote(run_path), " ran on device kind ",
+                 quote(run_plan.cluster.device_kind), " but the profile was measured on ",
+                 quote(profile.device.kind), "; calibrate with a run on the profiled device kind");
 }
 
 Layout layout_of(const Plan& shape) {
@@ -43,8 +43,9 @@ Layout layout_of(const Plan& shape) {
       same = same && layout_rank(layout, shape.dp, shape.pp, a.stage, a.replica) == a.rank;
     if (same) return layout;
   }
-  PIPEPLAN_CHECK(false, "plan: ranks: the rank map is neither replica-major nor stage-major; "
-                        "plan it with pipeplan plan");
+  PIPEPLAN_CHECK(false,
+                 "plan: ranks: the rank map is neither replica-major nor stage-major; "
+                 "plan it with pipeplan plan");
 }
 
 std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run) {
@@ -99,9 +100,9 @@ void fit_latency(const Profile& profile, const Plan& run_plan, double measured_m
   if (at_zero_ms >= measured_ms) {
     calibration->latency_ms = 0;
     calibration->latency_only = false;  // nothing to add: transfers stay as the profile has them
-    calibration->latency_note = detail::concat(
-        "set to 0: even with latency 0 the scaled times predict ", at_zero_ms,
-        " ms, not less than the measured ", measured_ms, " ms");
+    calibration->latency_note =
+        detail::concat("set to 0: even with latency 0 the scaled times predict ", at_zero_ms,
+                       " ms, not less than the measured ", measured_ms, " ms");
     return;
   }
   // The simulated iteration grows at least as fast as the latency, so `measured_ms` brackets.
@@ -113,7 +114,8 @@ void fit_latency(const Profile& profile, const Plan& run_plan, double measured_m
   calibration->latency_ms = high;
   calibration->latency_note = detail::concat(
       "fitted: with the measured stage times, this per-message latency makes the simulated "
-      "iteration match the measured ", measured_ms, " ms",
+      "iteration match the measured ",
+      measured_ms, " ms",
       calibration->latency_only ? "; the profile measured no bandwidth, so a transfer costs the "
                                   "latency alone"
                                 : "");
@@ -143,9 +145,9 @@ PlanningContext context_for(const Profile& profile, const Plan& shape) {
   context.profile = &profile;
   context.profile_path = shape.profile_path;
   context.profile_hash = shape.profile_hash;
-  context.cluster = make_cluster(profile, shape.cluster.devices, shape.cluster.device_memory_bytes,
-                                 shape.cluster.devices_per_node,
-                                 shape.cluster.inter_node_bandwidth_bytes_per_s);
+  context.cluster =
+      make_cluster(profile, shape.cluster.devices, shape.cluster.device_memory_bytes,
+                   shape.cluster.devices_per_node, shape.cluster.inter_node_bandwidth_bytes_per_s);
   context.global_batch = shape.global_batch;
   context.optimizer = shape.optimizer.kind;
   context.precision = shape.precision;
@@ -154,8 +156,12 @@ PlanningContext context_for(const Profile& profile, const Plan& shape) {
 
 Plan predict_plan(const PlanningContext& context, const Plan& shape) {
   const LayerTable table(*context.profile, shape.micro_batch_size, shape.optimizer.kind);
-  const Candidate candidate{shape.dp,       shape.pp,           shape.micro_batch_size,
-                            shape.num_micro_batches, shape.schedule, CheckpointPolicy::kNone,
+  const Candidate candidate{shape.dp,
+                            shape.pp,
+                            shape.micro_batch_size,
+                            shape.num_micro_batches,
+                            shape.schedule,
+                            CheckpointPolicy::kNone,
                             layout_of(shape)};
   PartitionResult split;
   split.feasible = true;
@@ -174,7 +180,8 @@ Profile calibrated_profile(const Profile& profile, const Calibration& calibratio
   Profile calibrated = profile;
   for (const StageCalibration& stage : calibration.stages)
     for (int layer_idx = stage.first;
-         layer_idx < stage.last && layer_idx < static_cast<int>(calibrated.layers.size()); ++layer_idx)
+         layer_idx < stage.last && layer_idx < static_cast<int>(calibrated.layers.size());
+         ++layer_idx)
       scale_layer(&calibrated.layers[layer_idx], stage, calibration.optimizer);
   if (calibration.latency_only) {
     CommProfile link;
@@ -232,16 +239,16 @@ std::string factor_text(const char* what, double scale, double before_ms) {
   return text;
 }
 
-std::string stage_line(const StageCalibration& stage, const StagePrediction& before, int stage_idx) {
+std::string stage_line(const StageCalibration& stage, const StagePrediction& before,
+                       int stage_idx) {
   const int64_t after_bytes = before.peak_memory_bytes + stage.memory_correction_bytes;
-  return detail::concat("  stage ", stage_idx, ", layers [", stage.first, ", ", stage.last,
-                        "): ", factor_text("forward", stage.fwd_scale, before.fwd_ms), ", ",
-                        factor_text("backward", stage.bwd_scale, before.bwd_ms), ", ",
-                        factor_text("optimizer", stage.optimizer_scale, before.optimizer_ms),
-                        ", memory ", stage.memory_correction_bytes >= 0 ? "+" : "",
-                        format_size(stage.memory_correction_bytes), " (",
-                        format_size(before.peak_memory_bytes), " -> ", format_size(after_bytes),
-                        ")");
+  return detail::concat(
+      "  stage ", stage_idx, ", layers [", stage.first, ", ", stage.last,
+      "): ", factor_text("forward", stage.fwd_scale, before.fwd_ms), ", ",
+      factor_text("backward", stage.bwd_scale, before.bwd_ms), ", ",
+      factor_text("optimizer", stage.optimizer_scale, before.optimizer_ms), ", memory ",
+      stage.memory_correction_bytes >= 0 ? "+" : "", format_size(stage.memory_correction_bytes),
+      " (", format_size(before.peak_memory_bytes), " -> ", format_size(after_bytes), ")");
 }
 
 }  // namespace

@@ -56,9 +56,10 @@ std::optional<double> Difference::error_percent() const {
 void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run& run,
                        const std::string& run_path) {
   const std::string hash = plan_hash(plan);
-  PIPEPLAN_CHECK(run.plan_hash == hash || calibrated_from(plan, run), run_path, ": plan.hash: ",
-                 quote(run.plan_hash), " is not the hash of ", quote(plan_path), " (",
-                 quote(hash), "): the run came from another plan (compare a run with the plan it ran)");
+  PIPEPLAN_CHECK(run.plan_hash == hash || calibrated_from(plan, run), run_path,
+                 ": plan.hash: ", quote(run.plan_hash), " is not the hash of ", quote(plan_path),
+                 " (", quote(hash),
+                 "): the run came from another plan (compare a run with the plan it ran)");
   PIPEPLAN_CHECK(run.world_size == plan.dp * plan.pp, run_path, ": world_size: ", run.world_size,
                  " is not dp*pp=", plan.dp * plan.pp, " of ", quote(plan_path));
   PIPEPLAN_CHECK(static_cast<int>(run.measured.stages.size()) == plan.pp, run_path,

@@ -34,16 +34,16 @@ struct StageComparison {
   int first = 0;  ///< layers [first, last)
   int last = 0;
   bool checkpoint = false;
-  MemoryTerms memory;              ///< every predicted term (memory.total_bytes is the peak)
-  Difference peak_memory_bytes;    ///< predicted total against the allocator's measured peak
-  Difference fwd_ms;               ///< one micro-batch
-  Difference bwd_ms;               ///< one micro-batch
-  Difference recompute_ms;         ///< one micro-batch
-  Difference compute_ms;           ///< per iteration: all micro-batches
-  Difference optimizer_ms;         ///< per iteration
-  Difference allreduce_ms;         ///< per iteration
-  Difference busy_ms;              ///< per iteration: compute, all-reduce, optimizer
-  Difference idle_ms;              ///< per iteration: the rest of the iteration
+  MemoryTerms memory;                ///< every predicted term (memory.total_bytes is the peak)
+  Difference peak_memory_bytes;      ///< predicted total against the allocator's measured peak
+  Difference fwd_ms;                 ///< one micro-batch
+  Difference bwd_ms;                 ///< one micro-batch
+  Difference recompute_ms;           ///< one micro-batch
+  Difference compute_ms;             ///< per iteration: all micro-batches
+  Difference optimizer_ms;           ///< per iteration
+  Difference allreduce_ms;           ///< per iteration
+  Difference busy_ms;                ///< per iteration: compute, all-reduce, optimizer
+  Difference idle_ms;                ///< per iteration: the rest of the iteration
   double measured_load_ms = 0;       ///< reading data, per iteration (no model term)
   double measured_recv_wait_ms = 0;  ///< blocked on receives, per iteration
 };

@@ -69,21 +69,20 @@ std::optional<double> share_percent(int64_t part_ns, int64_t measured_ns) {
 }
 
 Json split_json(const IterationSplit& s, double resimulated_bubble_fraction) {
-  return Json{{"predicted_ns", s.predicted_ns},
-              {"resimulated_ns", s.resimulated_ns},
-              {"measured_ns", s.measured_ns},
-              {"predicted_ms", to_ms(s.predicted_ns)},
-              {"resimulated_ms", to_ms(s.resimulated_ns)},
-              {"measured_ms", to_ms(s.measured_ns)},
-              {"error_ms", to_ms(s.error_ns())},
-              {"compute_error_ms", to_ms(s.compute_error_ns())},
-              {"schedule_error_ms", to_ms(s.schedule_error_ns())},
-              {"error_percent", error_json(share_percent(s.error_ns(), s.measured_ns))},
-              {"compute_error_percent",
-               error_json(share_percent(s.compute_error_ns(), s.measured_ns))},
-              {"schedule_error_percent",
-               error_json(share_percent(s.schedule_error_ns(), s.measured_ns))},
-              {"resimulated_bubble_fraction", resimulated_bubble_fraction}};
+  return Json{
+      {"predicted_ns", s.predicted_ns},
+      {"resimulated_ns", s.resimulated_ns},
+      {"measured_ns", s.measured_ns},
+      {"predicted_ms", to_ms(s.predicted_ns)},
+      {"resimulated_ms", to_ms(s.resimulated_ns)},
+      {"measured_ms", to_ms(s.measured_ns)},
+      {"error_ms", to_ms(s.error_ns())},
+      {"compute_error_ms", to_ms(s.compute_error_ns())},
+      {"schedule_error_ms", to_ms(s.schedule_error_ns())},
+      {"error_percent", error_json(share_percent(s.error_ns(), s.measured_ns))},
+      {"compute_error_percent", error_json(share_percent(s.compute_error_ns(), s.measured_ns))},
+      {"schedule_error_percent", error_json(share_percent(s.schedule_error_ns(), s.measured_ns))},
+      {"resimulated_bubble_fraction", resimulated_bubble_fraction}};
 }
 
 Json stage_json(const StageComparison& s, size_t stage_idx) {
@@ -183,7 +182,8 @@ void split_lines(std::string* out, const IterationSplit& s, double resimulated_b
                 "\niteration error %+.3f ms (%s) = compute model %+.3f ms (%s)"
                 " + schedule, communication and overhead %+.3f ms (%s)\n"
                 "  (the plan re-simulated with the measured stage times: %.3f ms, bubble %.1f%%)\n",
-                to_ms(s.error_ns()), percent_text(share_percent(s.error_ns(), s.measured_ns)).c_str(),
+                to_ms(s.error_ns()),
+                percent_text(share_percent(s.error_ns(), s.measured_ns)).c_str(),
                 to_ms(s.compute_error_ns()),
                 percent_text(share_percent(s.compute_error_ns(), s.measured_ns)).c_str(),
                 to_ms(s.schedule_error_ns()),
@@ -215,8 +215,9 @@ std::string to_table(const Comparison& c) {
   std::string out = detail::concat("plan ", c.plan_path, " (", c.configuration, ") against run ",
                                    c.run_path, " (", c.measured_steps, " measured steps)\n");
   if (c.in_sample)
-    out += "in-sample: the plan was calibrated from this run, so its errors show the fit, not a "
-           "forecast\n";
+    out +=
+        "in-sample: the plan was calibrated from this run, so its errors show the fit, not a "
+        "forecast\n";
   out += "error = (predicted - measured) / measured: + over-predicts, - under-predicts\n\n";
   row(&out, "stage", "quantity", "predicted", "measured", "error");
   for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)

@@ -63,8 +63,8 @@ class CompareSvg {
     double top = kTitleHeightPx;
     top = memory_section(&svg, top);
     top = compute_section(&svg, top);
-    const double span_ms = std::max(timeline_span_ms(c_.predicted_timeline),
-                                    timeline_span_ms(c_.measured_timeline));
+    const double span_ms =
+        std::max(timeline_span_ms(c_.predicted_timeline), timeline_span_ms(c_.measured_timeline));
     top += kPanelGapPx;
     append_svg_panel(c_.predicted_timeline, SvgPanel{top, span_ms}, &svg);
     top += svg_panel_height(c_.predicted_timeline) + kPanelGapPx;
@@ -80,25 +80,26 @@ class CompareSvg {
   }
 
   double bar_section_height() const {
-    return kSectionHeadingPx +
-           c_.stages.size() * (2 * (kBarHeightPx + kBarGapPx) + kStageGapPx);
+    return kSectionHeadingPx + c_.stages.size() * (2 * (kBarHeightPx + kBarGapPx) + kStageGapPx);
   }
 
   void title(std::string* svg) const {
     const IterationSplit& s = c_.split;
-    *svg += svg_text(10, 24,
-                     detail::concat(c_.plan_path, " against ", c_.run_path, ": iteration predicted ",
-                                    svg_number(c_.iteration_ms.predicted, 3), " ms, measured ",
-                                    svg_number(c_.iteration_ms.measured, 3), " ms (",
-                                    error_text(c_.iteration_ms), ")"),
-                     " font-size=\"16\" font-weight=\"bold\"");
-    *svg += svg_text(10, 46,
-                     detail::concat(c_.configuration, "; error ", svg_number(to_ms(s.error_ns()), 3),
-                                    " ms = compute model ", svg_number(to_ms(s.compute_error_ns()), 3),
-                                    " ms + schedule, communication and overhead ",
-                                    svg_number(to_ms(s.schedule_error_ns()), 3), " ms",
-                                    c_.in_sample ? " (in-sample: calibrated from this run)" : ""),
-                     " fill=\"#444\"");
+    *svg +=
+        svg_text(10, 24,
+                 detail::concat(c_.plan_path, " against ", c_.run_path, ": iteration predicted ",
+                                svg_number(c_.iteration_ms.predicted, 3), " ms, measured ",
+                                svg_number(c_.iteration_ms.measured, 3), " ms (",
+                                error_text(c_.iteration_ms), ")"),
+                 " font-size=\"16\" font-weight=\"bold\"");
+    *svg +=
+        svg_text(10, 46,
+                 detail::concat(c_.configuration, "; error ", svg_number(to_ms(s.error_ns()), 3),
+                                " ms = compute model ", svg_number(to_ms(s.compute_error_ns()), 3),
+                                " ms + schedule, communication and overhead ",
+                                svg_number(to_ms(s.schedule_error_ns()), 3), " ms",
+                                c_.in_sample ? " (in-sample: calibrated from this run)" : ""),
+                 " fill=\"#444\"");
   }
 
   double bar_scale(double largest) const {
@@ -111,16 +112,19 @@ class CompareSvg {
   }
 
   double memory_section(std::string* svg, double top) const {
-    *svg += svg_text(10, top + 22, "peak memory per stage: predicted (stacked by term) and measured",
-                     " font-size=\"14\" font-weight=\"bold\"");
+    *svg +=
+        svg_text(10, top + 22, "peak memory per stage: predicted (stacked by term) and measured",
+                 " font-size=\"14\" font-weight=\"bold\"");
     double largest = 0;
     for (const StageComparison& stage : c_.stages)
-      largest = std::max({largest, stage.peak_memory_bytes.predicted, stage.peak_memory_bytes.measured});
+      largest =
+          std::max({largest, stage.peak_memory_bytes.predicted, stage.peak_memory_bytes.measured});
     const double scale = bar_scale(largest);
     double y = top + kSectionHeadingPx;
     for (size_t stage_idx = 0; stage_idx < c_.stages.size(); ++stage_idx) {
       const StageComparison& stage = c_.stages[stage_idx];
-      *svg += svg_text(10, y + kBarHeightPx * 0.8, detail::concat("stage ", stage_idx, " predicted"));
+      *svg +=
+          svg_text(10, y + kBarHeightPx * 0.8, detail::concat("stage ", stage_idx, " predicted"));
       double x = kBarLabelWidthPx;
       for (const TermColour& term : kTermColours) {
         const int64_t bytes = stage.memory.*term.field;
@@ -168,9 +172,11 @@ class CompareSvg {
     double y = top + kSectionHeadingPx;
     for (size_t stage_idx = 0; stage_idx < c_.stages.size(); ++stage_idx) {
       const Difference& d = c_.stages[stage_idx].compute_ms;
-      *svg += svg_text(10, y + kBarHeightPx * 0.8, detail::concat("stage ", stage_idx, " predicted"));
+      *svg +=
+          svg_text(10, y + kBarHeightPx * 0.8, detail::concat("stage ", stage_idx, " predicted"));
       *svg += svg_rect(kBarLabelWidthPx, y, d.predicted * scale, kBarHeightPx, "#1f78b4");
-      value_text(svg, kBarLabelWidthPx + d.predicted * scale, y, svg_number(d.predicted, 3) + " ms");
+      value_text(svg, kBarLabelWidthPx + d.predicted * scale, y,
+                 svg_number(d.predicted, 3) + " ms");
       y += kBarHeightPx + kBarGapPx;
       measured_bar(svg, y, stage_idx, d, scale, svg_number(d.measured, 3) + " ms");
       y += kBarHeightPx + kBarGapPx + kStageGapPx;

@@ -38,7 +38,8 @@ void Calibration::validate(std::string_view document) const {
 std::vector<int64_t> Calibration::memory_corrections(int pp) const {
   if (pp == static_cast<int>(stages.size())) {
     std::vector<int64_t> corrections;
-    for (const StageCalibration& stage : stages) corrections.push_back(stage.memory_correction_bytes);
+    for (const StageCalibration& stage : stages)
+      corrections.push_back(stage.memory_correction_bytes);
     return corrections;
   }
   int64_t largest = stages.empty() ? 0 : stages.front().memory_correction_bytes;

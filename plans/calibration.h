@@ -25,14 +25,14 @@ struct StageCalibration {
 
 /// The corrections, and where they came from.
 struct Calibration {
-  std::string run_path;   ///< the run.json given to --calibrate
-  std::string run_hash;   ///< run_hash of that run
-  std::string plan_hash;  ///< the plan the run ran
-  std::string configuration;  ///< plan_configuration of that plan
-  std::string optimizer;      ///< the optimizer the run stepped ("sgd", "adamw")
+  std::string run_path;                  ///< the run.json given to --calibrate
+  std::string run_hash;                  ///< run_hash of that run
+  std::string plan_hash;                 ///< the plan the run ran
+  std::string configuration;             ///< plan_configuration of that plan
+  std::string optimizer;                 ///< the optimizer the run stepped ("sgd", "adamw")
   std::vector<StageCalibration> stages;  ///< one per stage of that plan, contiguous from layer 0
-  double profile_latency_ms = 0;  ///< the profile's point-to-point latency, before
-  double latency_ms = 0;          ///< the effective point-to-point latency, after
+  double profile_latency_ms = 0;         ///< the profile's point-to-point latency, before
+  double latency_ms = 0;                 ///< the effective point-to-point latency, after
   /// The profile measured no interconnect, so transfers were free: after calibration they
   /// cost latency_ms each, with unbounded bandwidth (nothing measured a bandwidth).
   bool latency_only = false;

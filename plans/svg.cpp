@@ -44,10 +44,9 @@ std::string svg_escape(const std::string& text) {
 
 std::string svg_rect(double left, double top, double width, double height, const std::string& fill,
                      const std::string& extra) {
-  return detail::concat("<rect x=\"", svg_number(left), "\" y=\"", svg_number(top),
-                        "\" width=\"", svg_number(std::max(width, kMinBoxWidthPx)),
-                        "\" height=\"", svg_number(height), "\" fill=\"", fill, "\"", extra,
-                        "/>\n");
+  return detail::concat("<rect x=\"", svg_number(left), "\" y=\"", svg_number(top), "\" width=\"",
+                        svg_number(std::max(width, kMinBoxWidthPx)), "\" height=\"",
+                        svg_number(height), "\" fill=\"", fill, "\"", extra, "/>\n");
 }
 
 std::string svg_text(double x, double y, const std::string& text, const std::string& extra) {
@@ -59,8 +58,8 @@ std::string svg_document_open(double height_px) {
   const std::string width = svg_number(kSvgWidthPx);
   const std::string height = svg_number(height_px);
   return detail::concat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
-                        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width,
-                        "\" height=\"", height, "\" viewBox=\"0 0 ", width, " ", height,
+                        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"",
+                        height, "\" viewBox=\"0 0 ", width, " ", height,
                         "\" font-family=\"sans-serif\" font-size=\"11\">\n",
                         svg_rect(0, 0, kSvgWidthPx, height_px, "white"));
 }

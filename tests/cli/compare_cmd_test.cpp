@@ -48,8 +48,7 @@ TEST_F(CliTest, CompareWritesTheTableJsonAndSvg) {
   const Json json = read_json_file((dir_ / "compare.json").string());
   EXPECT_EQ(json.at("schema"), "pipeplan.compare/1");
   EXPECT_EQ(json.at("stages").size(), 2u);
-  EXPECT_NEAR(json.at("iteration_ms").at("error_percent").get<double>(), (1 / 1.5 - 1) * 100,
-              1e-9);
+  EXPECT_NEAR(json.at("iteration_ms").at("error_percent").get<double>(), (1 / 1.5 - 1) * 100, 1e-9);
   const std::string svg = slurp(dir_ / "compare.svg");
   EXPECT_NE(svg.find(">predicted (plan.json)"), std::string::npos);
   EXPECT_NE(svg.find(">measured step"), std::string::npos);
@@ -60,8 +59,9 @@ TEST_F(CliTest, CompareAndCalibrateRefuseForeignAndMalformedRuns) {
   ASSERT_EQ(run(plan_args("--pp 1 -o other.json")).exit_code, 0);
   const Plan plan = read_plan((dir_ / "plan.json").string());
   write_slow_run(plan, dir_ / "run.json");
-  expect_bad_input("compare --plan other.json --run run.json",
-                   "run.json: plan.hash: '" + plan_hash(plan) + "' is not the hash of 'other.json'");
+  expect_bad_input(
+      "compare --plan other.json --run run.json",
+      "run.json: plan.hash: '" + plan_hash(plan) + "' is not the hash of 'other.json'");
   Json broken = read_json_file((dir_ / "run.json").string());
   broken["measured"].erase("iteration_ms");
   write_json_file((dir_ / "broken.json").string(), broken);
@@ -118,8 +118,8 @@ TEST_F(CliTest, SerialRealRunIsComparedAndCalibrationMovesEveryPredictionCloser)
   ASSERT_EQ(before.exit_code, 0) << before.err;
   std::string split;
   for (const StagePlan& stage : plan.stages)
-    split += (split.empty() ? "" : ",") + std::to_string(stage.first) + ":" +
-             std::to_string(stage.last);
+    split +=
+        (split.empty() ? "" : ",") + std::to_string(stage.first) + ":" + std::to_string(stage.last);
   const Outcome calibrated = run("plan --profile profile.json " + pinned + "--partition " + split +
                                  " --calibrate run.json -o calibrated.json");
   ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;

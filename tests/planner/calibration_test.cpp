@@ -46,7 +46,8 @@ Plan replan(const Profile& profile, const Plan& run_plan, const pipeplan::Run& r
   options.schedules = {run_plan.schedule};
   options.policies = {CheckpointPolicy::kNone};
   options.partition.method = PartitionMethod::kExplicit;
-  for (const StagePlan& stage : run_plan.stages) options.partition.boundaries.push_back(stage.first);
+  for (const StagePlan& stage : run_plan.stages)
+    options.partition.boundaries.push_back(stage.first);
   options.partition.boundaries.push_back(run_plan.stages.back().last);
   return search(context, options).plans.at(0);
 }

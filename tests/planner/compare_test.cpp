@@ -41,9 +41,9 @@ TEST_F(CompareTest, APerfectRunHasNoError) {
   const Comparison c = compare(plan_, "plan.json", run, "run.json");
   ASSERT_EQ(c.stages.size(), 2u);
   for (const StageComparison& stage : c.stages)
-    for (const Difference* d : {&stage.peak_memory_bytes, &stage.fwd_ms, &stage.bwd_ms,
-                                &stage.recompute_ms, &stage.compute_ms, &stage.optimizer_ms,
-                                &stage.busy_ms, &stage.idle_ms})
+    for (const Difference* d :
+         {&stage.peak_memory_bytes, &stage.fwd_ms, &stage.bwd_ms, &stage.recompute_ms,
+          &stage.compute_ms, &stage.optimizer_ms, &stage.busy_ms, &stage.idle_ms})
       EXPECT_EQ(d->error_percent(), 0.0);
   EXPECT_EQ(c.iteration_ms.error_percent(), 0.0);
   EXPECT_EQ(c.samples_per_s.error_percent(), 0.0);
@@ -123,16 +123,16 @@ TEST_F(CompareTest, JsonHasEveryField) {
                           "optimizer_ms", "allreduce_ms", "busy_ms", "idle_ms"})
     for (const char* part : {"predicted", "measured", "error_percent"})
       EXPECT_TRUE(stage.at(key).contains(part)) << key << "." << part;
-  for (const char* key : {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes",
-                          "master_copy_bytes", "buffers_bytes", "activations_bytes",
-                          "recompute_bytes", "transient_bytes", "comm_buffers_bytes",
-                          "runtime_overhead_bytes", "calibration_bytes", "total_bytes"})
+  for (const char* key :
+       {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes", "master_copy_bytes",
+        "buffers_bytes", "activations_bytes", "recompute_bytes", "transient_bytes",
+        "comm_buffers_bytes", "runtime_overhead_bytes", "calibration_bytes", "total_bytes"})
     EXPECT_TRUE(stage.at("memory_terms").contains(key)) << key;
   EXPECT_TRUE(stage.contains("measured_load_ms"));
   const Json& split = json.at("iteration_split");
-  for (const char* key : {"predicted_ms", "resimulated_ms", "measured_ms", "error_ms",
-                          "compute_error_ms", "schedule_error_ms", "error_percent",
-                          "compute_error_percent", "schedule_error_percent"})
+  for (const char* key :
+       {"predicted_ms", "resimulated_ms", "measured_ms", "error_ms", "compute_error_ms",
+        "schedule_error_ms", "error_percent", "compute_error_percent", "schedule_error_percent"})
     EXPECT_TRUE(split.contains(key)) << key;
   EXPECT_NEAR(split.at("compute_error_percent").get<double>() +
                   split.at("schedule_error_percent").get<double>(),
