@@ -24,6 +24,8 @@ Runner add_train_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 /// `pipeplan simulate`: replay a plan's schedule -> timeline trace and SVG.
 Runner add_simulate_command(CLI::App& app);
+/// `pipeplan compare`: a plan's predictions against a run's measurements -> table, JSON, SVG.
+Runner add_compare_command(CLI::App& app);
 /// `pipeplan link-bench` (internal, hidden): one of the two ranks `pipeplan profile` starts to
 /// time point-to-point and all-reduce between them.
 Runner add_link_bench_command(CLI::App& app);

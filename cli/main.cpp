@@ -25,6 +25,7 @@ constexpr Subcommand kSubcommands[] = {
     {"simulate", pipeplan::cli::add_simulate_command},
     {"train", pipeplan::cli::add_train_command},
     {"launch", pipeplan::cli::add_launch_command},
+    {"compare", pipeplan::cli::add_compare_command},
     {"link-bench", pipeplan::cli::add_link_bench_command, /*internal=*/true},
 };
 

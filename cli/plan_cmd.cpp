@@ -2,6 +2,7 @@
 // print the ranked alternatives and why the rejected families do not fit.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,7 +11,9 @@
 #include "common/hash.h"
 #include "common/json.h"
 #include "common/units.h"
+#include "planner/calibration.h"
 #include "planner/search.h"
+#include "plans/run.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -33,6 +36,7 @@ struct PlanOptions {
   std::string checkpoint = "auto";
   std::string partition = "optimal";
   int top = kDefaultTopK;
+  std::optional<std::string> calibrate;
   std::string output;
 };
 
@@ -143,10 +147,36 @@ void print_rejections(const SearchResult& result) {
                 result.pruned, result.candidates, result.plans.size());
 }
 
+// The plan a run ran: its plan.path as written, or beside run.json when that is relative.
+std::string run_plan_path(const Run& run, const std::string& run_path) {
+  namespace fs = std::filesystem;
+  const fs::path written(run.plan_path);
+  if (fs::exists(written) || written.is_absolute()) return run.plan_path;
+  const fs::path beside = fs::path(run_path).parent_path() / written;
+  return fs::exists(beside) ? beside.string() : run.plan_path;
+}
+
+// --calibrate: the calibration the run makes to `profile`, printed; the search then plans
+// with calibrated_profile and the calibration's memory corrections.
+Calibration calibration_from(const std::string& run_path, const Profile& profile) {
+  const Run run = read_run(run_path);
+  const Plan run_plan = read_plan(run_plan_path(run, run_path));
+  const CalibrationResult result = calibrate(profile, run_plan, run, run_path);
+  for (const std::string& line : describe(result, run)) std::printf("%s\n", line.c_str());
+  return result.calibration;
+}
+
 int run_plan(const PlanOptions& o) {
   check_writable(o.output, "-o");
-  const Profile profile = read_profile(o.profile);
-  const PlanningContext context = make_context(o, profile);
+  const Profile measured = read_profile(o.profile);
+  std::optional<Calibration> calibration;
+  if (o.calibrate) calibration = calibration_from(*o.calibrate, measured);
+  const Profile profile = calibration ? calibrated_profile(measured, *calibration) : measured;
+  PlanningContext context = make_context(o, profile);
+  context.calibration = calibration;
+  if (calibration)
+    context.notes.push_back(detail::concat("models calibrated from ", calibration->run_path,
+                                           " (plan.calibration lists the corrections)"));
   const SearchResult result = search(context, make_search_options(o, profile));
   print_rejections(result);
   if (result.plans.empty()) {
@@ -189,6 +219,8 @@ Runner add_plan_command(CLI::App& app) {
                   "optimal, uniform, parameters, greedy-time or ranges FIRST:LAST,...")
       ->capture_default_str();
   sub->add_option("--top", o->top, "Alternatives to list")->capture_default_str();
+  sub->add_option("--calibrate", o->calibrate,
+                  "run.json of a plan of this profile: correct the models from its measurements");
   sub->add_option("-o,--output", o->output, "Where to write plan.json")->required();
   return [o] { return run_plan(*o); };
 }

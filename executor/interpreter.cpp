@@ -32,7 +32,7 @@ Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& 
       seed_(seed) {}
 
 template <typename Body>
-void Interpreter::timed(EventKind kind, int micro_batch, Body&& body) {
+void Interpreter::timed(TimelineKind kind, int micro_batch, Body&& body, int peer) {
   if (!timing_) {
     body();
     return;
@@ -40,7 +40,7 @@ void Interpreter::timed(EventKind kind, int micro_batch, Body&& body) {
   const double start_ms = recorder_.now_ms();
   body();
   wait_for_device(stage_.device());
-  recorder_.record(kind, micro_batch, start_ms, recorder_.now_ms());
+  recorder_.record(kind, micro_batch, start_ms, recorder_.now_ms(), peer);
 }
 
 void Interpreter::begin_pass(const std::vector<Action>& actions, const PassData& data) {
@@ -75,9 +75,10 @@ void Interpreter::receive(const Action& action, const PassData& data) {
   RecvQueue& queue = queues_[queue_index(action.kind)];
   PIPEPLAN_ASSERT(queue.waited < queue.order.size() && *queue.order[queue.waited] == action,
                   "receives out of schedule order at ", to_string(action));
-  timed(EventKind::kRecvWait, action.micro_batch, [&] {
-    received_[action.micro_batch] = comm_.wait_recv(action.kind, action.micro_batch);
-  });
+  timed(
+      TimelineKind::kRecvWait, action.micro_batch,
+      [&] { received_[action.micro_batch] = comm_.wait_recv(action.kind, action.micro_batch); },
+      action.peer);
   ++queue.waited;
   post_ahead(queue, data);
 }
@@ -88,7 +89,7 @@ void Interpreter::forward(const Action& action, const PassData& data) {
   torch::Tensor target;
   received_[mb] = torch::Tensor();
   if (stage_.is_first() || stage_.is_last()) {
-    timed(EventKind::kLoad, mb, [&] {
+    timed(TimelineKind::kLoad, mb, [&] {
       auto [loaded_input, loaded_target] = data.load(mb);
       if (stage_.is_first()) input = std::move(loaded_input);
       target = std::move(loaded_target);
@@ -101,7 +102,7 @@ void Interpreter::forward(const Action& action, const PassData& data) {
   const int64_t global_micro_batch = static_cast<int64_t>(replica_) * plan_.num_micro_batches + mb;
   const uint64_t rng_seed = micro_batch_seed(seed_, data.step, global_micro_batch);
   torch::Tensor output;
-  timed(EventKind::kForward, mb, [&] { output = stage_.forward(mb, input, target, rng_seed); });
+  timed(TimelineKind::kForward, mb, [&] { output = stage_.forward(mb, input, target, rng_seed); });
   if (stage_.is_last())
     loss_sum_ = loss_sum_.defined() ? loss_sum_ + output : output;
   else
@@ -110,10 +111,10 @@ void Interpreter::forward(const Action& action, const PassData& data) {
 
 void Interpreter::backward(const Action& action) {
   const int mb = action.micro_batch;
-  if (stage_.checkpointed()) timed(EventKind::kRecompute, mb, [&] { stage_.recompute(mb); });
+  if (stage_.checkpointed()) timed(TimelineKind::kRecompute, mb, [&] { stage_.recompute(mb); });
   const double loss_factor = scaler_.scale() / plan_.num_micro_batches;
   torch::Tensor input_gradient;
-  timed(EventKind::kBackward, mb, [&] {
+  timed(TimelineKind::kBackward, mb, [&] {
     input_gradient = stage_.backward(mb, received_[mb], loss_factor);
   });
   received_[mb] = torch::Tensor();
@@ -123,14 +124,16 @@ void Interpreter::backward(const Action& action) {
 void Interpreter::send(const Action& action) {
   const int mb = action.micro_batch;
   PIPEPLAN_ASSERT(outgoing_[mb].defined(), "nothing to send at ", to_string(action));
-  timed(EventKind::kSendWait, mb, [&] { comm_.wait_sends(kMaxOutstandingSends - 1); });
-  timed(EventKind::kSend, mb, [&] { comm_.send(action.kind, action.peer, mb, outgoing_[mb]); });
+  timed(TimelineKind::kSendWait, mb, [&] { comm_.wait_sends(kMaxOutstandingSends - 1); });
+  timed(
+      TimelineKind::kSend, mb, [&] { comm_.send(action.kind, action.peer, mb, outgoing_[mb]); },
+      action.peer);
   outgoing_[mb] = torch::Tensor();
 }
 
 // Unscales (fp16), checks the gradients, steps unless loss scaling skips, zeroes the gradients.
 void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
-  timed(EventKind::kOptimizer, -1, [&] {
+  timed(TimelineKind::kOptimizer, -1, [&] {
     torch::Tensor& gradients = stage_.gradients();
     if (scaler_.enabled()) gradients.mul_(1.0 / scaler_.scale());
     // One float32 pass (a float64 sum converts every element and costs 15x more); a NaN or Inf
@@ -150,7 +153,7 @@ void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
 }
 
 void Interpreter::end_pass() {
-  timed(EventKind::kSendWait, -1, [&] { comm_.wait_sends(); });
+  timed(TimelineKind::kSendWait, -1, [&] { comm_.wait_sends(); });
   for (const RecvQueue& queue : queues_)
     PIPEPLAN_ASSERT(queue.waited == queue.order.size(), "receives left unwaited");
 }
@@ -172,7 +175,7 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: send(action); break;
       case ActionKind::kAllReduce:
-        timed(EventKind::kAllReduce, -1, [&] {
+        timed(TimelineKind::kAllReduce, -1, [&] {
           comm_.average_over_replicas(stage_.gradients(), kGradientBucketBytes);
         });
         break;

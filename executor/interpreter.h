@@ -48,10 +48,11 @@ struct IterationOutcome {
 /// otherwise hold every test micro-batch's activation).
 class Interpreter {
  public:
-  static constexpr int kRecvLookahead = 2;
+  /// The policy is plans/schedule.h's, which the memory model's communication buffers count.
+  static constexpr int kRecvLookahead = pipeplan::kRecvLookahead;
   /// Sends in flight at most; a further send first waits for the oldest, so a rank holds at
-  /// most this many sent tensors (the memory model's communication buffers assume it).
-  static constexpr int kMaxOutstandingSends = 2;
+  /// most this many sent tensors.
+  static constexpr int kMaxOutstandingSends = pipeplan::kMaxSendsInFlight;
   /// Gradient all-reduce bucket size (as DDP's default).
   static constexpr int64_t kGradientBucketBytes = 25 * 1024 * 1024;
 
@@ -81,8 +82,9 @@ class Interpreter {
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);
   void end_pass();
+  // Runs `body`, timing it into the recorder as one event when training.
   template <typename Body>
-  void timed(EventKind kind, int micro_batch, Body&& body);
+  void timed(TimelineKind kind, int micro_batch, Body&& body, int peer = -1);
 
   const Plan& plan_;
   int rank_;

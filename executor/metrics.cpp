@@ -4,20 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
 #include "executor/comm.h"
 
 namespace pipeplan::executor {
 namespace {
-
-constexpr double kMsToUs = 1000.0;
-
-const EventKind kAllEventKinds[] = {EventKind::kLoad,      EventKind::kForward,
-                                    EventKind::kBackward,  EventKind::kRecompute,
-                                    EventKind::kSend,      EventKind::kRecvWait,
-                                    EventKind::kSendWait,  EventKind::kAllReduce,
-                                    EventKind::kOptimizer};
 
 // Median of `values` (copied: nth_element reorders); 0 for none.
 double median(std::vector<double> values) {
@@ -48,54 +41,7 @@ double median_of(const std::vector<StepTiming>& steps, Field field) {
   return median(std::move(values));
 }
 
-EventKind event_kind_from(const std::string& word) {
-  for (EventKind kind : kAllEventKinds)
-    if (word == to_string(kind)) return kind;
-  PIPEPLAN_ASSERT(false, "unknown event kind ", word);
-}
-
 }  // namespace
-
-const char* to_string(EventKind kind) {
-  switch (kind) {
-    case EventKind::kLoad: return "load";
-    case EventKind::kForward: return "forward";
-    case EventKind::kBackward: return "backward";
-    case EventKind::kRecompute: return "recompute";
-    case EventKind::kSend: return "send";
-    case EventKind::kRecvWait: return "recv-wait";
-    case EventKind::kSendWait: return "send-wait";
-    case EventKind::kAllReduce: return "all-reduce";
-    case EventKind::kOptimizer: return "optimizer";
-  }
-  return "?";
-}
-
-// The one place the trace format lives: switch it to plans/timeline's writer at merge.
-void write_chrome_trace(const std::string& path, const std::vector<ActionEvent>& events,
-                        const Plan& plan) {
-  Json trace_events = Json::array();
-  for (const RankAssignment& a : plan.ranks) {
-    const std::string name = detail::concat("rank ", a.rank, ": stage ", a.stage, ", replica ", a.replica);
-    trace_events.push_back(Json{{"name", "process_name"}, {"ph", "M"}, {"pid", a.rank},
-                                {"tid", 0}, {"args", {{"name", name}}}});
-    trace_events.push_back(Json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", a.rank},
-                                {"tid", 0}, {"args", {{"sort_index", a.rank}}}});
-  }
-  for (const ActionEvent& e : events) {
-    std::string name = to_string(e.kind);
-    if (e.micro_batch >= 0) name += " " + std::to_string(e.micro_batch);
-    trace_events.push_back(Json{{"name", name},
-                                {"cat", to_string(e.kind)},
-                                {"ph", "X"},
-                                {"ts", e.start_ms * kMsToUs},
-                                {"dur", (e.end_ms - e.start_ms) * kMsToUs},
-                                {"pid", e.rank},
-                                {"tid", 0},
-                                {"args", {{"step", e.step}, {"micro_batch", e.micro_batch}}}});
-  }
-  write_json_file(path, Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}});
-}
 
 Recorder::Recorder(int rank, int warmup_steps) : rank_(rank), warmup_steps_(warmup_steps) {
   reset_origin();
@@ -112,46 +58,53 @@ double Recorder::now_ms() const {
 }
 
 void Recorder::begin_step(int64_t step) {
-  step_ = step;
   ++steps_begun_;
   current_ = StepTiming();
-  step_start_ms_ = now_ms();
+  fwd_total_ = bwd_total_ = recompute_total_ = MicroBatchTotal();
+  current_events_ = StepEvents();
+  current_events_.step = step;
+  current_events_.start_ms = now_ms();
 }
 
-void Recorder::record(EventKind kind, int micro_batch, double start_ms, double end_ms) {
+void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer) {
   const double ms = end_ms - start_ms;
-  const bool measured = measuring();
   switch (kind) {
-    case EventKind::kForward:
+    case TimelineKind::kForward:
+      fwd_total_.add(ms);
       current_.compute_ms += ms;
-      if (measured) push_bounded(&fwd_ms_, ms, kMaxMeasuredSteps * 64);
       break;
-    case EventKind::kBackward:
+    case TimelineKind::kBackward:
+      bwd_total_.add(ms);
       current_.compute_ms += ms;
-      if (measured) push_bounded(&bwd_ms_, ms, kMaxMeasuredSteps * 64);
       break;
-    case EventKind::kRecompute:
+    case TimelineKind::kRecompute:
+      recompute_total_.add(ms);
       current_.compute_ms += ms;
-      if (measured) push_bounded(&recompute_ms_, ms, kMaxMeasuredSteps * 64);
       break;
-    case EventKind::kOptimizer: current_.optimizer_ms += ms; break;
-    case EventKind::kAllReduce: current_.allreduce_ms += ms; break;
-    case EventKind::kRecvWait: current_.recv_wait_ms += ms; break;
-    case EventKind::kLoad: current_.busy_ms += ms; break;
-    case EventKind::kSend:
-    case EventKind::kSendWait: break;
+    case TimelineKind::kOptimizer: current_.optimizer_ms += ms; break;
+    case TimelineKind::kAllReduce: current_.allreduce_ms += ms; break;
+    case TimelineKind::kRecvWait: current_.recv_wait_ms += ms; break;
+    case TimelineKind::kLoad: current_.load_ms += ms; break;
+    case TimelineKind::kSend:
+    case TimelineKind::kSendWait: break;
   }
-  if (measured && traced_steps_ < kMaxTraceSteps)
-    events_.push_back(ActionEvent{rank_, kind, micro_batch, step_, start_ms, end_ms});
+  if (measuring()) current_events_.events.push_back({rank_, kind, micro_batch, start_ms, end_ms, peer});
 }
 
 StepTiming Recorder::end_step() {
-  current_.iteration_ms = now_ms() - step_start_ms_;
-  current_.busy_ms += current_.compute_ms + current_.optimizer_ms;
+  const double end_ms = now_ms();
+  current_.iteration_ms = end_ms - current_events_.start_ms;
+  current_.busy_ms = current_.compute_ms + current_.allreduce_ms + current_.optimizer_ms;
+  current_.fwd_ms = fwd_total_.mean_ms();
+  current_.bwd_ms = bwd_total_.mean_ms();
+  current_.recompute_ms = recompute_total_.mean_ms();
   if (measuring()) {
     push_bounded(&steps_, current_, kMaxMeasuredSteps);
-    ++traced_steps_;
+    current_events_.end_ms = end_ms;
+    kept_.push_back(std::move(current_events_));
+    if (static_cast<int>(kept_.size()) > kMaxKeptSteps) kept_.pop_front();
   }
+  current_events_ = StepEvents();
   return current_;
 }
 
@@ -161,17 +114,59 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.stage = assignment.stage;
   m.replica = assignment.replica;
   m.device = assignment.device;
-  m.fwd_ms = median(fwd_ms_);
-  m.bwd_ms = median(bwd_ms_);
-  m.recompute_ms = median(recompute_ms_);
+  m.fwd_ms = median_of(steps_, &StepTiming::fwd_ms);
+  m.bwd_ms = median_of(steps_, &StepTiming::bwd_ms);
+  m.recompute_ms = median_of(steps_, &StepTiming::recompute_ms);
   m.compute_ms = median_of(steps_, &StepTiming::compute_ms);
   m.optimizer_ms = median_of(steps_, &StepTiming::optimizer_ms);
   m.allreduce_ms = median_of(steps_, &StepTiming::allreduce_ms);
   m.recv_wait_ms = median_of(steps_, &StepTiming::recv_wait_ms);
+  m.load_ms = median_of(steps_, &StepTiming::load_ms);
   m.busy_ms = median_of(steps_, &StepTiming::busy_ms);
   m.iteration_ms = median_of(steps_, &StepTiming::iteration_ms);
   m.idle_ms = std::max(0.0, m.iteration_ms - m.busy_ms);
   return m;
+}
+
+int64_t representative_step(const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms,
+                            const std::vector<int64_t>& kept_steps) {
+  std::vector<std::pair<double, int64_t>> candidates;  // (ms, step): ties go to the earlier step
+  for (const auto& [step, ms] : slowest_iteration_ms)
+    if (std::find(kept_steps.begin(), kept_steps.end(), step) != kept_steps.end())
+      candidates.push_back({ms, step});
+  if (candidates.empty()) return 0;
+  const size_t lower_median = (candidates.size() - 1) / 2;
+  std::nth_element(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(lower_median),
+                   candidates.end());
+  return candidates[lower_median].second;
+}
+
+Timeline measured_timeline(const Plan& plan, const std::vector<std::vector<StepEvents>>& ranks,
+                           const std::string& title) {
+  Timeline timeline;
+  timeline.title = title;
+  for (const RankAssignment& assignment : plan.ranks) timeline.rank_stages.push_back(assignment.stage);
+  double origin_ms = std::numeric_limits<double>::infinity();
+  for (const std::vector<StepEvents>& steps : ranks)
+    for (const StepEvents& step : steps) origin_ms = std::min(origin_ms, step.start_ms);
+  if (!std::isfinite(origin_ms)) return timeline;
+  std::vector<double> busy_ms(plan.ranks.size(), 0);
+  for (const std::vector<StepEvents>& steps : ranks)
+    for (const StepEvents& step : steps) {
+      timeline.iteration_ms = std::max(timeline.iteration_ms, step.end_ms - origin_ms);
+      for (TimelineEvent event : step.events) {
+        event.start_ms -= origin_ms;
+        event.end_ms -= origin_ms;
+        if (is_busy(event.kind)) busy_ms.at(static_cast<size_t>(event.rank)) += event.end_ms - event.start_ms;
+        timeline.events.push_back(event);
+      }
+    }
+  double idle_ms = 0;
+  for (double busy : busy_ms) idle_ms += std::max(0.0, timeline.iteration_ms - busy);
+  if (timeline.iteration_ms > 0)
+    timeline.bubble_fraction =
+        std::min(1.0, idle_ms / (timeline.iteration_ms * static_cast<double>(busy_ms.size())));
+  return timeline;
 }
 
 StepReducer::StepReducer(Comm& comm, const Plan& plan) : comm_(comm), plan_(plan) {
@@ -254,6 +249,10 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
     s.bwd_ms += r.bwd_ms * share;
     s.recompute_ms += r.recompute_ms * share;
     s.compute_ms += r.compute_ms * share;
+    s.optimizer_ms += r.optimizer_ms * share;
+    s.allreduce_ms += r.allreduce_ms * share;
+    s.recv_wait_ms += r.recv_wait_ms * share;
+    s.load_ms += r.load_ms * share;
     s.busy_ms += r.busy_ms * share;
     s.idle_ms += r.idle_ms * share;
     s.peak_memory_bytes = std::max(s.peak_memory_bytes, r.peak_memory_bytes);
@@ -264,20 +263,31 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
   return m;
 }
 
-Json rank_report_json(const RankMeasurement& measurement, const std::vector<ActionEvent>& events) {
+Json rank_report_json(const RankMeasurement& measurement, const std::vector<StepEvents>& steps) {
   Json rows = Json::array();
-  for (const ActionEvent& e : events)
-    rows.push_back(Json::array({to_string(e.kind), e.micro_batch, e.step, e.start_ms, e.end_ms}));
-  return Json{{"measurement", to_json(measurement)}, {"events", rows}};
+  for (const StepEvents& step : steps) {
+    Json events = Json::array();
+    for (const TimelineEvent& e : step.events)
+      events.push_back(Json::array({to_string(e.kind), e.micro_batch, e.start_ms, e.end_ms, e.peer}));
+    rows.push_back(Json{{"step", step.step}, {"start_ms", step.start_ms}, {"end_ms", step.end_ms},
+                        {"events", events}});
+  }
+  return Json{{"measurement", to_json(measurement)}, {"steps", rows}};
 }
 
 void parse_rank_report(const Json& json, RankMeasurement* measurement,
-                       std::vector<ActionEvent>* events) {
+                       std::vector<StepEvents>* steps) {
   *measurement = rank_measurement_from_json(JsonReader(json.at("measurement"), "rank report"));
-  for (const Json& row : json.at("events"))
-    events->push_back(ActionEvent{measurement->rank, event_kind_from(row.at(0).get<std::string>()),
-                                  row.at(1).get<int>(), row.at(2).get<int64_t>(),
-                                  row.at(3).get<double>(), row.at(4).get<double>()});
+  for (const Json& row : json.at("steps")) {
+    StepEvents step{row.at("step").get<int64_t>(), row.at("start_ms").get<double>(),
+                    row.at("end_ms").get<double>(), {}};
+    for (const Json& e : row.at("events"))
+      step.events.push_back({measurement->rank,
+                             parse_timeline_kind(e.at(0).get<std::string>(), "rank report"),
+                             e.at(1).get<int>(), e.at(2).get<double>(), e.at(3).get<double>(),
+                             e.at(4).get<int>()});
+    steps->push_back(std::move(step));
+  }
 }
 
 }  // namespace pipeplan::executor

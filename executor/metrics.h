@@ -1,10 +1,12 @@
-// What a rank measures while it trains: timed actions (for medians and the trace), each step's
-// world-wide loss and health check, and the summary that becomes run.json.
+// What a rank measures while it trains: timed actions (for medians, run.json's representative
+// step and the trace), each step's world-wide loss and health check, and the summary that
+// becomes run.json.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,61 +14,47 @@
 #include "common/json.h"
 #include "plans/plan.h"
 #include "plans/run.h"
+#include "plans/timeline.h"
 
 namespace pipeplan::executor {
 
 class Comm;
 
-/// What a timed stretch of a rank's time was spent on.
-enum class EventKind {
-  kLoad,       ///< reading a micro-batch's samples (busy)
-  kForward,    ///< busy, compute
-  kBackward,   ///< busy, compute
-  kRecompute,  ///< checkpointed stages: the forward again before the backward (busy, compute)
-  kSend,       ///< starting a send (the transfer itself runs in the background)
-  kRecvWait,   ///< blocked until a receive completed (idle)
-  kSendWait,   ///< blocked until the iteration's sends completed (idle)
-  kAllReduce,  ///< the replicas' gradient all-reduce (idle: not compute)
-  kOptimizer,  ///< the optimizer step (busy)
-};
-
-/// "load", "forward", "backward", "recompute", "send", "recv-wait", "send-wait", "all-reduce",
-/// "optimizer".
-const char* to_string(EventKind kind);
-
-/// One timed action of one rank; times in ms since the ranks' common origin (taken right after
+/// One measured step of one rank: its timed actions (as timeline events of this rank) and
+/// when the step began and ended, all in ms since the ranks' common origin (taken right after
 /// a barrier, so ranks on one machine line up within the barrier's skew).
-struct ActionEvent {
-  int rank = 0;
-  EventKind kind = EventKind::kForward;
-  int micro_batch = -1;  ///< -1 for all-reduce, optimizer and send-wait
+struct StepEvents {
   int64_t step = 0;
-  double start_ms = 0;
-  double end_ms = 0;
+  double start_ms = 0;  ///< begin_step, before loading any data
+  double end_ms = 0;    ///< end_step, after the last wait
+  std::vector<TimelineEvent> events;
 };
-
-/// Writes `events` of all ranks as a Chrome trace (traceEvents, ph "X", pid = rank, µs) that
-/// Perfetto and chrome://tracing open; processes are named "rank R: stage S, replica P".
-void write_chrome_trace(const std::string& path, const std::vector<ActionEvent>& events,
-                        const Plan& plan);
 
 /// One rank's totals of one step, ms.
 struct StepTiming {
   double iteration_ms = 0;  ///< from the step's start (before loading data) to its last wait
-  double busy_ms = 0;       ///< load + compute + optimizer
+  double busy_ms = 0;       ///< compute + all-reduce + optimizer (is_busy in plans/timeline.h)
   double compute_ms = 0;    ///< forward + backward + recompute
   double optimizer_ms = 0;
   double allreduce_ms = 0;
   double recv_wait_ms = 0;
+  double load_ms = 0;
+  /// Mean per micro-batch over the step: m of them add up to the step's compute, which a
+  /// median over all micro-batches would not (the first of a step is often slower).
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+  double recompute_ms = 0;
 };
 
 /// Collects one rank's timed actions. Steps after the first `warmup_steps` of this process are
-/// measured (the medians are over at most the last kMaxMeasuredSteps of them); the events of the
-/// first kMaxTraceSteps measured steps are kept for the trace.
+/// measured (the medians are over at most the last kMaxMeasuredSteps of them; per micro-batch
+/// times are medians of each step's mean); the events of
+/// the last kMaxKeptSteps measured steps are kept, for run.json's representative step and the
+/// trace.
 class Recorder {
  public:
   static constexpr int kMaxMeasuredSteps = 1000;
-  static constexpr int kMaxTraceSteps = 20;
+  static constexpr int kMaxKeptSteps = 100;
 
   Recorder(int rank, int warmup_steps);
   /// Sets the time origin to now (call right after a barrier).
@@ -75,8 +63,9 @@ class Recorder {
   double now_ms() const;
   /// Starts timing `step`.
   void begin_step(int64_t step);
-  /// Adds one timed action of the current step.
-  void record(EventKind kind, int micro_batch, double start_ms, double end_ms);
+  /// Adds one timed action of the current step; `peer` is the rank on the other end of a
+  /// send or receive, else -1.
+  void record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer = -1);
   /// Ends the current step and returns its totals.
   StepTiming end_step();
   /// Whether the current step is past the warm-up.
@@ -84,21 +73,43 @@ class Recorder {
   int warmup_steps() const { return warmup_steps_; }
   /// Medians over the measured steps (zeros when none was measured).
   RankMeasurement summarize(const RankAssignment& assignment) const;
-  const std::vector<ActionEvent>& events() const { return events_; }
+  /// The kept steps, oldest first.
+  const std::deque<StepEvents>& kept_steps() const { return kept_; }
 
  private:
   int rank_;
   int warmup_steps_;
   int64_t steps_begun_ = 0;
-  int64_t step_ = 0;
-  double origin_ms_ = 0;
-  double step_start_ms_ = 0;
   StepTiming current_;
+  StepEvents current_events_;
+  // Time and count of one kind of compute action in the current step.
+  struct MicroBatchTotal {
+    double total_ms = 0;
+    int count = 0;
+    void add(double ms) {
+      total_ms += ms;
+      ++count;
+    }
+    double mean_ms() const { return count > 0 ? total_ms / count : 0; }
+  };
+
   std::vector<StepTiming> steps_;
-  std::vector<double> fwd_ms_, bwd_ms_, recompute_ms_;
-  std::vector<ActionEvent> events_;
-  int traced_steps_ = 0;
+  MicroBatchTotal fwd_total_, bwd_total_, recompute_total_;
+  std::deque<StepEvents> kept_;
+  double origin_ms_ = 0;
 };
+
+/// The representative step: among `kept_steps`, the one whose slowest-rank iteration time
+/// (`slowest_iteration_ms`: step and time of every measured step) is the lower median; 0
+/// when no kept step has a time.
+int64_t representative_step(const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms,
+                            const std::vector<int64_t>& kept_steps);
+
+/// The timeline of the same steps of every rank (`ranks[r]`: rank r's StepEvents, possibly
+/// none): times from the earliest start of a step among all ranks; iteration_ms the latest
+/// end after that origin; bubble_fraction the ranks' idle share of it (busy: is_busy kinds).
+Timeline measured_timeline(const Plan& plan, const std::vector<std::vector<StepEvents>>& ranks,
+                           const std::string& title);
 
 /// This rank's contribution to one step's world-wide sum.
 struct StepValues {
@@ -145,9 +156,9 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
                                   const std::vector<double>& slowest_iteration_ms,
                                   int warmup_steps);
 
-/// A rank's summary and trace events as JSON for the store, and back.
-Json rank_report_json(const RankMeasurement& measurement, const std::vector<ActionEvent>& events);
+/// A rank's summary and the events of some of its kept steps as JSON for the store, and back.
+Json rank_report_json(const RankMeasurement& measurement, const std::vector<StepEvents>& steps);
 void parse_rank_report(const Json& json, RankMeasurement* measurement,
-                       std::vector<ActionEvent>* events);
+                       std::vector<StepEvents>* steps);
 
 }  // namespace pipeplan::executor

@@ -22,6 +22,7 @@
 #include "executor/stage.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
+#include "plans/timeline.h"
 #include "models/torch_compat.h"
 #include "profiler/memory_tracker.h"
 
@@ -30,6 +31,8 @@ namespace {
 
 // Steps of each process left out of the timing medians (allocator and cache warm-up).
 constexpr int kTimingWarmupSteps = 3;
+// Measured steps of each rank written to --trace (the last ones the recorder kept).
+constexpr size_t kMaxTraceSteps = 20;
 // Complete checkpoints kept in --checkpoint-dir; older ones are removed.
 constexpr int kCheckpointsKept = 2;
 // Test hook: every rank stops with a runtime error when it is about to run this step.
@@ -75,6 +78,10 @@ class Trainer {
   void save_checkpoint(int64_t step);
   void finish();
   RankMeasurement measure_rank() const;
+  int64_t agree_on_timeline_step();
+  std::vector<StepEvents> steps_to_report(int64_t timeline_step) const;
+  void write_outputs(std::vector<RankMeasurement> ranks,
+                     const std::vector<std::vector<StepEvents>>& steps, int64_t timeline_step);
   std::pair<torch::Tensor, torch::Tensor> load(Split split, const std::vector<int64_t>& indices) const;
   bool is_rank0() const { return env_.rank == 0; }
   int replica() const { return plan_.ranks[env_.rank].replica; }
@@ -109,7 +116,7 @@ class Trainer {
   PassData pass_;
   std::vector<EpochAccuracy> accuracy_;
   double last_loss_ = 0;
-  std::vector<double> slowest_iteration_ms_;
+  std::vector<std::pair<int64_t, double>> slowest_iteration_ms_;  // rank 0: (step, ms) measured
   std::ofstream log_;
   std::unique_ptr<ProgressLine> progress_;
 };
@@ -271,7 +278,7 @@ void Trainer::on_report(const StepReport& report) {
   last_loss_ = report.loss;
   if (!is_rank0()) return;
   if (report.step > start_step_ + recorder_->warmup_steps())
-    slowest_iteration_ms_.push_back(report.slowest_iteration_ms);
+    slowest_iteration_ms_.push_back({report.step, report.slowest_iteration_ms});
   const double samples_per_s = static_cast<double>(plan_.global_batch) * 1000.0 /
                                std::max(report.slowest_iteration_ms, 1e-9);
   if (log_.is_open()) {
@@ -355,35 +362,78 @@ RankMeasurement Trainer::measure_rank() const {
   return m;
 }
 
-// Every rank's summary (and trace events) go through the store to rank 0, which writes the files.
+// Rank 0 picks the representative step from the slowest-rank times it has; every rank reads
+// it from the store (their kept steps are the same: all ranks measure the same steps).
+int64_t Trainer::agree_on_timeline_step() {
+  if (is_rank0()) {
+    std::vector<int64_t> kept;
+    for (const StepEvents& step : recorder_->kept_steps()) kept.push_back(step.step);
+    comm_->store_set("timeline/step",
+                     std::to_string(representative_step(slowest_iteration_ms_, kept)));
+  }
+  return std::stoll(comm_->store_get("timeline/step"));
+}
+
+// The representative step, and with --trace the last kMaxTraceSteps kept steps, in step order.
+std::vector<StepEvents> Trainer::steps_to_report(int64_t timeline_step) const {
+  const std::deque<StepEvents>& kept = recorder_->kept_steps();
+  const size_t traced = options_.trace_path.empty() ? 0 : std::min(kept.size(), kMaxTraceSteps);
+  std::vector<StepEvents> steps;
+  for (size_t idx = 0; idx < kept.size(); ++idx)
+    if (idx >= kept.size() - traced || kept[idx].step == timeline_step) steps.push_back(kept[idx]);
+  return steps;
+}
+
+// Every rank's summary and steps go through the store to rank 0, which writes the files.
 void Trainer::finish() {
-  const std::vector<ActionEvent> no_events;
-  const Json report = rank_report_json(measure_rank(), options_.trace_path.empty() ? no_events : recorder_->events());
+  const int64_t timeline_step = agree_on_timeline_step();
+  const Json report = rank_report_json(measure_rank(), steps_to_report(timeline_step));
   comm_->store_set("report/" + std::to_string(env_.rank), report.dump());
   if (is_rank0()) {
     std::vector<RankMeasurement> ranks(plan_.ranks.size());
-    std::vector<ActionEvent> events;
+    std::vector<std::vector<StepEvents>> steps(plan_.ranks.size());
     for (size_t rank = 0; rank < ranks.size(); ++rank)
-      parse_rank_report(Json::parse(comm_->store_get("report/" + std::to_string(rank))), &ranks[rank], &events);
-    Run run;
-    run.tool_version = version();
-    run.plan_path = options_.plan_path;
-    run.plan_hash = plan_hash_;
-    run.world_size = env_.world_size;
-    run.data = options_.data;
-    run.data_dir = options_.data_dir;
-    run.seed = options_.seed;
-    run.steps = total_steps_;
-    run.steps_per_epoch = steps_per_epoch_;
-    run.resumed_from_step = start_step_;
-    run.final_loss = last_loss_;
-    run.test_accuracy = accuracy_;
-    run.measured = combine_measurements(plan_, std::move(ranks), slowest_iteration_ms_, recorder_->warmup_steps());
-    write_run(options_.output_path, run);
-    if (!options_.trace_path.empty()) write_chrome_trace(options_.trace_path, events, plan_);
+      parse_rank_report(Json::parse(comm_->store_get("report/" + std::to_string(rank))),
+                        &ranks[rank], &steps[rank]);
+    write_outputs(std::move(ranks), steps, timeline_step);
     progress_.reset();
   }
   comm_->barrier();
+}
+
+// Rank 0: run.json with the representative step's timeline, and the trace of the traced steps.
+void Trainer::write_outputs(std::vector<RankMeasurement> ranks,
+                            const std::vector<std::vector<StepEvents>>& steps,
+                            int64_t timeline_step) {
+  Run run;
+  run.tool_version = version();
+  run.plan_path = options_.plan_path;
+  run.plan_hash = plan_hash_;
+  run.world_size = env_.world_size;
+  run.data = options_.data;
+  run.data_dir = options_.data_dir;
+  run.seed = options_.seed;
+  run.steps = total_steps_;
+  run.steps_per_epoch = steps_per_epoch_;
+  run.resumed_from_step = start_step_;
+  run.final_loss = last_loss_;
+  run.test_accuracy = accuracy_;
+  std::vector<double> slowest;
+  for (const auto& [step, ms] : slowest_iteration_ms_) slowest.push_back(ms);
+  run.measured = combine_measurements(plan_, std::move(ranks), slowest, recorder_->warmup_steps());
+  std::vector<std::vector<StepEvents>> representative(steps.size());
+  for (size_t rank = 0; rank < steps.size(); ++rank)
+    for (const StepEvents& step : steps[rank])
+      if (step.step == timeline_step) representative[rank].push_back(step);
+  run.measured.timeline_step = timeline_step;
+  run.measured.timeline = measured_timeline(
+      plan_, representative, detail::concat("measured ", options_.output_path, " step ", timeline_step));
+  write_run(options_.output_path, run);
+  if (options_.trace_path.empty()) return;
+  Timeline trace = measured_timeline(plan_, steps, "measured " + options_.output_path);
+  trace.iteration_ms = run.measured.iteration_ms;
+  trace.bubble_fraction = run.measured.bubble_fraction;
+  write_chrome_trace(options_.trace_path, trace);
 }
 
 }  // namespace

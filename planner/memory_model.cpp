@@ -7,9 +7,10 @@ namespace pipeplan {
 
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                           int first, int last) {
-  int64_t bytes = 0;
-  if (stage_idx > 0) bytes += 2 * table.boundary_bytes(first);
-  if (stage_idx < settings.pp - 1) bytes += 2 * table.boundary_bytes(last);
+  const int64_t in_bytes = stage_idx > 0 ? table.boundary_bytes(first) : 0;
+  const int64_t out_bytes = stage_idx < settings.pp - 1 ? table.boundary_bytes(last) : 0;
+  int64_t bytes = kRecvLookahead * in_bytes + (kRecvLookahead + 1) * out_bytes +
+                  kMaxSendsInFlight * std::max(in_bytes, out_bytes);
   if (settings.dp > 1)
     bytes +=
         std::min(table.param_count(first, last) * kGradientBytesPerParameter, kGradientBucketBytes);
@@ -35,10 +36,12 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   terms.transient_bytes = table.transient_bytes(first, last);
   terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
   terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
-  terms.total_bytes = terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
-                      terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
-                      terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
-                      terms.runtime_overhead_bytes;
+  terms.calibration_bytes = settings.calibration_of(stage_idx);
+  terms.total_bytes = std::max<int64_t>(
+      0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
+             terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
+             terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
+             terms.runtime_overhead_bytes + terms.calibration_bytes);
   return terms;
 }
 

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "common/units.h"
 #include "planner/layer_table.h"
 #include "plans/plan.h"
+#include "plans/schedule.h"
 
 namespace pipeplan {
 
@@ -31,6 +33,15 @@ struct MemorySettings {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   Precision precision = Precision::kFp32;
   int64_t runtime_overhead_bytes = 0;  ///< the profile's device.runtime_overhead_bytes
+  /// By stage index: a calibrating run's correction added to the stage's total (may be
+  /// negative; Calibration::memory_corrections); empty without calibration.
+  std::vector<int64_t> calibration_bytes;
+
+  /// The correction of stage `stage_idx` (0 when there is none).
+  int64_t calibration_of(int stage_idx) const {
+    return stage_idx < static_cast<int>(calibration_bytes.size()) ? calibration_bytes[stage_idx]
+                                                                   : 0;
+  }
 };
 
 /// Optimizer state bytes per parameter: 4 for SGD (momentum), 8 for AdamW.
@@ -54,18 +65,21 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
          (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter);
 }
 
-/// Communication buffers of stage `stage_idx` holding layers [first, last):
+/// Communication buffers of stage `stage_idx` holding layers [first, last), under the
+/// executor's transfer policy (plans/schedule.h: R = kRecvLookahead, S = kMaxSendsInFlight):
 ///
-///   comm_buffers = 2 · (in_bytes · [s > 0] + out_bytes · [s < pp − 1])
+///   comm_buffers = R · in_bytes · [s > 0] + (R + 1) · out_bytes · [s < pp − 1]
+///                + S · max(in_bytes · [s > 0], out_bytes · [s < pp − 1])
 ///                + (dp > 1 ? min(gradient_bytes, kGradientBucketBytes) : 0)
 ///
 /// where in_bytes and out_bytes are one micro-batch's boundary tensors (table.boundary_bytes
-/// at first and last). Each boundary holds one buffer per direction in transit: the
-/// activation and the gradient of the same shape (a send keeps its tensor alive until it
-/// completes, a receive owns its buffer from the moment it is posted). Sends queued behind a
-/// slow link hold further tensors, but those are layer outputs that the retained activations
-/// already count. The last term is DP's gradient bucket: the only per-device memory DP
-/// without sharding adds.
+/// at first and last). Receives: each kind keeps R buffers posted ahead — activations from
+/// stage s − 1, gradients from stage s + 1 — and the received output gradient a backward is
+/// consuming is one more, which no other term counts (the profile's backward transient
+/// excludes the output gradient; a consumed activation becomes the stage input, which the
+/// retained activations count). Sends: at most S tensors are kept alive by sends in flight,
+/// each at most the larger boundary the stage sends across. The last term is DP's gradient
+/// bucket: the only per-device memory DP without sharding adds.
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                           int first, int last);
 
@@ -74,8 +88,8 @@ int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& setting
 /// autocast; buffers; A_s(b) per micro-batch times ℓ_s in flight — or, when `checkpoint`,
 /// only the stage input per micro-batch in flight (the model input for stage 0) plus one
 /// micro-batch's full A_s(b) during its recompute; the largest layer transient; the
-/// communication buffers; the runtime overhead. total_bytes is the sum of the terms; the
-/// stage fits iff total_bytes <= the device memory.
+/// communication buffers; the runtime overhead; the calibration's correction. total_bytes is
+/// the sum of the terms (at least 0); the stage fits iff total_bytes <= the device memory.
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                          int first, int last, bool checkpoint);
 
@@ -84,7 +98,8 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
 /// terms at the stage's two boundaries (communication buffers, the checkpointed stage input)
 /// count the smallest boundary tensor a stage boundary can have (min_inner_boundary_bytes)
 /// instead of the actual one, since those terms alone can shrink when the range grows; one
-/// A_s(b) stands for ℓ_s · A_s(b) + recompute when checkpointing. Holds for ranges a stage
+/// A_s(b) stands for ℓ_s · A_s(b) + recompute when checkpointing; the calibration's correction
+/// is the same for any range at stage_idx. Holds for ranges a stage
 /// can have in a split: stage 0 starts at layer 0, a middle stage lies within [1, L − 1].
 /// Inline: the partitioners call it for most (start, end) pairs they look at.
 inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySettings& settings,
@@ -94,12 +109,18 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
   const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
   const int64_t smallest = table.min_inner_boundary_bytes();
   const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
-  const int64_t boundaries = 2 * smallest * ((stage_idx > 0) + (stage_idx < settings.pp - 1));
+  const int buffers_in = stage_idx > 0 ? kRecvLookahead : 0;
+  const int buffers_out = stage_idx < settings.pp - 1 ? kRecvLookahead + 1 : 0;
+  const int buffers_sent = settings.pp > 1 ? kMaxSendsInFlight : 0;
+  const int64_t boundaries = smallest * (buffers_in + buffers_out + buffers_sent);
   const int64_t bucket =
       settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes) : 0;
-  return params * static_bytes_per_parameter(settings) + table.buffer_bytes(first, last) +
-         (checkpoint ? held * input + activations : held * activations) +
-         table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes;
+  const int64_t total =
+      params * static_bytes_per_parameter(settings) + table.buffer_bytes(first, last) +
+      (checkpoint ? held * input + activations : held * activations) +
+      table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes +
+      settings.calibration_of(stage_idx);
+  return std::max<int64_t>(total, 0);
 }
 
 }  // namespace pipeplan

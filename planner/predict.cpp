@@ -75,6 +75,8 @@ PartitionProblem partition_problem(const PlanningContext& context, const Candida
   problem.memory.optimizer = context.optimizer;
   problem.memory.precision = context.precision;
   problem.memory.runtime_overhead_bytes = context.profile->device.runtime_overhead_bytes;
+  if (context.calibration)
+    problem.memory.calibration_bytes = context.calibration->memory_corrections(candidate.pp);
   problem.links = link_costs(context.cluster);
   problem.inter_node_boundaries = inter_node_boundaries(
       candidate.layout, candidate.dp, candidate.pp, context.cluster.devices_per_node);
@@ -120,6 +122,7 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
     plan.predictions.stages.push_back(stage);
   }
   plan.predictions.notes = context.notes;
+  plan.calibration = context.calibration;
   if (!table.note().empty()) plan.predictions.notes.push_back(table.note());
   return plan;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct PlanningContext {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   Precision precision = Precision::kFp32;  ///< the profile's: times were measured at it
   std::vector<std::string> notes;          ///< carried by every plan (assumptions made)
+  /// Corrections from a measured run (planner/calibration.h), or none. Its times are already
+  /// in `profile` (calibrated_profile); its memory corrections enter each stage's memory, and
+  /// every plan records it.
+  std::optional<Calibration> calibration;
 };
 
 /// The choices that make one candidate plan.

@@ -154,9 +154,27 @@ void Plan::validate(std::string_view document) const {
                  ": predictions.stages: ", predictions.stages.size(), " entries for pp=", pp);
   PIPEPLAN_CHECK(optimizer.base_lr > 0 && optimizer.base_batch >= 1, document,
                  ": optimizer: base_lr must be > 0 and base_batch >= 1");
+  if (calibration) {
+    calibration->validate(document);
+    PIPEPLAN_CHECK(calibration->stages.back().last == model.num_layers, document,
+                   ": calibration.stages: cover layers [0, ", calibration->stages.back().last,
+                   ") of a model with ", model.num_layers, " layers");
+  }
 }
 
 std::string plan_hash(const Plan& plan) { return content_hash(to_json(plan).dump()); }
+
+std::string plan_configuration(const Plan& plan) {
+  std::string text = detail::concat("dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
+                                    " m=", plan.num_micro_batches, " ", to_string(plan.schedule),
+                                    " stages ");
+  for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
+    const StagePlan& stage = plan.stages[stage_idx];
+    text += detail::concat(stage_idx == 0 ? "" : ",", stage.first, ":", stage.last,
+                           stage.checkpoint ? "c" : "");
+  }
+  return text;
+}
 
 int rank_of(const Plan& plan, int stage, int replica) {
   for (const RankAssignment& assignment : plan.ranks)

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/json.h"
 #include "common/model_ref.h"
+#include "plans/calibration.h"
 
 namespace pipeplan {
 
@@ -100,7 +102,10 @@ struct MemoryTerms {
   int64_t transient_bytes = 0;
   int64_t comm_buffers_bytes = 0;
   int64_t runtime_overhead_bytes = 0;
-  int64_t total_bytes = 0;  ///< the predicted peak: the sum of the terms above
+  /// A calibrating run's measured − predicted peak of this stage (plan.calibration); may be
+  /// negative; 0 without calibration.
+  int64_t calibration_bytes = 0;
+  int64_t total_bytes = 0;  ///< the predicted peak: the sum of the terms above (at least 0)
 };
 
 /// Predicted behaviour of one stage (the same for each of its replicas).
@@ -148,20 +153,29 @@ struct Plan {
   std::vector<StagePlan> stages;
   std::vector<RankAssignment> ranks;  ///< indexed by rank
   Predictions predictions;
+  /// The corrections from a measured run the predictions were made with; none by default.
+  std::optional<Calibration> calibration;
 
   /// Consistency: dp·pp = devices = ranks; pp stages, contiguous, non-empty, covering
   /// [0, num_layers), with known dtypes; global_batch = dp · num_micro_batches ·
   /// micro_batch_size; each (stage, replica) on exactly one rank; node and local_rank follow
-  /// from the rank and devices_per_node. Throws Error(kBadInput) naming the field.
+  /// from the rank and devices_per_node; a calibration covers the model's layers. Throws
+  /// Error(kBadInput) naming the field.
   void validate(std::string_view document) const;
 };
 
+/// Every term by its key ("parameters_bytes", ..., "total_bytes"), and "in_flight".
+Json to_json(const MemoryTerms& memory);
 Json to_json(const Plan& plan);
 Plan plan_from_json(const Json& json, const std::string& document);
 Plan read_plan(const std::string& path);
 void write_plan(const std::string& path, const Plan& plan);
 /// content_hash of the canonical JSON: identifies the plan a run came from.
 std::string plan_hash(const Plan& plan);
+/// The configuration a run depends on, as one line: "dp=1 pp=2 b=4 m=4 1f1b stages
+/// 0:2,2:5c" (c: checkpointed). Two plans with equal lines run the same actions on the same
+/// layers.
+std::string plan_configuration(const Plan& plan);
 /// The rank running `stage` of `replica`.
 int rank_of(const Plan& plan, int stage, int replica);
 

@@ -116,9 +116,7 @@ const std::pair<const char*, double StagePrediction::*> kStageTimeFields[] = {
 };
 
 Json stage_prediction_json(const StagePrediction& s) {
-  Json memory{{"in_flight", s.memory.in_flight}};
-  for (const auto& [key, field] : kMemoryFields) memory[key] = s.memory.*field;
-  Json json{{"peak_memory_bytes", s.peak_memory_bytes}, {"memory", memory}};
+  Json json{{"peak_memory_bytes", s.peak_memory_bytes}, {"memory", to_json(s.memory)}};
   for (const auto& [key, field] : kStageTimeFields) json[key] = s.*field;
   return json;
 }
@@ -130,6 +128,8 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
   const JsonReader memory = r.object("memory");
   s.memory.in_flight = static_cast<int>(memory.integer_at_least("in_flight", 0));
   for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.integer_at_least(key, 0);
+  // Signed, and absent from plans made before calibration existed.
+  if (memory.has("calibration_bytes")) s.memory.calibration_bytes = memory.integer("calibration_bytes");
   return s;
 }
 
@@ -159,6 +159,12 @@ Predictions predictions_from(const JsonReader& r) {
 
 }  // namespace
 
+Json to_json(const MemoryTerms& memory) {
+  Json json{{"in_flight", memory.in_flight}, {"calibration_bytes", memory.calibration_bytes}};
+  for (const auto& [key, field] : kMemoryFields) json[key] = memory.*field;
+  return json;
+}
+
 Json to_json(const Plan& plan) {
   Json stages = Json::array();
   for (const StagePlan& stage : plan.stages) stages.push_back(stage_json(stage));
@@ -180,7 +186,8 @@ Json to_json(const Plan& plan) {
               {"partition", plan.partition},
               {"stages", stages},
               {"ranks", ranks},
-              {"predictions", predictions_json(plan.predictions)}};
+              {"predictions", predictions_json(plan.predictions)},
+              {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
 }
 
 Plan plan_from_json(const Json& json, const std::string& document) {
@@ -205,6 +212,8 @@ Plan plan_from_json(const Json& json, const std::string& document) {
   for (const JsonReader& stage : r.objects("stages")) plan.stages.push_back(stage_from(stage));
   for (const JsonReader& rank : r.objects("ranks")) plan.ranks.push_back(rank_from(rank));
   plan.predictions = predictions_from(r.object("predictions"));
+  if (r.has("calibration") && !r.at("calibration").is_null())
+    plan.calibration = calibration_from_json(r.object("calibration"));
   plan.validate(document);
   return plan;
 }

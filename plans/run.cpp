@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/hash.h"
 
 namespace pipeplan {
 namespace {
@@ -17,15 +18,23 @@ const std::pair<const char*, double RankMeasurement::*> kRankTimeFields[] = {
     {"optimizer_ms", &RankMeasurement::optimizer_ms},
     {"allreduce_ms", &RankMeasurement::allreduce_ms},
     {"recv_wait_ms", &RankMeasurement::recv_wait_ms},
+    {"load_ms", &RankMeasurement::load_ms},
     {"busy_ms", &RankMeasurement::busy_ms},
     {"idle_ms", &RankMeasurement::idle_ms},
     {"iteration_ms", &RankMeasurement::iteration_ms},
 };
 
 const std::pair<const char*, double StageMeasurement::*> kStageTimeFields[] = {
-    {"fwd_ms", &StageMeasurement::fwd_ms},         {"bwd_ms", &StageMeasurement::bwd_ms},
-    {"recompute_ms", &StageMeasurement::recompute_ms}, {"compute_ms", &StageMeasurement::compute_ms},
-    {"busy_ms", &StageMeasurement::busy_ms},       {"idle_ms", &StageMeasurement::idle_ms},
+    {"fwd_ms", &StageMeasurement::fwd_ms},
+    {"bwd_ms", &StageMeasurement::bwd_ms},
+    {"recompute_ms", &StageMeasurement::recompute_ms},
+    {"compute_ms", &StageMeasurement::compute_ms},
+    {"optimizer_ms", &StageMeasurement::optimizer_ms},
+    {"allreduce_ms", &StageMeasurement::allreduce_ms},
+    {"recv_wait_ms", &StageMeasurement::recv_wait_ms},
+    {"load_ms", &StageMeasurement::load_ms},
+    {"busy_ms", &StageMeasurement::busy_ms},
+    {"idle_ms", &StageMeasurement::idle_ms},
 };
 
 const std::pair<const char*, double Measurements::*> kRunTimeFields[] = {
@@ -81,8 +90,10 @@ Json measured_json(const Measurements& m) {
   for (const StageMeasurement& stage : m.stages) stages.push_back(stage_json(stage));
   Json ranks = Json::array();
   for (const RankMeasurement& rank : m.ranks) ranks.push_back(to_json(rank));
+  Json timeline = to_json(m.timeline);
+  timeline["step"] = m.timeline_step;
   Json json{{"warmup_steps", m.warmup_steps}, {"measured_steps", m.measured_steps},
-            {"stages", stages}, {"ranks", ranks}};
+            {"stages", stages}, {"ranks", ranks}, {"timeline", timeline}};
   for (const auto& [key, field] : kRunTimeFields) json[key] = m.*field;
   return json;
 }
@@ -94,6 +105,9 @@ Measurements measured_from(const JsonReader& reader) {
   m.measured_steps = static_cast<int>(reader.integer_at_least("measured_steps", 0));
   for (const JsonReader& stage : reader.objects("stages")) m.stages.push_back(stage_from(stage));
   for (const JsonReader& rank : reader.objects("ranks")) m.ranks.push_back(rank_measurement_from_json(rank));
+  const JsonReader timeline = reader.object("timeline");
+  m.timeline_step = timeline.integer_at_least("step", 0);
+  m.timeline = timeline_from_json(timeline);
   return m;
 }
 
@@ -123,6 +137,10 @@ void Run::validate(std::string_view document) const {
                  measured.bubble_fraction, " is not in [0, 1]");
   PIPEPLAN_CHECK(std::isfinite(final_loss), document, ": final_loss: ", final_loss,
                  " is not finite");
+  PIPEPLAN_CHECK(measured.timeline.events.empty() ||
+                     static_cast<int>(measured.timeline.rank_stages.size()) == world_size,
+                 document, ": measured.timeline.rank_stages: ",
+                 measured.timeline.rank_stages.size(), " entries for world_size=", world_size);
 }
 
 Json to_json(const Run& run) {
@@ -171,5 +189,7 @@ Run run_from_json(const Json& json, const std::string& document) {
 Run read_run(const std::string& path) { return run_from_json(read_json_file(path), path); }
 
 void write_run(const std::string& path, const Run& run) { write_json_file(path, to_json(run)); }
+
+std::string run_hash(const Run& run) { return content_hash(to_json(run).dump()); }
 
 }  // namespace pipeplan

@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "common/json.h"
+#include "plans/timeline.h"
 
 namespace pipeplan {
 
 inline constexpr const char* kRunSchema = "pipeplan.run/1";
 
-/// What one rank measured; times are medians over the measured steps (after the warm-up).
+/// What one rank measured; times are medians over the measured steps (after the warm-up), and
+/// a time per micro-batch is the median over steps of the step's mean per micro-batch.
 struct RankMeasurement {
   int rank = 0;
   int stage = 0;
@@ -28,17 +30,27 @@ struct RankMeasurement {
   double optimizer_ms = 0;                ///< the optimizer step, per iteration
   double allreduce_ms = 0;                ///< the gradient all-reduce, per iteration
   double recv_wait_ms = 0;                ///< blocked on receives, per iteration
-  double busy_ms = 0;                     ///< compute + optimizer + data loading, per iteration
-  double idle_ms = 0;  ///< the run's iteration_ms - busy_ms (receive waits, all-reduce, gaps)
+  double load_ms = 0;                     ///< reading the data, per iteration
+  /// Compute + all-reduce + optimizer, per iteration: what the simulator counts as busy (the
+  /// measured all-reduce includes waiting for the slowest replica, which the simulator counts
+  /// as idle before it).
+  double busy_ms = 0;
+  /// The run's iteration_ms - busy_ms: receive and send waits, data loading, gaps.
+  double idle_ms = 0;
   double iteration_ms = 0;  ///< this rank's own iteration time (step start to its last wait)
 };
 
-/// One stage, over its replicas: times are the replicas' mean, memory their maximum.
+/// One stage, over its replicas: times are the replicas' mean, memory their maximum; the
+/// fields mean what RankMeasurement's do.
 struct StageMeasurement {
   double fwd_ms = 0;
   double bwd_ms = 0;
   double recompute_ms = 0;
   double compute_ms = 0;
+  double optimizer_ms = 0;
+  double allreduce_ms = 0;
+  double recv_wait_ms = 0;
+  double load_ms = 0;
   double busy_ms = 0;
   double idle_ms = 0;
   int64_t peak_memory_bytes = 0;
@@ -55,6 +67,12 @@ struct Measurements {
   int measured_steps = 0;      ///< steps the medians are over
   std::vector<StageMeasurement> stages;
   std::vector<RankMeasurement> ranks;  ///< indexed by rank
+  /// The representative step: among the measured steps whose events the ranks kept, the one
+  /// whose slowest-rank iteration time is the (lower) median; 0 when no step was measured.
+  int64_t timeline_step = 0;
+  /// Every rank's events of timeline_step, in ms from the earliest rank's start of the step;
+  /// iteration_ms is that step's slowest rank's, bubble_fraction its idle share.
+  Timeline timeline;
 };
 
 /// Test-split accuracy after an epoch (or at the end of a run that stops mid-epoch).
@@ -94,5 +112,7 @@ Run run_from_json(const Json& json, const std::string& document);
 Run read_run(const std::string& path);
 /// Writes atomically (temporary file and rename).
 void write_run(const std::string& path, const Run& run);
+/// content_hash of the canonical JSON: identifies the run a calibration came from.
+std::string run_hash(const Run& run);
 
 }  // namespace pipeplan

@@ -22,6 +22,15 @@ enum class ActionKind {
   kOptimizerStep,
 };
 
+/// How many transfers a rank keeps going at once — the executor's policy, which the memory
+/// model's communication buffers count (planner/memory_model.h):
+/// receives of each kind (activations, gradients) posted ahead of the one the rank waits for
+/// next; each holds a buffer of one boundary tensor from the moment it is posted.
+inline constexpr int kRecvLookahead = 2;
+/// Sends in flight at most; a further send first waits for the oldest. Each keeps the tensor
+/// it sends alive until it completes.
+inline constexpr int kMaxSendsInFlight = 2;
+
 /// One action. `micro_batch` is -1 for kAllReduce and kOptimizerStep; `peer` is the rank (or,
 /// from stage_actions, the stage) on the other end of a send or receive, else -1.
 struct Action {

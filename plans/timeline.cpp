@@ -1,4 +1,4 @@
-// The timeline: event kinds and the Chrome-trace writer.
+// The timeline: event kinds, the Chrome-trace writer and run.json's JSON form.
 #include "plans/timeline.h"
 
 #include <set>
@@ -11,6 +11,11 @@ namespace {
 
 constexpr double kMicrosecondsPerMs = 1000.0;
 constexpr int kComputeThread = 0;
+
+constexpr TimelineKind kAllKinds[] = {
+    TimelineKind::kForward,   TimelineKind::kBackward,  TimelineKind::kRecompute,
+    TimelineKind::kSend,      TimelineKind::kRecvWait,  TimelineKind::kAllReduce,
+    TimelineKind::kOptimizer, TimelineKind::kLoad,      TimelineKind::kSendWait};
 
 std::string event_name(const TimelineEvent& event) {
   const std::string mb = std::to_string(event.micro_batch);
@@ -29,6 +34,10 @@ std::string event_name(const TimelineEvent& event) {
       return "all-reduce";
     case TimelineKind::kOptimizer:
       return "optimizer";
+    case TimelineKind::kLoad:
+      return "load " + mb;
+    case TimelineKind::kSendWait:
+      return event.micro_batch >= 0 ? "send-wait before " + mb : "send-wait";
   }
   return "?";
 }
@@ -57,8 +66,54 @@ std::string to_string(TimelineKind kind) {
       return "all-reduce";
     case TimelineKind::kOptimizer:
       return "optimizer";
+    case TimelineKind::kLoad:
+      return "load";
+    case TimelineKind::kSendWait:
+      return "send-wait";
   }
   return "?";
+}
+
+namespace {
+
+std::string kind_words() {
+  std::string words;
+  for (TimelineKind kind : kAllKinds) words += (words.empty() ? "" : ", ") + to_string(kind);
+  return words;
+}
+
+bool find_kind(std::string_view word, TimelineKind* found) {
+  for (TimelineKind kind : kAllKinds)
+    if (word == to_string(kind)) {
+      *found = kind;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+TimelineKind parse_timeline_kind(std::string_view word, std::string_view field) {
+  TimelineKind kind = TimelineKind::kForward;
+  PIPEPLAN_CHECK(find_kind(word, &kind), field, ": ", quote(word), " is not one of ", kind_words());
+  return kind;
+}
+
+bool is_busy(TimelineKind kind) {
+  switch (kind) {
+    case TimelineKind::kForward:
+    case TimelineKind::kBackward:
+    case TimelineKind::kRecompute:
+    case TimelineKind::kAllReduce:
+    case TimelineKind::kOptimizer:
+      return true;
+    case TimelineKind::kSend:
+    case TimelineKind::kRecvWait:
+    case TimelineKind::kLoad:
+    case TimelineKind::kSendWait:
+      return false;
+  }
+  return false;
 }
 
 Json to_chrome_trace(const Timeline& timeline) {
@@ -104,6 +159,51 @@ void write_chrome_trace(const std::string& path, const Timeline& timeline) {
 
 void write_svg(const std::string& path, const Timeline& timeline) {
   write_file_atomic(path, to_svg(timeline));
+}
+
+Json to_json(const Timeline& timeline) {
+  Json events = Json::array();
+  for (const TimelineEvent& e : timeline.events)
+    events.push_back(Json{{"rank", e.rank},
+                          {"kind", to_string(e.kind)},
+                          {"micro_batch", e.micro_batch},
+                          {"start_ms", e.start_ms},
+                          {"end_ms", e.end_ms},
+                          {"peer", e.peer}});
+  return Json{{"title", timeline.title},
+              {"iteration_ms", timeline.iteration_ms},
+              {"bubble_fraction", timeline.bubble_fraction},
+              {"rank_stages", timeline.rank_stages},
+              {"events", events}};
+}
+
+Timeline timeline_from_json(const JsonReader& reader) {
+  Timeline timeline;
+  timeline.title = reader.string("title");
+  timeline.iteration_ms = reader.non_negative("iteration_ms");
+  timeline.bubble_fraction = reader.non_negative("bubble_fraction");
+  for (int64_t stage : reader.integers("rank_stages")) {
+    if (stage < 0) reader.fail("rank_stages", detail::concat(stage, " is not a stage index"));
+    timeline.rank_stages.push_back(static_cast<int>(stage));
+  }
+  const int ranks = static_cast<int>(timeline.rank_stages.size());
+  for (const JsonReader& e : reader.objects("events")) {
+    TimelineEvent event;
+    event.rank = static_cast<int>(e.integer_at_least("rank", 0));
+    if (event.rank >= ranks)
+      e.fail("rank", detail::concat(event.rank, " is not below the ", ranks, " ranks"));
+    const std::string kind = e.string("kind");
+    if (!find_kind(kind, &event.kind))
+      e.fail("kind", detail::concat(quote(kind), " is not one of ", kind_words()));
+    event.micro_batch = static_cast<int>(e.integer_at_least("micro_batch", -1));
+    event.start_ms = e.non_negative("start_ms");
+    event.end_ms = e.non_negative("end_ms");
+    if (event.end_ms < event.start_ms)
+      e.fail("end_ms", detail::concat(event.end_ms, " is before start_ms ", event.start_ms));
+    event.peer = static_cast<int>(e.integer_at_least("peer", -1));
+    timeline.events.push_back(event);
+  }
+  return timeline;
 }
 
 }  // namespace pipeplan

@@ -1,21 +1,21 @@
-// The timeline as a self-contained SVG: one row per rank, boxes coloured by micro-batch.
+// The timeline as SVG: a panel with one row per rank, boxes coloured by micro-batch, either
+// alone in a document or one of several panels of a larger one.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <string>
 
 #include "common/error.h"
+#include "plans/svg.h"
 #include "plans/timeline.h"
 
 namespace pipeplan {
 namespace {
 
 // Layout, in SVG user units (px).
-constexpr double kWidthPx = 1200;
 constexpr double kLabelWidthPx = 130;
 constexpr double kRightMarginPx = 20;
-constexpr double kTitleHeightPx = 56;
+constexpr double kHeadingHeightPx = 56;
 constexpr double kRowHeightPx = 26;
 constexpr double kRowGapPx = 6;
 constexpr double kAxisHeightPx = 40;
@@ -23,44 +23,19 @@ constexpr double kSendBarPx = 3;
 constexpr double kMinLabelWidthPx = 18;  // boxes narrower than this get no "F3" text
 constexpr int kTargetTicks = 10;
 constexpr double kGoldenAngleDeg = 137.508;  // spreads micro-batch hues evenly
-
-std::string number(double value, int decimals = 2) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
+constexpr int kForwardLightnessPercent = 72;
+constexpr int kBackwardLightnessPercent = 38;
+constexpr int kRecomputeLightnessPercent = 85;
+constexpr int kSendLightnessPercent = 30;
 
 // Enough decimals to tell ticks `step` apart: 0 for steps of 1 and more, 1 for 0.1, ...
 int tick_decimals(double step) {
   return step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
 }
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string hue_colour(int micro_batch, int lightness_percent) {
   const double hue = std::fmod(std::max(micro_batch, 0) * kGoldenAngleDeg, 360.0);
-  return detail::concat("hsl(", number(hue), ",65%,", lightness_percent, "%)");
+  return detail::concat("hsl(", svg_number(hue), ",65%,", lightness_percent, "%)");
 }
 
 // A tick step of 1, 2 or 5 times a power of ten giving about kTargetTicks ticks.
@@ -72,72 +47,58 @@ double tick_step(double span_ms) {
   return 10 * power;
 }
 
-class SvgCanvas {
+double own_span_ms(const Timeline& timeline) {
+  double end_ms = timeline.iteration_ms;
+  for (const TimelineEvent& event : timeline.events) end_ms = std::max(end_ms, event.end_ms);
+  return end_ms > 0 ? end_ms : 1.0;
+}
+
+class SvgPanelWriter {
  public:
-  explicit SvgCanvas(const Timeline& timeline)
+  SvgPanelWriter(const Timeline& timeline, const SvgPanel& panel)
       : timeline_(timeline),
-        span_ms_(std::max(timeline.iteration_ms, latest_end(timeline))),
-        plot_width_px_(kWidthPx - kLabelWidthPx - kRightMarginPx) {}
+        top_px_(panel.top_px),
+        span_ms_(panel.span_ms > 0 ? panel.span_ms : own_span_ms(timeline)),
+        plot_width_px_(kSvgWidthPx - kLabelWidthPx - kRightMarginPx) {}
 
   std::string render() {
     const int rows = static_cast<int>(timeline_.rank_stages.size());
-    const double height = kTitleHeightPx + rows * (kRowHeightPx + kRowGapPx) + kAxisHeightPx;
-    out_ << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-         << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << number(kWidthPx)
-         << "\" height=\"" << number(height) << "\" viewBox=\"0 0 " << number(kWidthPx) << " "
-         << number(height) << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-    defs();
-    out_ << "<rect x=\"0\" y=\"0\" width=\"" << number(kWidthPx) << "\" height=\"" << number(height)
-         << "\" fill=\"white\"/>\n";
-    title();
+    heading();
     for (int rank = 0; rank < rows; ++rank) row_background(rank);
     for (const TimelineEvent& event : timeline_.events) draw(event);
-    axis(kTitleHeightPx + rows * (kRowHeightPx + kRowGapPx));
-    out_ << "</svg>\n";
+    axis(row_top(rows));
     return out_.str();
   }
 
  private:
-  static double latest_end(const Timeline& timeline) {
-    double end_ms = 0;
-    for (const TimelineEvent& event : timeline.events) end_ms = std::max(end_ms, event.end_ms);
-    return end_ms > 0 ? end_ms : 1.0;
-  }
   double x(double ms) const { return kLabelWidthPx + ms / span_ms_ * plot_width_px_; }
-  double row_top(int rank) const { return kTitleHeightPx + rank * (kRowHeightPx + kRowGapPx); }
-
-  void defs() {
-    out_ << "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\""
-            " patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\""
-            " stroke=\"white\" stroke-opacity=\"0.45\" stroke-width=\"2\"/></pattern></defs>\n";
+  double row_top(int rank) const {
+    return top_px_ + kHeadingHeightPx + rank * (kRowHeightPx + kRowGapPx);
   }
 
-  void title() {
-    const std::string heading =
+  void heading() {
+    const std::string text =
         detail::concat(timeline_.title.empty() ? "timeline" : timeline_.title, ": iteration ",
-                       number(timeline_.iteration_ms), " ms, bubble ",
-                       number(timeline_.bubble_fraction * 100), " %");
-    out_ << "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << escape(heading)
-         << "</text>\n"
-         << "<text x=\"10\" y=\"42\" fill=\"#444\">forward: light, backward: dark and hatched, "
-            "recompute: dashed outline, all-reduce and optimizer: grey, blank: idle; colour = "
-            "micro-batch</text>\n";
+                       svg_number(timeline_.iteration_ms), " ms, bubble ",
+                       svg_number(timeline_.bubble_fraction * 100), " %");
+    out_ << svg_text(10, top_px_ + 22, text, " font-size=\"15\" font-weight=\"bold\"")
+         << svg_text(10, top_px_ + 42,
+                     "forward: light, backward: dark and hatched, recompute: dashed outline, "
+                     "all-reduce and optimizer: grey, load: tan, blank: idle or waiting; "
+                     "colour = micro-batch",
+                     " fill=\"#444\"");
   }
 
   void row_background(int rank) {
     const double top = row_top(rank);
-    out_ << "<text x=\"8\" y=\"" << number(top + kRowHeightPx * 0.65) << "\">rank " << rank
-         << " (stage " << timeline_.rank_stages[rank] << ")</text>\n"
-         << "<rect x=\"" << number(x(0)) << "\" y=\"" << number(top) << "\" width=\""
-         << number(plot_width_px_) << "\" height=\"" << number(kRowHeightPx)
-         << "\" fill=\"#eef1f5\"/>\n";
+    out_ << svg_text(8, top + kRowHeightPx * 0.65,
+                     detail::concat("rank ", rank, " (stage ", timeline_.rank_stages[rank], ")"))
+         << svg_rect(x(0), top, plot_width_px_, kRowHeightPx, "#eef1f5");
   }
 
-  void box(double left, double top, double width, double height, const std::string& fill,
-           const std::string& extra) {
-    out_ << "<rect x=\"" << number(left) << "\" y=\"" << number(top) << "\" width=\""
-         << number(std::max(width, 0.5)) << "\" height=\"" << number(height) << "\" fill=\"" << fill
-         << "\"" << extra << "/>\n";
+  void box(double left, double top, double width, const std::string& fill,
+           const std::string& extra = "") {
+    out_ << svg_rect(left, top, width, kRowHeightPx, fill, extra);
   }
 
   void draw(const TimelineEvent& event) {
@@ -147,27 +108,32 @@ class SvgCanvas {
     const double top = row_top(event.rank);
     switch (event.kind) {
       case TimelineKind::kForward:
-        box(left, top, width, kRowHeightPx, hue_colour(event.micro_batch, 72), "");
+        box(left, top, width, hue_colour(event.micro_batch, kForwardLightnessPercent));
         break;
       case TimelineKind::kBackward:
-        box(left, top, width, kRowHeightPx, hue_colour(event.micro_batch, 38), "");
-        box(left, top, width, kRowHeightPx, "url(#hatch)", "");
+        box(left, top, width, hue_colour(event.micro_batch, kBackwardLightnessPercent));
+        box(left, top, width, "url(#hatch)");
         break;
       case TimelineKind::kRecompute:
-        box(left, top, width, kRowHeightPx, hue_colour(event.micro_batch, 85),
+        box(left, top, width, hue_colour(event.micro_batch, kRecomputeLightnessPercent),
             " stroke=\"#333\" stroke-dasharray=\"3,2\" stroke-width=\"0.8\"");
         break;
       case TimelineKind::kAllReduce:
-        box(left, top, width, kRowHeightPx, "#9a9a9a", "");
-        break;
+        box(left, top, width, "#9a9a9a");
+        return;
       case TimelineKind::kOptimizer:
-        box(left, top, width, kRowHeightPx, "#5a5a5a", "");
-        break;
+        box(left, top, width, "#5a5a5a");
+        return;
+      case TimelineKind::kLoad:
+        box(left, top, width, "#d9c7a3");
+        return;
       case TimelineKind::kSend:
-        box(left, top + kRowHeightPx - kSendBarPx, width, kSendBarPx,
-            hue_colour(event.micro_batch, 30), " fill-opacity=\"0.6\"");
+        out_ << svg_rect(left, top + kRowHeightPx - kSendBarPx, width, kSendBarPx,
+                         hue_colour(event.micro_batch, kSendLightnessPercent),
+                         " fill-opacity=\"0.6\"");
         return;
       case TimelineKind::kRecvWait:
+      case TimelineKind::kSendWait:
         return;  // idle: left blank on purpose
     }
     label(event, left, width, top);
@@ -179,28 +145,27 @@ class SvgCanvas {
                          : event.kind == TimelineKind::kBackward ? "B"
                                                                  : "R";
     const char* colour = event.kind == TimelineKind::kBackward ? "white" : "black";
-    out_ << "<text x=\"" << number(left + width / 2) << "\" y=\""
-         << number(top + kRowHeightPx * 0.65) << "\" text-anchor=\"middle\" fill=\"" << colour
-         << "\">" << prefix << event.micro_batch << "</text>\n";
+    out_ << svg_text(left + width / 2, top + kRowHeightPx * 0.65,
+                     detail::concat(prefix, event.micro_batch),
+                     detail::concat(" text-anchor=\"middle\" fill=\"", colour, "\""));
   }
 
   void axis(double top) {
-    out_ << "<line x1=\"" << number(x(0)) << "\" y1=\"" << number(top) << "\" x2=\""
-         << number(x(span_ms_)) << "\" y2=\"" << number(top) << "\" stroke=\"black\"/>\n";
+    out_ << "<line x1=\"" << svg_number(x(0)) << "\" y1=\"" << svg_number(top) << "\" x2=\""
+         << svg_number(x(span_ms_)) << "\" y2=\"" << svg_number(top) << "\" stroke=\"black\"/>\n";
     const double step = tick_step(span_ms_);
     for (int tick = 0; tick * step <= span_ms_ * (1 + 1e-9); ++tick) {
       const double px = x(tick * step);
-      out_ << "<line x1=\"" << number(px) << "\" y1=\"" << number(top) << "\" x2=\"" << number(px)
-           << "\" y2=\"" << number(top + 5) << "\" stroke=\"black\"/>\n"
-           << "<text x=\"" << number(px) << "\" y=\"" << number(top + 17)
-           << "\" text-anchor=\"middle\">" << number(tick * step, tick_decimals(step))
-           << "</text>\n";
+      out_ << "<line x1=\"" << svg_number(px) << "\" y1=\"" << svg_number(top) << "\" x2=\""
+           << svg_number(px) << "\" y2=\"" << svg_number(top + 5) << "\" stroke=\"black\"/>\n"
+           << svg_text(px, top + 17, svg_number(tick * step, tick_decimals(step)),
+                       " text-anchor=\"middle\"");
     }
-    out_ << "<text x=\"" << number(x(span_ms_ / 2)) << "\" y=\"" << number(top + 33)
-         << "\" text-anchor=\"middle\">time (ms)</text>\n";
+    out_ << svg_text(x(span_ms_ / 2), top + 33, "time (ms)", " text-anchor=\"middle\"");
   }
 
   const Timeline& timeline_;
+  double top_px_;
   double span_ms_;
   double plot_width_px_;
   std::ostringstream out_;
@@ -208,6 +173,25 @@ class SvgCanvas {
 
 }  // namespace
 
-std::string to_svg(const Timeline& timeline) { return SvgCanvas(timeline).render(); }
+double svg_panel_height(const Timeline& timeline) {
+  const double rows = static_cast<double>(timeline.rank_stages.size());
+  return kHeadingHeightPx + rows * (kRowHeightPx + kRowGapPx) + kAxisHeightPx;
+}
+
+void append_svg_panel(const Timeline& timeline, const SvgPanel& panel, std::string* svg) {
+  *svg += SvgPanelWriter(timeline, panel).render();
+}
+
+std::string svg_defs() {
+  return "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\""
+         " patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\""
+         " stroke=\"white\" stroke-opacity=\"0.45\" stroke-width=\"2\"/></pattern></defs>\n";
+}
+
+std::string to_svg(const Timeline& timeline) {
+  std::string svg = svg_document_open(svg_panel_height(timeline)) + svg_defs();
+  append_svg_panel(timeline, SvgPanel{}, &svg);
+  return svg + "</svg>\n";
+}
 
 }  // namespace pipeplan

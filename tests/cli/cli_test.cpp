@@ -4,77 +4,21 @@
 // 0 / 1 / 2 and the one-line errors.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "plans/plan.h"
+#include "tests/cli/cli_fixture.h"
 
 namespace pipeplan {
 namespace {
 
+using testing::CliTest;
+using testing::kFixture;
+using testing::Outcome;
+using testing::slurp;
 namespace fs = std::filesystem;
-
-const std::string kBinary = std::string(PIPEPLAN_BINARY_DIR) + "/cli/pipeplan";
-const std::string kFixture =
-    std::string(PIPEPLAN_SOURCE_DIR) + "/tests/data/resnet_tiny_cpu_profile_fixture.json";
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// A fresh folder per test, so that tests may run in parallel.
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("pipeplan_cli_") + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Outcome run(const std::string& args) const {
-    const std::string command =
-        "cd '" + dir_.string() + "' && '" + kBinary + "' " + args + " > out.txt 2> err.txt";
-    const int status = std::system(command.c_str());
-    Outcome result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.out = slurp(dir_ / "out.txt");
-    result.err = slurp(dir_ / "err.txt");
-    return result;
-  }
-
-  // Expects exit 2 and exactly one line "pipeplan: error: ..." containing `expected`.
-  void expect_bad_input(const std::string& args, const std::string& expected) const {
-    const Outcome result = run(args);
-    EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.err;
-    EXPECT_EQ(result.err.rfind("pipeplan: error: ", 0), 0u) << args << ": " << result.err;
-    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-    EXPECT_NE(result.err.find(expected), std::string::npos) << args << ": " << result.err;
-  }
-
-  std::string plan_args(const std::string& extra) const {
-    return "plan --profile '" + kFixture + "' --devices 2 --device-memory 4GiB --global-batch 32 " +
-           extra;
-  }
-
-  fs::path dir_;
-};
 
 TEST_F(CliTest, PlanThenSimulateTwoDevices) {
   const Outcome planned = run(plan_args("--pp 2 -o plan.json"));

@@ -1,4 +1,4 @@
-// Tests for executor/metrics.h: timing records, the run summary, step checks, the trace.
+// Tests for executor/metrics.h: timing records, the run summary, step checks, the timeline.
 #include "executor/metrics.h"
 
 #include <gtest/gtest.h>
@@ -15,20 +15,85 @@ TEST(MetricsTest, RecorderMeasuresOnlyStepsAfterTheWarmUp) {
   for (int64_t step = 1; step <= 3; ++step) {
     recorder.begin_step(step);
     const double fwd_ms = step == 1 ? 100.0 : 2.0 * static_cast<double>(step);
-    recorder.record(EventKind::kForward, 0, 0, fwd_ms);
-    recorder.record(EventKind::kBackward, 0, fwd_ms, fwd_ms + 1);
-    recorder.record(EventKind::kRecvWait, 1, 0, 0.5);
-    recorder.record(EventKind::kOptimizer, -1, 0, 0.25);
+    recorder.record(TimelineKind::kLoad, 0, 0, 0.125);
+    recorder.record(TimelineKind::kForward, 0, 0, fwd_ms);
+    recorder.record(TimelineKind::kBackward, 0, fwd_ms, fwd_ms + 1);
+    recorder.record(TimelineKind::kRecvWait, 1, 0, 0.5, /*peer=*/1);
+    recorder.record(TimelineKind::kAllReduce, -1, 0, 0.5);
+    recorder.record(TimelineKind::kOptimizer, -1, 0, 0.25);
     const StepTiming timing = recorder.end_step();
     EXPECT_DOUBLE_EQ(timing.compute_ms, fwd_ms + 1);
-    EXPECT_DOUBLE_EQ(timing.busy_ms, fwd_ms + 1.25);
+    EXPECT_DOUBLE_EQ(timing.busy_ms, fwd_ms + 1.75);  // compute, all-reduce, optimizer; no load
+    EXPECT_DOUBLE_EQ(timing.load_ms, 0.125);
     EXPECT_DOUBLE_EQ(timing.recv_wait_ms, 0.5);
   }
   const RankMeasurement m = recorder.summarize(RankAssignment{0, 1, 0, 0, 0, "cpu"});
   EXPECT_DOUBLE_EQ(m.fwd_ms, 5.0);  // steps 2 and 3: 4 and 6 ms; step 1 is warm-up
   EXPECT_DOUBLE_EQ(m.bwd_ms, 1.0);
+  EXPECT_DOUBLE_EQ(m.load_ms, 0.125);
   EXPECT_EQ(m.stage, 1);
-  EXPECT_EQ(recorder.events().size(), 8u);  // 4 events of each measured step
+  ASSERT_EQ(recorder.kept_steps().size(), 2u);  // the measured steps 2 and 3
+  EXPECT_EQ(recorder.kept_steps().front().step, 2);
+  ASSERT_EQ(recorder.kept_steps().front().events.size(), 6u);
+  EXPECT_EQ(recorder.kept_steps().front().events[3].peer, 1);
+}
+
+TEST(MetricsTest, TimesPerMicroBatchAreMediansOfEachStepsMean) {
+  Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
+  // Every step's first forward is slow: the step means (3, 3.5, 4) add up to the compute.
+  const double slow_ms[] = {5.0, 6.0, 7.0};
+  for (int64_t step = 1; step <= 3; ++step) {
+    recorder.begin_step(step);
+    recorder.record(TimelineKind::kForward, 0, 0, slow_ms[step - 1]);
+    recorder.record(TimelineKind::kForward, 1, 0, 1.0);
+    EXPECT_DOUBLE_EQ(recorder.end_step().fwd_ms, (slow_ms[step - 1] + 1.0) / 2);
+  }
+  const RankMeasurement m = recorder.summarize(RankAssignment{});
+  EXPECT_DOUBLE_EQ(m.fwd_ms, 3.5);  // a median over the six forwards would say 3
+  EXPECT_DOUBLE_EQ(m.compute_ms, 2 * m.fwd_ms);
+}
+
+TEST(MetricsTest, RecorderKeepsOnlyTheLastSteps) {
+  Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
+  for (int64_t step = 1; step <= Recorder::kMaxKeptSteps + 5; ++step) {
+    recorder.begin_step(step);
+    recorder.record(TimelineKind::kForward, 0, 0, 1);
+    recorder.end_step();
+  }
+  ASSERT_EQ(recorder.kept_steps().size(), static_cast<size_t>(Recorder::kMaxKeptSteps));
+  EXPECT_EQ(recorder.kept_steps().front().step, 6);
+}
+
+TEST(MetricsTest, RepresentativeStepIsTheLowerMedianAmongKeptSteps) {
+  const std::vector<std::pair<int64_t, double>> slowest = {
+      {4, 30.0}, {5, 10.0}, {6, 50.0}, {7, 20.0}, {8, 40.0}};
+  EXPECT_EQ(representative_step(slowest, {4, 5, 6, 7, 8}), 4);  // 30 ms is the median
+  EXPECT_EQ(representative_step(slowest, {5, 6, 7, 8}), 7);     // 10 20 | 40 50: lower median 20
+  EXPECT_EQ(representative_step(slowest, {}), 0);
+}
+
+TEST(MetricsTest, MeasuredTimelineStartsAtTheEarliestRankAndCountsBusyKinds) {
+  const Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/1, /*pp=*/2));
+  std::vector<std::vector<StepEvents>> ranks(2);
+  ranks[0].push_back({7, 100.0, 110.0,
+                      {{0, TimelineKind::kLoad, 0, 100.0, 101.0, -1},
+                       {0, TimelineKind::kForward, 0, 101.0, 103.0, -1},
+                       {0, TimelineKind::kSend, 0, 103.0, 103.5, 1},
+                       {0, TimelineKind::kRecvWait, 0, 103.5, 107.0, 1},
+                       {0, TimelineKind::kBackward, 0, 107.0, 110.0, -1}}});
+  ranks[1].push_back({7, 100.5, 109.0,
+                      {{1, TimelineKind::kRecvWait, 0, 100.5, 103.5, 0},
+                       {1, TimelineKind::kForward, 0, 103.5, 105.0, -1},
+                       {1, TimelineKind::kBackward, 0, 105.0, 107.0, -1}}});
+  const Timeline timeline = measured_timeline(plan, ranks, "measured");
+  EXPECT_EQ(timeline.rank_stages, (std::vector<int>{0, 1}));
+  EXPECT_DOUBLE_EQ(timeline.iteration_ms, 10.0);
+  ASSERT_EQ(timeline.events.size(), 8u);
+  EXPECT_DOUBLE_EQ(timeline.events[0].start_ms, 0.0);
+  EXPECT_DOUBLE_EQ(timeline.events[5].start_ms, 0.5);
+  EXPECT_EQ(timeline.events[5].peer, 0);
+  // busy: rank 0 forward 2 + backward 3 = 5, rank 1 1.5 + 2 = 3.5; idle 5 + 6.5 of 2 × 10.
+  EXPECT_DOUBLE_EQ(timeline.bubble_fraction, 11.5 / 20.0);
 }
 
 TEST(MetricsTest, CombinedIdleTimeCompletesEveryRanksIteration) {
@@ -70,20 +135,22 @@ TEST(MetricsTest, StepReducerNamesStepStageAndRankOfANan) {
   }
 }
 
-TEST(MetricsTest, TraceHasOneCompleteEventPerActionInMicroseconds) {
-  const Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/1, /*pp=*/2));
-  const std::string path = testing::fresh_dir("trace") + "/trace.json";
-  write_chrome_trace(path, {{0, EventKind::kForward, 3, 7, 1.5, 2.0}, {1, EventKind::kAllReduce, -1, 7, 2.0, 2.25}}, plan);
-  const Json trace = read_json_file(path);
-  std::vector<Json> complete;
-  for (const Json& event : trace.at("traceEvents"))
-    if (event.at("ph") == "X") complete.push_back(event);
-  ASSERT_EQ(complete.size(), 2u);
-  EXPECT_EQ(complete[0].at("name"), "forward 3");
-  EXPECT_DOUBLE_EQ(complete[0].at("ts").get<double>(), 1500.0);
-  EXPECT_DOUBLE_EQ(complete[0].at("dur").get<double>(), 500.0);
-  EXPECT_EQ(complete[1].at("pid"), 1);
-  EXPECT_EQ(complete[1].at("name"), "all-reduce");
+TEST(MetricsTest, RankReportsRoundTripTheirSteps) {
+  RankMeasurement measurement;
+  measurement.rank = 1;
+  measurement.stage = 1;
+  const std::vector<StepEvents> steps = {
+      {9, 1.0, 4.0, {{1, TimelineKind::kSendWait, -1, 3.0, 3.5, -1}}}};
+  RankMeasurement back;
+  std::vector<StepEvents> steps_back;
+  parse_rank_report(rank_report_json(measurement, steps), &back, &steps_back);
+  EXPECT_EQ(back.rank, 1);
+  ASSERT_EQ(steps_back.size(), 1u);
+  EXPECT_EQ(steps_back[0].step, 9);
+  EXPECT_DOUBLE_EQ(steps_back[0].end_ms, 4.0);
+  ASSERT_EQ(steps_back[0].events.size(), 1u);
+  EXPECT_EQ(steps_back[0].events[0].kind, TimelineKind::kSendWait);
+  EXPECT_EQ(steps_back[0].events[0].rank, 1);
 }
 
 }  // namespace

@@ -239,6 +239,24 @@ TEST(SerialTrainTest, WritesTheLogRunAndTrace) {
     for (const char* kind : {"forward", "backward", "optimizer"})
       EXPECT_EQ(seen.count({rank, kind}), 1u) << "rank " << rank << " " << kind;
   EXPECT_EQ(seen.count({1, "recv-wait"}), 1u);
+  EXPECT_EQ(seen.count({0, "load"}), 1u);
+  // run.json's representative step: every rank's events of one measured step, from time 0.
+  const Timeline& timeline = result.measured.timeline;
+  EXPECT_GT(result.measured.timeline_step, result.measured.warmup_steps);
+  EXPECT_LE(result.measured.timeline_step, steps);
+  EXPECT_EQ(timeline.rank_stages, (std::vector<int>{0, 1}));
+  std::set<std::pair<int, TimelineKind>> kinds;
+  double earliest_ms = timeline.iteration_ms;
+  for (const TimelineEvent& event : timeline.events) {
+    kinds.insert({event.rank, event.kind});
+    earliest_ms = std::min(earliest_ms, event.start_ms);
+    EXPECT_LE(event.end_ms, timeline.iteration_ms + 1e-9);
+  }
+  EXPECT_GE(earliest_ms, 0);
+  EXPECT_EQ(kinds.count({0, TimelineKind::kSend}), 1u);
+  EXPECT_EQ(kinds.count({1, TimelineKind::kBackward}), 1u);
+  EXPECT_GT(timeline.bubble_fraction, 0);
+  EXPECT_LT(timeline.bubble_fraction, 1);
 }
 
 TEST(TrainRefusalTest, RefusesAPlanForAnotherModel) {

@@ -45,9 +45,11 @@ TEST(MemoryModelTest, EveryTermByHandGpipe) {
   EXPECT_EQ(s0.activations_bytes, 4 * 520);
   EXPECT_EQ(s0.recompute_bytes, 0);
   EXPECT_EQ(s0.transient_bytes, 70 * 2);
-  EXPECT_EQ(s0.comm_buffers_bytes, 2 * (6 * 4 * 2));  // activation out + gradient in: 96
+  // Boundary 2 is 6 floats per sample: 48 bytes at b = 2. Stage 0 receives gradients: two
+  // posted ahead and the one its backward consumes; up to two activation sends in flight.
+  EXPECT_EQ(s0.comm_buffers_bytes, (2 + 1) * 48 + 2 * 48);  // 240
   EXPECT_EQ(s0.runtime_overhead_bytes, 1000);
-  EXPECT_EQ(s0.total_bytes, 36000 + 16 + 2080 + 140 + 96 + 1000);
+  EXPECT_EQ(s0.total_bytes, 36000 + 16 + 2080 + 140 + 240 + 1000);
   // Stage 1 = layer 2.
   const MemoryTerms s1 = stage_memory(table, gpipe, 1, 2, 3, /*checkpoint=*/false);
   EXPECT_EQ(s1.parameters_bytes + s1.gradients_bytes + s1.optimizer_state_bytes, 500 * 12);
@@ -55,8 +57,9 @@ TEST(MemoryModelTest, EveryTermByHandGpipe) {
   EXPECT_EQ(s1.activation_bytes_per_micro_batch, 160);
   EXPECT_EQ(s1.activations_bytes, 640);
   EXPECT_EQ(s1.transient_bytes, 180);
-  EXPECT_EQ(s1.comm_buffers_bytes, 96);  // activation in + gradient out
-  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 640 + 180 + 96 + 1000);
+  // Two activation receives posted ahead, up to two gradient sends in flight.
+  EXPECT_EQ(s1.comm_buffers_bytes, 2 * 48 + 2 * 48);  // 192
+  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 640 + 180 + 192 + 1000);
 }
 
 TEST(MemoryModelTest, OneFOneBHoldsMinOfMAndRemainingStages) {
@@ -67,9 +70,9 @@ TEST(MemoryModelTest, OneFOneBHoldsMinOfMAndRemainingStages) {
   const MemoryTerms s1 = stage_memory(table, one_f_one_b, 1, 2, 3, /*checkpoint=*/false);
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s0.activations_bytes, 1040);
-  EXPECT_EQ(s0.total_bytes, 38292);
+  EXPECT_EQ(s0.total_bytes, 38436);
   EXPECT_EQ(s1.in_flight, 1);
-  EXPECT_EQ(s1.total_bytes, 7440);
+  EXPECT_EQ(s1.total_bytes, 7536);
   EXPECT_EQ(in_flight(Schedule::kOneFOneB, 8, 3, 2), 2);
   EXPECT_EQ(in_flight(Schedule::kOneFOneB, 8, 3, 9), 5);
   EXPECT_EQ(in_flight(Schedule::kGpipe, 8, 3, 9), 9);
@@ -84,14 +87,14 @@ TEST(MemoryModelTest, CheckpointingKeepsOnlyTheStageInputPlusOneRecompute) {
   EXPECT_EQ(s1.activation_bytes_per_micro_batch, 48);
   EXPECT_EQ(s1.activations_bytes, 48);
   EXPECT_EQ(s1.recompute_bytes, 160);
-  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 48 + 160 + 180 + 96 + 1000);
+  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 48 + 160 + 180 + 192 + 1000);
   // Stage 0 keeps the model input: 5 floats × 2 samples = 40 bytes per micro-batch.
   const MemoryTerms s0 =
       stage_memory(table, settings(Schedule::kGpipe, 2, 4), 0, 0, 2, /*checkpoint=*/true);
   EXPECT_EQ(s0.activation_bytes_per_micro_batch, 40);
   EXPECT_EQ(s0.activations_bytes, 160);
   EXPECT_EQ(s0.recompute_bytes, 520);
-  EXPECT_EQ(s0.total_bytes, 36000 + 16 + 160 + 520 + 140 + 96 + 1000);
+  EXPECT_EQ(s0.total_bytes, 36000 + 16 + 160 + 520 + 140 + 240 + 1000);
 }
 
 TEST(MemoryModelTest, BytesPerParameterFollowOptimizerAndPrecision) {
@@ -156,17 +159,17 @@ TEST(MemoryModelTest, AStageFitsExactlyUpToTheDeviceMemory) {
   problem.pp = 2;
   problem.memory = settings(Schedule::kGpipe, 2, 4);
   problem.inter_node_boundaries = {false};
-  problem.device_memory_bytes = 39332;
+  problem.device_memory_bytes = 39476;
   const StageEvaluator fits(table, problem);
   EXPECT_TRUE(fits.evaluate(0, 0, 2).fits);
-  problem.device_memory_bytes = 39331;
+  problem.device_memory_bytes = 39475;
   const StageEvaluator does_not(table, problem);
   EXPECT_FALSE(does_not.evaluate(0, 0, 2).fits);
   // kNeeded checkpoints exactly then, and only then.
   problem.policy = CheckpointPolicy::kNeeded;
   const StageEvaluator needed(table, problem);
   EXPECT_TRUE(needed.evaluate(0, 0, 2).checkpoint);
-  EXPECT_EQ(needed.evaluate(0, 0, 2).memory_bytes, 37932);
+  EXPECT_EQ(needed.evaluate(0, 0, 2).memory_bytes, 38076);
   EXPECT_FALSE(needed.evaluate(1, 2, 3).checkpoint);
 }
 
@@ -206,10 +209,10 @@ TEST(MemoryModelTest, LowerBoundNeverExceedsTheTotalAndGrowsWithTheRange) {
   const LayerTable three(profile, 2, OptimizerKind::kSgd);
   const MemorySettings gpipe = settings(Schedule::kGpipe, 2, 4);
   EXPECT_EQ(three.min_inner_boundary_bytes(), 48);
-  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/false), 39332);
-  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/true), 37932);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/false), 39476);
+  EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/true), 38076);
   EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 1, 1, 3, /*checkpoint=*/false),
-            stage_memory(three, gpipe, 1, 1, 3, /*checkpoint=*/false).total_bytes - 2 * (80 - 48));
+            stage_memory(three, gpipe, 1, 1, 3, /*checkpoint=*/false).total_bytes - 4 * (80 - 48));
 }
 
 }  // namespace

@@ -60,8 +60,19 @@ Plan full_plan() {
     s.idle_ms = 3.0 / 7;
     s.peak_memory_bytes = 123456789;
     MemoryTerms& m = s.memory;
-    m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, /*calibration_bytes=*/-13, 14};
   }
+  Calibration calibration;
+  calibration.run_path = "run.json";
+  calibration.run_hash = "fnv1a64:0000000000000002";
+  calibration.plan_hash = "fnv1a64:0000000000000003";
+  calibration.configuration = "dp=2 pp=2 b=2 m=3 gpipe stages 0:1,1:3c";
+  calibration.optimizer = "adamw";
+  calibration.stages = {{0, 1, 1.25, 0.75, 1.5, -4096}, {1, 3, 2.0 / 3, 1.0, 1.0, 65536}};
+  calibration.profile_latency_ms = 0.02;
+  calibration.latency_ms = 0.125;
+  calibration.latency_note = "fitted";
+  plan.calibration = calibration;
   return plan;
 }
 
@@ -77,6 +88,37 @@ TEST(PlanTest, JsonRoundTripIsEqual) {
   EXPECT_EQ(back.precision, Precision::kAmpBf16);
   EXPECT_EQ(back.optimizer.kind, OptimizerKind::kAdamw);
   EXPECT_EQ(back.ranks[3].device, "cuda:1");
+  EXPECT_EQ(back.predictions.stages[1].memory.calibration_bytes, -13);
+  ASSERT_TRUE(back.calibration.has_value());
+  EXPECT_EQ(back.calibration->stages[0].memory_correction_bytes, -4096);
+  EXPECT_EQ(back.calibration->stages[1].fwd_scale, 2.0 / 3);
+}
+
+TEST(PlanTest, PlansWithoutCalibrationReadAsBefore) {
+  Plan plan = full_plan();
+  plan.calibration.reset();
+  Json json = to_json(plan);
+  EXPECT_TRUE(json.at("calibration").is_null());
+  json.erase("calibration");
+  for (Json& stage : json["predictions"]["stages"]) stage["memory"].erase("calibration_bytes");
+  const Plan back = plan_from_json(json, "plan.json");
+  EXPECT_FALSE(back.calibration.has_value());
+  EXPECT_EQ(back.predictions.stages[0].memory.calibration_bytes, 0);
+}
+
+TEST(PlanTest, CalibrationMemoryCorrectionsFollowTheStageCount) {
+  const Calibration& calibration = *full_plan().calibration;
+  EXPECT_EQ(calibration.memory_corrections(2), (std::vector<int64_t>{-4096, 65536}));
+  EXPECT_EQ(calibration.memory_corrections(3), (std::vector<int64_t>{65536, 65536, 65536}));
+}
+
+TEST(PlanTest, ConfigurationNamesEverythingARunDependsOn) {
+  const Plan plan = full_plan();
+  EXPECT_EQ(plan_configuration(plan), "dp=2 pp=2 b=2 m=3 gpipe stages 0:1,1:3c");
+  Plan other = plan;
+  other.stages[0].last = 2;
+  other.stages[1].first = 2;
+  EXPECT_NE(plan_configuration(other), plan_configuration(plan));
 }
 
 TEST(PlanTest, FileRoundTripIsEqual) {
@@ -96,6 +138,8 @@ TEST(PlanTest, ValidateRejectsEachInconsistencyNamingTheField) {
   };
   const Case cases[] = {
       {"cluster.devices", [](Plan& p) { p.cluster.devices = 5; }},
+      {"calibration.stages", [](Plan& p) { p.calibration->stages[1].last = 2; }},
+      {"calibration.stages[0].fwd_scale", [](Plan& p) { p.calibration->stages[0].fwd_scale = 0; }},
       {"cluster.devices_per_node", [](Plan& p) { p.cluster.devices_per_node = 0; }},
       {"cluster.device_memory_bytes", [](Plan& p) { p.cluster.device_memory_bytes = 0; }},
       {"cluster.device_kind", [](Plan& p) { p.cluster.device_kind = "tpu"; }},

@@ -28,6 +28,13 @@ pipeplan::Run sample_run() {
   run.measured.ranks[1].rank = 1;
   run.measured.ranks[1].stage = 1;
   run.measured.ranks[1].peak_memory_bytes = 1 << 20;
+  run.measured.ranks[1].load_ms = 0.25;
+  run.measured.stages[0].allreduce_ms = 0.5;
+  run.measured.timeline_step = 7;
+  run.measured.timeline.rank_stages = {0, 1};
+  run.measured.timeline.iteration_ms = 11.5;
+  run.measured.timeline.events = {{0, TimelineKind::kLoad, 0, 0, 0.5, -1},
+                                  {1, TimelineKind::kRecvWait, 0, 0, 2.5, 0}};
   return run;
 }
 
@@ -39,6 +46,15 @@ TEST(RunTest, RoundTripsThroughJson) {
   EXPECT_EQ(to_json(back), json);
   EXPECT_EQ(back.measured.ranks[1].peak_memory_bytes, 1 << 20);
   EXPECT_EQ(back.test_accuracy[1].test_accuracy, 0.8);
+  EXPECT_EQ(back.measured.ranks[1].load_ms, 0.25);
+  EXPECT_EQ(back.measured.stages[0].allreduce_ms, 0.5);
+  EXPECT_EQ(back.measured.timeline_step, 7);
+  ASSERT_EQ(back.measured.timeline.events.size(), 2u);
+  EXPECT_EQ(back.measured.timeline.events[1].peer, 0);
+  EXPECT_EQ(run_hash(back), run_hash(run));
+  pipeplan::Run other = run;
+  other.measured.iteration_ms = 13;
+  EXPECT_NE(run_hash(other), run_hash(run));
 }
 
 TEST(RunTest, ValidationNamesTheField) {
@@ -53,6 +69,9 @@ TEST(RunTest, ValidationNamesTheField) {
   pipeplan::Run bubble = sample_run();
   bubble.measured.bubble_fraction = 1.5;
   EXPECT_THROW(bubble.validate("run.json"), Error);
+  pipeplan::Run timeline = sample_run();
+  timeline.measured.timeline.rank_stages = {0};
+  EXPECT_THROW(timeline.validate("run.json"), Error);
   Json wrong = to_json(sample_run());
   wrong["schema"] = "pipeplan.run/9";
   EXPECT_THROW(run_from_json(wrong, "run.json"), Error);

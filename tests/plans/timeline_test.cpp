@@ -7,6 +7,9 @@
 #include <map>
 #include <regex>
 
+#include "common/error.h"
+#include "tests/plans/xml_check.h"
+
 namespace pipeplan {
 namespace {
 
@@ -29,39 +32,9 @@ Timeline sample_timeline() {
   return timeline;
 }
 
-// Checks that tags nest and close, attribute values are quoted and no bare '&' or '<' is in
-// text. Returns "" or the first problem.
-std::string xml_problem(const std::string& text) {
-  std::vector<std::string> open;
-  size_t pos = 0;
-  while ((pos = text.find('<', pos)) != std::string::npos) {
-    const size_t end = text.find('>', pos);
-    if (end == std::string::npos) return "unterminated tag";
-    const std::string tag = text.substr(pos + 1, end - pos - 1);
-    const size_t next_open = text.find('<', pos + 1);
-    if (next_open != std::string::npos && next_open < end) return "'<' inside a tag: " + tag;
-    if (tag.front() == '?') {
-      if (tag.back() != '?') return "bad processing instruction";
-    } else if (tag.front() == '/') {
-      if (open.empty() || open.back() != tag.substr(1))
-        return "unbalanced </" + tag.substr(1) + ">";
-      open.pop_back();
-    } else {
-      if (std::count(tag.begin(), tag.end(), '"') % 2 != 0) return "unquoted attribute: " + tag;
-      const std::string name = tag.substr(0, tag.find_first_of(" /"));
-      if (tag.back() != '/') open.push_back(name);
-    }
-    pos = end + 1;
-  }
-  if (!open.empty()) return "unclosed <" + open.back() + ">";
-  const std::regex bare_amp("&(?!(amp|lt|gt|quot|apos);)");
-  if (std::regex_search(text, bare_amp)) return "bare '&'";
-  return "";
-}
-
 TEST(TimelineTest, SvgIsWellFormedWithOneRowPerRank) {
   const std::string svg = to_svg(sample_timeline());
-  EXPECT_EQ(xml_problem(svg), "");
+  EXPECT_EQ(testing::xml_problem(svg), "");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
   for (int rank = 0; rank < 4; ++rank) {
@@ -81,10 +54,10 @@ TEST(TimelineTest, SvgIsWellFormedWithOneRowPerRank) {
 }
 
 TEST(TimelineTest, XmlCheckerCatchesBrokenDocuments) {
-  EXPECT_NE(xml_problem("<svg><g></svg>"), "");
-  EXPECT_NE(xml_problem("<svg><text>a & b</text></svg>"), "");
-  EXPECT_NE(xml_problem("<svg width=\"1></svg>"), "");
-  EXPECT_EQ(xml_problem("<svg><g/><text>a &amp; b</text></svg>"), "");
+  EXPECT_NE(testing::xml_problem("<svg><g></svg>"), "");
+  EXPECT_NE(testing::xml_problem("<svg><text>a & b</text></svg>"), "");
+  EXPECT_NE(testing::xml_problem("<svg width=\"1></svg>"), "");
+  EXPECT_EQ(testing::xml_problem("<svg><g/><text>a &amp; b</text></svg>"), "");
 }
 
 TEST(TimelineTest, ChromeTraceHasNamedTracksAndNonOverlappingEvents) {
@@ -115,6 +88,57 @@ TEST(TimelineTest, ChromeTraceHasNamedTracksAndNonOverlappingEvents) {
       found = true;
     }
   EXPECT_TRUE(found);
+}
+
+TEST(TimelineTest, KindsRoundTripThroughTheirWords) {
+  for (TimelineKind kind :
+       {TimelineKind::kForward, TimelineKind::kBackward, TimelineKind::kRecompute,
+        TimelineKind::kSend, TimelineKind::kRecvWait, TimelineKind::kAllReduce,
+        TimelineKind::kOptimizer, TimelineKind::kLoad, TimelineKind::kSendWait})
+    EXPECT_EQ(parse_timeline_kind(to_string(kind), "kind"), kind);
+  EXPECT_THROW(parse_timeline_kind("nap", "kind"), Error);
+  EXPECT_TRUE(is_busy(TimelineKind::kAllReduce));
+  EXPECT_FALSE(is_busy(TimelineKind::kLoad));
+  EXPECT_FALSE(is_busy(TimelineKind::kSendWait));
+}
+
+TEST(TimelineTest, JsonRoundTripIsEqualAndBadEventsAreNamed) {
+  Timeline timeline = sample_timeline();
+  timeline.events.push_back({0, TimelineKind::kLoad, 2, 0, 0.125, -1});
+  timeline.events.push_back({1, TimelineKind::kSendWait, -1, 9, 9.5, -1});
+  const Json json = to_json(timeline);
+  const Timeline back = timeline_from_json(JsonReader(json, "run.json", "measured.timeline"));
+  EXPECT_EQ(to_json(back), json);
+  ASSERT_EQ(back.events.size(), timeline.events.size());
+  EXPECT_EQ(back.events.back().kind, TimelineKind::kSendWait);
+  Json bad_kind = json;
+  bad_kind["events"][0]["kind"] = "nap";
+  try {
+    timeline_from_json(JsonReader(bad_kind, "run.json", "measured.timeline"));
+    FAIL() << "no error for an unknown kind";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("measured.timeline.events[0].kind: 'nap'"),
+              std::string::npos)
+        << e.what();
+  }
+  Json bad_rank = json;
+  bad_rank["events"][1]["rank"] = 9;
+  EXPECT_THROW(timeline_from_json(JsonReader(bad_rank, "run.json")), Error);
+  Json backwards = json;
+  backwards["events"][2]["end_ms"] = 0;
+  EXPECT_THROW(timeline_from_json(JsonReader(backwards, "run.json")), Error);
+}
+
+TEST(TimelineTest, PanelsShareAGivenTimeScale) {
+  const Timeline timeline = sample_timeline();
+  std::string own, wide;
+  append_svg_panel(timeline, SvgPanel{/*top_px=*/0, /*span_ms=*/0}, &own);
+  append_svg_panel(timeline, SvgPanel{/*top_px=*/100, /*span_ms=*/20}, &wide);
+  // The axis of a 20 ms scale has a tick at 20; the timeline's own (10 ms) does not.
+  EXPECT_NE(wide.find(">20<"), std::string::npos);
+  EXPECT_EQ(own.find(">20<"), std::string::npos);
+  EXPECT_NE(own.find(">10<"), std::string::npos);
+  EXPECT_EQ(testing::xml_problem("<svg>" + wide + "</svg>"), "");
 }
 
 }  // namespace

@@ -1,0 +1,279 @@
+// Calibration: fitting the models' systematic terms to a measured run, and applying them.
+#include "planner/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "planner/compare.h"
+#include "planner/layer_table.h"
+#include "planner/placement.h"
+
+namespace pipeplan {
+namespace {
+
+// The latency fit stops when the bracket is this narrow (1 ns: the planner's time quantum).
+constexpr double kLatencyToleranceMs = 1e-6;
+constexpr int kMaxBisectionSteps = 200;
+
+// measured / predicted, or 1 when either is not positive (nothing to learn from).
+double scale_of(double measured, double predicted) {
+  return measured > 0 && predicted > 0 ? measured / predicted : 1.0;
+}
+
+void check_same_model_and_device(const Profile& profile, const Plan& run_plan,
+                                 const std::string& run_path) {
+  PIPEPLAN_CHECK(run_plan.model.hash == profile.model.hash, "--calibrate: ", quote(run_path),
+                 " ran model ", quote(run_plan.model.name), " (", run_plan.model.hash,
+                 ") but the profile is of ", quote(profile.model.name), " (", profile.model.hash,
+                 "); calibrate with a run of the profiled model");
+  PIPEPLAN_CHECK(run_plan.cluster.device_kind == profile.device.kind,
+                 "--calibrate: ", quote(run_path), " ran on device kind ",
+                 quote(run_plan.cluster.device_kind), " but the profile was measured on ",
+                 quote(profile.device.kind), "; calibrate with a run on the profiled device kind");
+}
+
+Layout layout_of(const Plan& shape) {
+  for (Layout layout : {Layout::kReplicaMajor, Layout::kStageMajor}) {
+    bool same = true;
+    for (const RankAssignment& a : shape.ranks)
+      same = same && layout_rank(layout, shape.dp, shape.pp, a.stage, a.replica) == a.rank;
+    if (same) return layout;
+  }
+  PIPEPLAN_CHECK(false,
+                 "plan: ranks: the rank map is neither replica-major nor stage-major; "
+                 "plan it with pipeplan plan");
+}
+
+std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run) {
+  std::vector<StageCalibration> stages;
+  for (int stage_idx = 0; stage_idx < before.pp; ++stage_idx) {
+    const StagePrediction& p = before.predictions.stages[stage_idx];
+    const StageMeasurement& m = run.measured.stages[stage_idx];
+    StageCalibration stage;
+    stage.first = before.stages[stage_idx].first;
+    stage.last = before.stages[stage_idx].last;
+    stage.fwd_scale = scale_of(m.fwd_ms, p.fwd_ms);
+    stage.bwd_scale = scale_of(m.bwd_ms, p.bwd_ms);
+    stage.optimizer_scale = scale_of(m.optimizer_ms, p.optimizer_ms);
+    stage.memory_correction_bytes = m.peak_memory_bytes - p.peak_memory_bytes;
+    stages.push_back(stage);
+  }
+  return stages;
+}
+
+// Predicts run_plan's configuration with the calibration's times and memory corrections at
+// point-to-point latency `latency_ms`.
+class LatencyFit {
+ public:
+  LatencyFit(const Profile& profile, const Plan& run_plan, const Calibration& calibration)
+      : profile_(profile), run_plan_(run_plan), calibration_(calibration) {}
+
+  double iteration_ms(double latency_ms) {
+    calibration_.latency_ms = latency_ms;
+    const Profile calibrated = calibrated_profile(profile_, calibration_);
+    PlanningContext context = context_for(calibrated, run_plan_);
+    context.calibration = calibration_;
+    return predict_plan(context, run_plan_).predictions.iteration_ms;
+  }
+
+ private:
+  const Profile& profile_;
+  const Plan& run_plan_;
+  Calibration calibration_;
+};
+
+// The latency at which the prediction meets `measured_ms`, and the note saying how.
+void fit_latency(const Profile& profile, const Plan& run_plan, double measured_ms,
+                 Calibration* calibration) {
+  if (run_plan.pp == 1 && run_plan.dp == 1) {
+    calibration->latency_note = "kept: the run's plan has no transfers (pp = 1, dp = 1)";
+    return;
+  }
+  calibration->latency_only =
+      !profile.interconnect || profile.interconnect->p2p.bandwidth_bytes_per_s <= 0;
+  LatencyFit fit(profile, run_plan, *calibration);
+  const double at_zero_ms = fit.iteration_ms(0);
+  if (at_zero_ms >= measured_ms) {
+    calibration->latency_ms = 0;
+    calibration->latency_only = false;  // nothing to add: transfers stay as the profile has them
+    calibration->latency_note =
+        detail::concat("set to 0: even with latency 0 the scaled times predict ", at_zero_ms,
+                       " ms, not less than the measured ", measured_ms, " ms");
+    return;
+  }
+  // The simulated iteration grows at least as fast as the latency, so `measured_ms` brackets.
+  double low = 0, high = measured_ms;
+  for (int step = 0; step < kMaxBisectionSteps && high - low > kLatencyToleranceMs; ++step) {
+    const double middle = (low + high) / 2;
+    (fit.iteration_ms(middle) < measured_ms ? low : high) = middle;
+  }
+  calibration->latency_ms = high;
+  calibration->latency_note = detail::concat(
+      "fitted: with the measured stage times, this per-message latency makes the simulated "
+      "iteration match the measured ",
+      measured_ms, " ms",
+      calibration->latency_only ? "; the profile measured no bandwidth, so a transfer costs the "
+                                  "latency alone"
+                                : "");
+}
+
+void scale_layer(LayerProfile* layer, const StageCalibration& stage, const std::string& optimizer) {
+  for (LayerPoint& point : layer->points) {
+    point.fwd_ms *= stage.fwd_scale;
+    point.fwd_ms_p90 *= stage.fwd_scale;
+    point.bwd_ms *= stage.bwd_scale;
+    point.bwd_ms_p90 *= stage.bwd_scale;
+  }
+  for (auto [fit, scale] : {std::pair{&layer->fits.fwd_ms, stage.fwd_scale},
+                            std::pair{&layer->fits.bwd_ms, stage.bwd_scale}}) {
+    fit->intercept *= scale;
+    fit->slope *= scale;
+    fit->rms_residual *= scale;
+  }
+  const auto step = layer->optimizer_step_ms.find(optimizer);
+  if (step != layer->optimizer_step_ms.end()) step->second *= stage.optimizer_scale;
+}
+
+}  // namespace
+
+PlanningContext context_for(const Profile& profile, const Plan& shape) {
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = shape.profile_path;
+  context.profile_hash = shape.profile_hash;
+  context.cluster =
+      make_cluster(profile, shape.cluster.devices, shape.cluster.device_memory_bytes,
+                   shape.cluster.devices_per_node, shape.cluster.inter_node_bandwidth_bytes_per_s);
+  context.global_batch = shape.global_batch;
+  context.optimizer = shape.optimizer.kind;
+  context.precision = shape.precision;
+  return context;
+}
+
+Plan predict_plan(const PlanningContext& context, const Plan& shape) {
+  const LayerTable table(*context.profile, shape.micro_batch_size, shape.optimizer.kind);
+  const Candidate candidate{shape.dp,
+                            shape.pp,
+                            shape.micro_batch_size,
+                            shape.num_micro_batches,
+                            shape.schedule,
+                            CheckpointPolicy::kNone,
+                            layout_of(shape)};
+  PartitionResult split;
+  split.feasible = true;
+  split.boundaries.push_back(0);
+  for (const StagePlan& stage : shape.stages) {
+    split.boundaries.push_back(stage.last);
+    split.checkpoint.push_back(stage.checkpoint);
+  }
+  Plan plan = build_plan(context, table, candidate, split, shape.partition);
+  plan.optimizer = shape.optimizer;
+  predict_timing(&plan, SimulationOptions{/*record_timeline=*/false});
+  return plan;
+}
+
+Profile calibrated_profile(const Profile& profile, const Calibration& calibration) {
+  Profile calibrated = profile;
+  for (const StageCalibration& stage : calibration.stages)
+    for (int layer_idx = stage.first;
+         layer_idx < stage.last && layer_idx < static_cast<int>(calibrated.layers.size());
+         ++layer_idx)
+      scale_layer(&calibrated.layers[layer_idx], stage, calibration.optimizer);
+  if (calibration.latency_only) {
+    CommProfile link;
+    link.latency_ms = calibration.latency_ms;
+    link.bandwidth_bytes_per_s = kLatencyOnlyBandwidthBytesPerS;
+    calibrated.interconnect = InterconnectProfile{"calibrated", /*ranks=*/2, link, link};
+  } else if (calibrated.interconnect) {
+    calibrated.interconnect->p2p.latency_ms = calibration.latency_ms;
+  }
+  return calibrated;
+}
+
+CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const Run& run,
+                            const std::string& run_path) {
+  check_same_model_and_device(profile, run_plan, run_path);
+  const std::string hash = plan_hash(run_plan);
+  PIPEPLAN_CHECK(run.plan_hash == hash, run_path, ": plan.hash: ", quote(run.plan_hash),
+                 " is not the hash of its plan ", quote(run.plan_path), " (", quote(hash),
+                 "): the plan file changed after the run");
+  check_run_of_plan(run_plan, run.plan_path, run, run_path);
+  PIPEPLAN_CHECK(run.measured.measured_steps >= 1 && run.measured.iteration_ms > 0, run_path,
+                 ": measured.measured_steps: ", run.measured.measured_steps,
+                 ": the run measured no step to calibrate from (train more steps)");
+  CalibrationResult result;
+  result.before = predict_plan(context_for(profile, run_plan), run_plan);
+  Calibration& c = result.calibration;
+  c.run_path = run_path;
+  c.run_hash = run_hash(run);
+  c.plan_hash = hash;
+  c.configuration = plan_configuration(run_plan);
+  c.optimizer = to_string(run_plan.optimizer.kind);
+  c.stages = stage_factors(result.before, run);
+  c.profile_latency_ms = profile.interconnect ? profile.interconnect->p2p.latency_ms : 0;
+  c.latency_ms = c.profile_latency_ms;
+  fit_latency(profile, run_plan, run.measured.iteration_ms, &c);
+  const Profile calibrated = calibrated_profile(profile, c);
+  PlanningContext context = context_for(calibrated, run_plan);
+  context.calibration = c;
+  result.after = predict_plan(context, run_plan);
+  return result;
+}
+
+namespace {
+
+std::string ms_text(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", ms);
+  return text;
+}
+
+std::string factor_text(const char* what, double scale, double before_ms) {
+  char text[128];
+  std::snprintf(text, sizeof text, "%s x%.3f (%.3f -> %.3f ms)", what, scale, before_ms,
+                before_ms * scale);
+  return text;
+}
+
+std::string stage_line(const StageCalibration& stage, const StagePrediction& before,
+                       int stage_idx) {
+  const int64_t after_bytes = before.peak_memory_bytes + stage.memory_correction_bytes;
+  return detail::concat(
+      "  stage ", stage_idx, ", layers [", stage.first, ", ", stage.last,
+      "): ", factor_text("forward", stage.fwd_scale, before.fwd_ms), ", ",
+      factor_text("backward", stage.bwd_scale, before.bwd_ms), ", ",
+      factor_text("optimizer", stage.optimizer_scale, before.optimizer_ms), ", memory ",
+      stage.memory_correction_bytes >= 0 ? "+" : "", format_size(stage.memory_correction_bytes),
+      " (", format_size(before.peak_memory_bytes), " -> ", format_size(after_bytes), ")");
+}
+
+}  // namespace
+
+std::vector<std::string> describe(const CalibrationResult& result, const Run& run) {
+  const Calibration& c = result.calibration;
+  std::vector<std::string> lines;
+  lines.push_back(detail::concat("calibration from ", c.run_path, " (", c.configuration, "; ",
+                                 run.measured.measured_steps, " measured steps):"));
+  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
+    lines.push_back(stage_line(c.stages[stage_idx], result.before.predictions.stages[stage_idx],
+                               static_cast<int>(stage_idx)));
+  lines.push_back(detail::concat("  point-to-point latency ", ms_text(c.profile_latency_ms), " -> ",
+                                 ms_text(c.latency_ms), " ms (", c.latency_note, ")"));
+  const Predictions& before = result.before.predictions;
+  const Predictions& after = result.after.predictions;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "  the run's configuration: iteration %.3f -> %.3f ms (measured %.3f), bubble "
+                "%.1f%% -> %.1f%% (measured %.1f%%)",
+                before.iteration_ms, after.iteration_ms, run.measured.iteration_ms,
+                before.bubble_fraction * 100, after.bubble_fraction * 100,
+                run.measured.bubble_fraction * 100);
+  lines.push_back(text);
+  return lines;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,114 @@
+// The comparison of a plan with a run of it: the refusal of foreign runs, the re-simulation
+// with measured stage times, and every predicted number beside its measured one.
+#include "planner/compare.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "planner/layer_table.h"
+
+namespace pipeplan {
+namespace {
+
+constexpr double kPercent = 100.0;
+
+// Whether `plan` was calibrated from `run` itself, for the configuration it has.
+bool calibrated_from(const Plan& plan, const Run& run) {
+  return plan.calibration && plan.calibration->run_hash == run_hash(run) &&
+         plan.calibration->configuration == plan_configuration(plan);
+}
+
+StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx) {
+  const StagePlan& stage = plan.stages[stage_idx];
+  const StagePrediction& p = plan.predictions.stages[stage_idx];
+  const StageMeasurement& m = run.measured.stages[stage_idx];
+  StageComparison c;
+  c.first = stage.first;
+  c.last = stage.last;
+  c.checkpoint = stage.checkpoint;
+  c.memory = p.memory;
+  c.peak_memory_bytes = {static_cast<double>(p.peak_memory_bytes),
+                         static_cast<double>(m.peak_memory_bytes)};
+  c.fwd_ms = {p.fwd_ms, m.fwd_ms};
+  c.bwd_ms = {p.bwd_ms, m.bwd_ms};
+  c.recompute_ms = {p.recompute_ms, m.recompute_ms};
+  c.compute_ms = {p.compute_ms, m.compute_ms};
+  c.optimizer_ms = {p.optimizer_ms, m.optimizer_ms};
+  c.allreduce_ms = {p.allreduce_ms, m.allreduce_ms};
+  c.busy_ms = {p.busy_ms, m.busy_ms};
+  c.idle_ms = {p.idle_ms, m.idle_ms};
+  c.measured_load_ms = m.load_ms;
+  c.measured_recv_wait_ms = m.recv_wait_ms;
+  return c;
+}
+
+std::string short_title(const std::string& what, const std::string& path) {
+  return detail::concat(what, " (", path, ")");
+}
+
+}  // namespace
+
+std::optional<double> Difference::error_percent() const {
+  if (measured == 0) return predicted == 0 ? std::optional<double>(0.0) : std::nullopt;
+  return (predicted - measured) / measured * kPercent;
+}
+
+void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run& run,
+                       const std::string& run_path) {
+  const std::string hash = plan_hash(plan);
+  PIPEPLAN_CHECK(run.plan_hash == hash || calibrated_from(plan, run), run_path,
+                 ": plan.hash: ", quote(run.plan_hash), " is not the hash of ", quote(plan_path),
+                 " (", quote(hash),
+                 "): the run came from another plan (compare a run with the plan it ran)");
+  PIPEPLAN_CHECK(run.world_size == plan.dp * plan.pp, run_path, ": world_size: ", run.world_size,
+                 " is not dp*pp=", plan.dp * plan.pp, " of ", quote(plan_path));
+  PIPEPLAN_CHECK(static_cast<int>(run.measured.stages.size()) == plan.pp, run_path,
+                 ": measured.stages: ", run.measured.stages.size(), " entries for pp=", plan.pp,
+                 " of ", quote(plan_path));
+  for (const RankMeasurement& rank : run.measured.ranks)
+    PIPEPLAN_CHECK(rank.stage == plan.ranks[rank.rank].stage, run_path, ": measured.ranks[",
+                   rank.rank, "].stage: ", rank.stage, " but ", quote(plan_path), " puts rank ",
+                   rank.rank, " on stage ", plan.ranks[rank.rank].stage);
+}
+
+SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
+  SimulationInput input = simulation_input(plan);
+  for (int stage_idx = 0; stage_idx < plan.pp; ++stage_idx) {
+    const StageMeasurement& m = run.measured.stages[stage_idx];
+    input.stages[stage_idx] = {m.fwd_ms, m.bwd_ms, m.recompute_ms, m.allreduce_ms, m.optimizer_ms};
+  }
+  return input;
+}
+
+Comparison compare(const Plan& plan, const std::string& plan_path, const Run& run,
+                   const std::string& run_path) {
+  Comparison c;
+  c.plan_path = plan_path;
+  c.plan_hash = plan_hash(plan);
+  c.run_path = run_path;
+  c.run_hash = run_hash(run);
+  c.in_sample = calibrated_from(plan, run);
+  c.configuration = plan_configuration(plan);
+  c.measured_steps = run.measured.measured_steps;
+  for (int stage_idx = 0; stage_idx < plan.pp; ++stage_idx)
+    c.stages.push_back(stage_comparison(plan, run, stage_idx));
+  const Predictions& p = plan.predictions;
+  const Measurements& m = run.measured;
+  c.iteration_ms = {p.iteration_ms, m.iteration_ms};
+  c.samples_per_s = {p.samples_per_s, m.samples_per_s};
+  c.bubble_fraction = {p.bubble_fraction, m.bubble_fraction};
+  const SimulationResult resimulated =
+      simulate(measured_simulation_input(plan, run), SimulationOptions{/*record_timeline=*/false});
+  c.split = {to_ns(p.iteration_ms), to_ns(resimulated.iteration_ms), to_ns(m.iteration_ms)};
+  c.resimulated_bubble_fraction = resimulated.bubble_fraction;
+  c.predicted_timeline = simulate(simulation_input(plan)).timeline;
+  c.predicted_timeline.title = short_title("predicted", plan_path);
+  c.measured_timeline = m.timeline;
+  if (c.measured_timeline.rank_stages.empty())  // no step was measured: empty rows
+    c.measured_timeline.rank_stages = c.predicted_timeline.rank_stages;
+  c.measured_timeline.title =
+      short_title(detail::concat("measured step ", m.timeline_step), run_path);
+  return c;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,231 @@
+// The comparison as compare.json and as the table `pipeplan compare` prints.
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "planner/compare.h"
+#include "planner/layer_table.h"
+
+namespace pipeplan {
+namespace {
+
+constexpr double kPercent = 100.0;
+
+// The per-stage differences, in the order of the table and the JSON.
+const std::pair<const char*, Difference StageComparison::*> kStageTimes[] = {
+    {"fwd_ms", &StageComparison::fwd_ms},
+    {"bwd_ms", &StageComparison::bwd_ms},
+    {"recompute_ms", &StageComparison::recompute_ms},
+    {"compute_ms", &StageComparison::compute_ms},
+    {"optimizer_ms", &StageComparison::optimizer_ms},
+    {"allreduce_ms", &StageComparison::allreduce_ms},
+    {"busy_ms", &StageComparison::busy_ms},
+    {"idle_ms", &StageComparison::idle_ms},
+};
+
+// What each time row of the table means.
+const char* time_label(const std::string& key) {
+  if (key == "fwd_ms") return "forward / micro-batch";
+  if (key == "bwd_ms") return "backward / micro-batch";
+  if (key == "recompute_ms") return "recompute / micro-batch";
+  if (key == "compute_ms") return "compute / iteration";
+  if (key == "optimizer_ms") return "optimizer / iteration";
+  if (key == "allreduce_ms") return "all-reduce / iteration";
+  if (key == "busy_ms") return "busy / iteration";
+  return "idle / iteration";
+}
+
+// The memory terms of the table's memory block, with their short headings.
+const std::pair<const char*, int64_t MemoryTerms::*> kMemoryColumns[] = {
+    {"params", &MemoryTerms::parameters_bytes},
+    {"grads", &MemoryTerms::gradients_bytes},
+    {"opt_state", &MemoryTerms::optimizer_state_bytes},
+    {"master", &MemoryTerms::master_copy_bytes},
+    {"buffers", &MemoryTerms::buffers_bytes},
+    {"activations", &MemoryTerms::activations_bytes},
+    {"recompute", &MemoryTerms::recompute_bytes},
+    {"transient", &MemoryTerms::transient_bytes},
+    {"comm", &MemoryTerms::comm_buffers_bytes},
+    {"runtime", &MemoryTerms::runtime_overhead_bytes},
+    {"calibration", &MemoryTerms::calibration_bytes},
+};
+
+Json error_json(const std::optional<double>& percent) {
+  return percent ? Json(*percent) : Json(nullptr);
+}
+
+Json difference_json(const Difference& d) {
+  return Json{{"predicted", d.predicted},
+              {"measured", d.measured},
+              {"error_percent", error_json(d.error_percent())}};
+}
+
+std::optional<double> share_percent(int64_t part_ns, int64_t measured_ns) {
+  if (measured_ns == 0) return part_ns == 0 ? std::optional<double>(0.0) : std::nullopt;
+  return static_cast<double>(part_ns) / static_cast<double>(measured_ns) * kPercent;
+}
+
+Json split_json(const IterationSplit& s, double resimulated_bubble_fraction) {
+  return Json{
+      {"predicted_ns", s.predicted_ns},
+      {"resimulated_ns", s.resimulated_ns},
+      {"measured_ns", s.measured_ns},
+      {"predicted_ms", to_ms(s.predicted_ns)},
+      {"resimulated_ms", to_ms(s.resimulated_ns)},
+      {"measured_ms", to_ms(s.measured_ns)},
+      {"error_ms", to_ms(s.error_ns())},
+      {"compute_error_ms", to_ms(s.compute_error_ns())},
+      {"schedule_error_ms", to_ms(s.schedule_error_ns())},
+      {"error_percent", error_json(share_percent(s.error_ns(), s.measured_ns))},
+      {"compute_error_percent", error_json(share_percent(s.compute_error_ns(), s.measured_ns))},
+      {"schedule_error_percent", error_json(share_percent(s.schedule_error_ns(), s.measured_ns))},
+      {"resimulated_bubble_fraction", resimulated_bubble_fraction}};
+}
+
+Json stage_json(const StageComparison& s, size_t stage_idx) {
+  Json json{{"stage", stage_idx},
+            {"first", s.first},
+            {"last", s.last},
+            {"checkpoint", s.checkpoint},
+            {"memory_terms", to_json(s.memory)},
+            {"peak_memory_bytes", difference_json(s.peak_memory_bytes)},
+            {"measured_load_ms", s.measured_load_ms},
+            {"measured_recv_wait_ms", s.measured_recv_wait_ms}};
+  for (const auto& [key, field] : kStageTimes) json[key] = difference_json(s.*field);
+  return json;
+}
+
+std::string percent_text(const std::optional<double>& percent) {
+  if (!percent) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof text, "%+.1f%%", *percent);
+  return text;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+void row(std::string* out, const std::string& stage, const std::string& quantity,
+         const std::string& predicted, const std::string& measured, const std::string& error) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%-6s %-24s %12s %12s %9s\n", stage.c_str(), quantity.c_str(),
+                predicted.c_str(), measured.c_str(), error.c_str());
+  *out += text;
+}
+
+void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
+  const std::string label = std::to_string(stage_idx);
+  row(out, label, detail::concat("peak memory [", s.first, ",", s.last, ")"),
+      format_size(static_cast<int64_t>(s.peak_memory_bytes.predicted)),
+      format_size(static_cast<int64_t>(s.peak_memory_bytes.measured)),
+      percent_text(s.peak_memory_bytes.error_percent()));
+  for (const auto& [key, field] : kStageTimes) {
+    const Difference& d = s.*field;
+    if (d.predicted == 0 && d.measured == 0) continue;  // e.g. no recompute, no all-reduce
+    row(out, "", time_label(key), fixed(d.predicted, 3), fixed(d.measured, 3),
+        percent_text(d.error_percent()));
+  }
+  row(out, "", "load / iteration", "-", fixed(s.measured_load_ms, 3), "");
+}
+
+// Predicted memory terms per stage: only the terms that are not 0 in every stage.
+void memory_block(std::string* out, const Comparison& c) {
+  std::vector<std::pair<const char*, int64_t MemoryTerms::*>> columns;
+  for (const auto& column : kMemoryColumns)
+    for (const StageComparison& stage : c.stages)
+      if (stage.memory.*column.second != 0) {
+        columns.push_back(column);
+        break;
+      }
+  *out += "\npredicted memory terms (sum = predicted peak) beside the allocator's measured peak\n";
+  char cell[64];
+  std::string line = "stage ";
+  for (const auto& [name, field] : columns) {
+    std::snprintf(cell, sizeof cell, " %11s", name);
+    line += cell;
+  }
+  *out += line + "   predicted    measured\n";
+  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx) {
+    const StageComparison& stage = c.stages[stage_idx];
+    std::snprintf(cell, sizeof cell, "%-6zu", stage_idx);
+    line = cell;
+    for (const auto& [name, field] : columns) {
+      std::snprintf(cell, sizeof cell, " %11s", format_size(stage.memory.*field).c_str());
+      line += cell;
+    }
+    std::snprintf(cell, sizeof cell, " %11s %11s\n", format_size(stage.memory.total_bytes).c_str(),
+                  format_size(static_cast<int64_t>(stage.peak_memory_bytes.measured)).c_str());
+    *out += line + cell;
+  }
+}
+
+void run_rows(std::string* out, const Comparison& c) {
+  *out += "\n";
+  row(out, "run", "iteration_ms", fixed(c.iteration_ms.predicted, 3),
+      fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
+  row(out, "", "samples/s", fixed(c.samples_per_s.predicted, 1), fixed(c.samples_per_s.measured, 1),
+      percent_text(c.samples_per_s.error_percent()));
+  row(out, "", "bubble", fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
+      fixed(c.bubble_fraction.measured * kPercent, 1) + "%",
+      percent_text(c.bubble_fraction.error_percent()));
+}
+
+void split_lines(std::string* out, const IterationSplit& s, double resimulated_bubble_fraction) {
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "\niteration error %+.3f ms (%s) = compute model %+.3f ms (%s)"
+                " + schedule, communication and overhead %+.3f ms (%s)\n"
+                "  (the plan re-simulated with the measured stage times: %.3f ms, bubble %.1f%%)\n",
+                to_ms(s.error_ns()),
+                percent_text(share_percent(s.error_ns(), s.measured_ns)).c_str(),
+                to_ms(s.compute_error_ns()),
+                percent_text(share_percent(s.compute_error_ns(), s.measured_ns)).c_str(),
+                to_ms(s.schedule_error_ns()),
+                percent_text(share_percent(s.schedule_error_ns(), s.measured_ns)).c_str(),
+                to_ms(s.resimulated_ns), resimulated_bubble_fraction * kPercent);
+  *out += text;
+}
+
+}  // namespace
+
+Json to_json(const Comparison& c) {
+  Json stages = Json::array();
+  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
+    stages.push_back(stage_json(c.stages[stage_idx], stage_idx));
+  return Json{{"schema", kCompareSchema},
+              {"plan", {{"path", c.plan_path}, {"hash", c.plan_hash}}},
+              {"run", {{"path", c.run_path}, {"hash", c.run_hash}}},
+              {"in_sample", c.in_sample},
+              {"configuration", c.configuration},
+              {"measured_steps", c.measured_steps},
+              {"stages", stages},
+              {"iteration_ms", difference_json(c.iteration_ms)},
+              {"samples_per_s", difference_json(c.samples_per_s)},
+              {"bubble_fraction", difference_json(c.bubble_fraction)},
+              {"iteration_split", split_json(c.split, c.resimulated_bubble_fraction)}};
+}
+
+std::string to_table(const Comparison& c) {
+  std::string out = detail::concat("plan ", c.plan_path, " (", c.configuration, ") against run ",
+                                   c.run_path, " (", c.measured_steps, " measured steps)\n");
+  if (c.in_sample)
+    out +=
+        "in-sample: the plan was calibrated from this run, so its errors show the fit, not a "
+        "forecast\n";
+  out += "error = (predicted - measured) / measured: + over-predicts, - under-predicts\n\n";
+  row(&out, "stage", "quantity", "predicted", "measured", "error");
+  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
+    stage_rows(&out, c.stages[stage_idx], stage_idx);
+  run_rows(&out, c);
+  split_lines(&out, c.split, c.resimulated_bubble_fraction);
+  memory_block(&out, c);
+  return out;
+}
+
+}  // namespace pipeplan

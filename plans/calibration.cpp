@@ -1,0 +1,95 @@
+// The Calibration record: validation, JSON, and the memory corrections for a stage count.
+#include "plans/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+const std::pair<const char*, double StageCalibration::*> kScaleFields[] = {
+    {"fwd_scale", &StageCalibration::fwd_scale},
+    {"bwd_scale", &StageCalibration::bwd_scale},
+    {"optimizer_scale", &StageCalibration::optimizer_scale},
+};
+
+}  // namespace
+
+void Calibration::validate(std::string_view document) const {
+  PIPEPLAN_CHECK(!stages.empty(), document, ": calibration.stages: empty (one per stage)");
+  int expected_first = 0;
+  for (size_t stage_idx = 0; stage_idx < stages.size(); ++stage_idx) {
+    const StageCalibration& stage = stages[stage_idx];
+    PIPEPLAN_CHECK(stage.first == expected_first && stage.last > stage.first, document,
+                   ": calibration.stages[", stage_idx, "]: layers [", stage.first, ", ", stage.last,
+                   ") do not continue from layer ", expected_first);
+    for (const auto& [key, field] : kScaleFields)
+      PIPEPLAN_CHECK(std::isfinite(stage.*field) && stage.*field > 0, document,
+                     ": calibration.stages[", stage_idx, "].", key, ": ", stage.*field,
+                     " is not a finite factor > 0");
+    expected_first = stage.last;
+  }
+  PIPEPLAN_CHECK(std::isfinite(latency_ms) && latency_ms >= 0, document,
+                 ": calibration.latency_ms: ", latency_ms, " is not a finite time >= 0");
+}
+
+std::vector<int64_t> Calibration::memory_corrections(int pp) const {
+  if (pp == static_cast<int>(stages.size())) {
+    std::vector<int64_t> corrections;
+    for (const StageCalibration& stage : stages)
+      corrections.push_back(stage.memory_correction_bytes);
+    return corrections;
+  }
+  int64_t largest = stages.empty() ? 0 : stages.front().memory_correction_bytes;
+  for (const StageCalibration& stage : stages)
+    largest = std::max(largest, stage.memory_correction_bytes);
+  return std::vector<int64_t>(static_cast<size_t>(pp), largest);
+}
+
+Json to_json(const Calibration& c) {
+  Json stages = Json::array();
+  for (const StageCalibration& stage : c.stages) {
+    Json json{{"first", stage.first},
+              {"last", stage.last},
+              {"memory_correction_bytes", stage.memory_correction_bytes}};
+    for (const auto& [key, field] : kScaleFields) json[key] = stage.*field;
+    stages.push_back(json);
+  }
+  return Json{{"run", {{"path", c.run_path}, {"hash", c.run_hash}}},
+              {"plan_hash", c.plan_hash},
+              {"configuration", c.configuration},
+              {"optimizer", c.optimizer},
+              {"stages", stages},
+              {"profile_latency_ms", c.profile_latency_ms},
+              {"latency_ms", c.latency_ms},
+              {"latency_only", c.latency_only},
+              {"latency_note", c.latency_note}};
+}
+
+Calibration calibration_from_json(const JsonReader& r) {
+  Calibration c;
+  const JsonReader run = r.object("run");
+  c.run_path = run.string("path");
+  c.run_hash = run.string("hash");
+  c.plan_hash = r.string("plan_hash");
+  c.configuration = r.string("configuration");
+  c.optimizer = r.string("optimizer");
+  for (const JsonReader& s : r.objects("stages")) {
+    StageCalibration stage;
+    stage.first = static_cast<int>(s.integer_at_least("first", 0));
+    stage.last = static_cast<int>(s.integer_at_least("last", 1));
+    stage.memory_correction_bytes = s.integer("memory_correction_bytes");
+    for (const auto& [key, field] : kScaleFields) stage.*field = s.non_negative(key);
+    c.stages.push_back(stage);
+  }
+  c.profile_latency_ms = r.non_negative("profile_latency_ms");
+  c.latency_ms = r.non_negative("latency_ms");
+  c.latency_only = r.boolean("latency_only");
+  c.latency_note = r.string("latency_note");
+  c.validate(r.document());
+  return c;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,167 @@
+// Tests for planner/compare.h: a perfect run has no error, the iteration-error split adds up
+// exactly, runs of other plans are refused, compare.json has every field and compare.svg is
+// well-formed with both timelines.
+#include "planner/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "planner/layer_table.h"
+#include "tests/planner/test_runs.h"
+#include "tests/plans/xml_check.h"
+
+namespace pipeplan {
+namespace {
+
+class CompareTest : public ::testing::Test {
+ protected:
+  const Profile profile_ = testing::four_layer_profile();
+  const Plan plan_ = testing::plan_for(profile_, /*dp=*/1, /*pp=*/2);
+};
+
+// A run slower than predicted in compute and in everything else.
+pipeplan::Run imperfect_run(const Plan& plan) {
+  pipeplan::Run run = testing::run_as_predicted(plan, plan);
+  Measurements& m = run.measured;
+  m.stages[0].fwd_ms *= 1.5;
+  m.stages[1].bwd_ms *= 1.25;
+  m.stages[1].optimizer_ms += 0.125;
+  m.stages[0].peak_memory_bytes += 3 << 20;
+  m.iteration_ms *= 1.7;
+  m.samples_per_s /= 1.7;
+  m.bubble_fraction = 0.4;
+  return run;
+}
+
+TEST_F(CompareTest, APerfectRunHasNoError) {
+  const pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  check_run_of_plan(plan_, "plan.json", run, "run.json");
+  const Comparison c = compare(plan_, "plan.json", run, "run.json");
+  ASSERT_EQ(c.stages.size(), 2u);
+  for (const StageComparison& stage : c.stages)
+    for (const Difference* d :
+         {&stage.peak_memory_bytes, &stage.fwd_ms, &stage.bwd_ms, &stage.recompute_ms,
+          &stage.compute_ms, &stage.optimizer_ms, &stage.busy_ms, &stage.idle_ms})
+      EXPECT_EQ(d->error_percent(), 0.0);
+  EXPECT_EQ(c.iteration_ms.error_percent(), 0.0);
+  EXPECT_EQ(c.samples_per_s.error_percent(), 0.0);
+  EXPECT_EQ(c.bubble_fraction.error_percent(), 0.0);
+  EXPECT_EQ(c.split.error_ns(), 0);
+  EXPECT_EQ(c.split.compute_error_ns(), 0);
+  EXPECT_EQ(c.split.schedule_error_ns(), 0);
+  EXPECT_FALSE(c.in_sample);
+}
+
+TEST_F(CompareTest, IterationErrorSplitsExactlyIntoComputeAndTheRest) {
+  const pipeplan::Run run = imperfect_run(plan_);
+  const Comparison c = compare(plan_, "plan.json", run, "run.json");
+  const IterationSplit& s = c.split;
+  EXPECT_EQ(s.compute_error_ns() + s.schedule_error_ns(), s.error_ns());
+  EXPECT_EQ(s.predicted_ns, to_ns(plan_.predictions.iteration_ms));
+  EXPECT_EQ(s.measured_ns, to_ns(run.measured.iteration_ms));
+  // The re-simulation plays the measured stage times: slower compute, so a negative
+  // compute error, and a slower measurement still, so a negative remainder too.
+  const double resimulated_ms = simulate(measured_simulation_input(plan_, run)).iteration_ms;
+  EXPECT_EQ(s.resimulated_ns, to_ns(resimulated_ms));
+  EXPECT_GT(resimulated_ms, plan_.predictions.iteration_ms);
+  EXPECT_LT(s.compute_error_ns(), 0);
+  EXPECT_LT(s.schedule_error_ns(), 0);
+  // Signed errors: (predicted − measured) / measured.
+  EXPECT_NEAR(*c.stages[0].fwd_ms.error_percent(), (1 / 1.5 - 1) * 100, 1e-9);
+  EXPECT_NEAR(*c.iteration_ms.error_percent(), (1 / 1.7 - 1) * 100, 1e-9);
+  EXPECT_NEAR(*c.samples_per_s.error_percent(), (1.7 - 1) * 100, 1e-9);
+}
+
+TEST_F(CompareTest, ErrorsOfZeroMeasurementsHaveNoValue) {
+  EXPECT_FALSE((Difference{1.0, 0.0}.error_percent().has_value()));
+  EXPECT_EQ((Difference{0.0, 0.0}.error_percent()), 0.0);
+  EXPECT_EQ((Difference{3.0, 4.0}.error_percent()), -25.0);
+}
+
+TEST_F(CompareTest, ARunOfAnotherPlanIsRefusedNamingTheHash) {
+  const pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  const Plan other = testing::plan_for(profile_, /*dp=*/2, /*pp=*/1);
+  try {
+    check_run_of_plan(other, "other.json", run, "run.json");
+    FAIL() << "a run of another plan was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(what.rfind("run.json: plan.hash: '" + run.plan_hash + "'", 0), 0u) << what;
+    EXPECT_NE(what.find("the run came from another plan"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+  }
+  Plan edited = plan_;
+  edited.predictions.iteration_ms += 1;  // any change to the plan changes its hash
+  EXPECT_THROW(check_run_of_plan(edited, "plan.json", run, "run.json"), Error);
+}
+
+TEST_F(CompareTest, APlanCalibratedFromTheRunIsComparedInSample) {
+  const pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  Plan calibrated = plan_;
+  calibrated.predictions.iteration_ms *= 2;
+  calibrated.calibration = Calibration();
+  calibrated.calibration->run_hash = run_hash(run);
+  calibrated.calibration->configuration = plan_configuration(plan_);
+  calibrated.calibration->stages = {{0, 4, 1, 1, 1, 0}};
+  EXPECT_NO_THROW(check_run_of_plan(calibrated, "calibrated.json", run, "run.json"));
+  EXPECT_TRUE(compare(calibrated, "calibrated.json", run, "run.json").in_sample);
+  calibrated.calibration->configuration = "dp=1 pp=2 b=4 m=4 1f1b stages 0:1,1:4";
+  EXPECT_THROW(check_run_of_plan(calibrated, "calibrated.json", run, "run.json"), Error);
+}
+
+TEST_F(CompareTest, JsonHasEveryField) {
+  const Json json = to_json(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
+  EXPECT_EQ(json.at("schema"), kCompareSchema);
+  for (const char* key : {"plan", "run", "in_sample", "configuration", "measured_steps", "stages",
+                          "iteration_ms", "samples_per_s", "bubble_fraction", "iteration_split"})
+    EXPECT_TRUE(json.contains(key)) << key;
+  const Json& stage = json.at("stages").at(0);
+  for (const char* key : {"peak_memory_bytes", "fwd_ms", "bwd_ms", "recompute_ms", "compute_ms",
+                          "optimizer_ms", "allreduce_ms", "busy_ms", "idle_ms"})
+    for (const char* part : {"predicted", "measured", "error_percent"})
+      EXPECT_TRUE(stage.at(key).contains(part)) << key << "." << part;
+  for (const char* key :
+       {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes", "master_copy_bytes",
+        "buffers_bytes", "activations_bytes", "recompute_bytes", "transient_bytes",
+        "comm_buffers_bytes", "runtime_overhead_bytes", "calibration_bytes", "total_bytes"})
+    EXPECT_TRUE(stage.at("memory_terms").contains(key)) << key;
+  EXPECT_TRUE(stage.contains("measured_load_ms"));
+  const Json& split = json.at("iteration_split");
+  for (const char* key :
+       {"predicted_ms", "resimulated_ms", "measured_ms", "error_ms", "compute_error_ms",
+        "schedule_error_ms", "error_percent", "compute_error_percent", "schedule_error_percent"})
+    EXPECT_TRUE(split.contains(key)) << key;
+  EXPECT_NEAR(split.at("compute_error_percent").get<double>() +
+                  split.at("schedule_error_percent").get<double>(),
+              split.at("error_percent").get<double>(), 1e-9);
+}
+
+TEST_F(CompareTest, SvgIsWellFormedWithBarsAndBothTimelines) {
+  const std::string svg = to_svg(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
+  EXPECT_EQ(testing::xml_problem(svg), "");
+  EXPECT_NE(svg.find(">peak memory per stage"), std::string::npos);
+  EXPECT_NE(svg.find(">compute per iteration per stage"), std::string::npos);
+  EXPECT_NE(svg.find(">stage 1 measured<"), std::string::npos);
+  EXPECT_NE(svg.find(">predicted (plan.json): iteration"), std::string::npos);
+  EXPECT_NE(svg.find(">measured step 12 (run.json): iteration"), std::string::npos);
+  // One row per rank in each of the two timelines.
+  size_t rows = 0;
+  for (size_t pos = 0; (pos = svg.find(">rank 1 (stage 1)<", pos)) != std::string::npos; ++pos)
+    ++rows;
+  EXPECT_EQ(rows, 2u);
+}
+
+TEST_F(CompareTest, TableShowsStagesRunAndTheSplit) {
+  const std::string table = to_table(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
+  EXPECT_NE(table.find("forward / micro-batch"), std::string::npos) << table;
+  EXPECT_NE(table.find("-33.3%"), std::string::npos) << table;  // stage 0 forward: 1 / 1.5 − 1
+  EXPECT_NE(table.find("iteration error"), std::string::npos) << table;
+  EXPECT_NE(table.find("= compute model"), std::string::npos) << table;
+  EXPECT_NE(table.find("activations"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace pipeplan
