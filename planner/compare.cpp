@@ -101,6 +101,7 @@ Comparison compare(const Plan& plan, const std::string& plan_path, const Run& ru
       simulate(measured_simulation_input(plan, run), SimulationOptions{/*record_timeline=*/false});
   c.split = {to_ns(p.iteration_ms), to_ns(resimulated.iteration_ms), to_ns(m.iteration_ms)};
   c.resimulated_bubble_fraction = resimulated.bubble_fraction;
+  c.resimulated_idle_ms = resimulated.idle_ms;
   c.predicted_timeline = simulate(simulation_input(plan)).timeline;
   c.predicted_timeline.title = short_title("predicted", plan_path);
   c.measured_timeline = m.timeline;

@@ -82,6 +82,8 @@ struct Comparison {
   Difference bubble_fraction;  ///< a fraction in [0, 1]; its error is relative, too
   IterationSplit split;
   double resimulated_bubble_fraction = 0;  ///< of the re-simulation with measured stage times
+  /// By rank: idle time per iteration in that re-simulation, beside the run's per-rank idle_ms.
+  std::vector<double> resimulated_idle_ms;
   Timeline predicted_timeline;             ///< the plan simulated
   Timeline measured_timeline;              ///< the run's representative step
 };

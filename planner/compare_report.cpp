@@ -208,7 +208,8 @@ Json to_json(const Comparison& c) {
               {"iteration_ms", difference_json(c.iteration_ms)},
               {"samples_per_s", difference_json(c.samples_per_s)},
               {"bubble_fraction", difference_json(c.bubble_fraction)},
-              {"iteration_split", split_json(c.split, c.resimulated_bubble_fraction)}};
+              {"iteration_split", split_json(c.split, c.resimulated_bubble_fraction)},
+              {"resimulated_idle_ms_by_rank", c.resimulated_idle_ms}};
 }
 
 std::string to_table(const Comparison& c) {

@@ -69,6 +69,7 @@ TEST_F(CompareTest, IterationErrorSplitsExactlyIntoComputeAndTheRest) {
   EXPECT_LT(s.compute_error_ns(), 0);
   EXPECT_LT(s.schedule_error_ns(), 0);
   // Signed errors: (predicted − measured) / measured.
+  EXPECT_EQ(c.resimulated_idle_ms, simulate(measured_simulation_input(plan_, run)).idle_ms);
   EXPECT_NEAR(*c.stages[0].fwd_ms.error_percent(), (1 / 1.5 - 1) * 100, 1e-9);
   EXPECT_NEAR(*c.iteration_ms.error_percent(), (1 / 1.7 - 1) * 100, 1e-9);
   EXPECT_NEAR(*c.samples_per_s.error_percent(), (1.7 - 1) * 100, 1e-9);
@@ -116,7 +117,8 @@ TEST_F(CompareTest, JsonHasEveryField) {
   const Json json = to_json(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
   EXPECT_EQ(json.at("schema"), kCompareSchema);
   for (const char* key : {"plan", "run", "in_sample", "configuration", "measured_steps", "stages",
-                          "iteration_ms", "samples_per_s", "bubble_fraction", "iteration_split"})
+                          "iteration_ms", "samples_per_s", "bubble_fraction", "iteration_split",
+                          "resimulated_idle_ms_by_rank"})
     EXPECT_TRUE(json.contains(key)) << key;
   const Json& stage = json.at("stages").at(0);
   for (const char* key : {"peak_memory_bytes", "fwd_ms", "bwd_ms", "recompute_ms", "compute_ms",

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""The CPU measurements behind bench/RESULTS.md: profiler speed, co-location, the link,
+scheduling efficiency, pp=1 against a plain LibTorch loop, plan quality and prediction accuracy.
+
+Run on a quiet machine (nothing else compiling):
+    python3 bench/cpu_runs.py [--build build] [--out out/bench] [--only NAME,...]
+Prints one markdown section per measurement; every file it used stays in --out."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ARGS = None
+
+
+def run(cmd, **kwargs):
+    """Runs cmd (a list), returns (seconds, stdout); stops the script on failure."""
+    start = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    return seconds, done.stdout
+
+
+def pipeplan(*args):
+    return run([ARGS.pipeplan, *map(str, args)])
+
+
+def out(name):
+    return os.path.join(ARGS.out, name)
+
+
+def profile(model, name, batch_sizes, co_located=1, extra=()):
+    path = out(name)
+    args = ["profile", "--model", model, "--batch-sizes", batch_sizes, "-o", path, *extra]
+    if co_located > 1:
+        args += ["--co-located", co_located]
+    seconds, _ = pipeplan(*args)
+    return path, seconds
+
+
+def plan(profile_path, name, devices, memory, global_batch, *flags):
+    path = out(name)
+    _, text = pipeplan("plan", "--profile", profile_path, "--devices", devices, "--device-memory",
+                       memory, "--global-batch", global_batch, *flags, "-o", path)
+    return path, text
+
+
+def train(plan_path, name, nproc, steps, data="synthetic"):
+    run_path = out(name)
+    cmd = ["train", "--plan", plan_path, "--data", data, "--steps", steps, "-o", run_path]
+    if nproc > 1:
+        seconds, _ = pipeplan("launch", "--nproc", nproc, "--", ARGS.pipeplan, *cmd)
+    else:
+        seconds, _ = pipeplan(*cmd)
+    return run_path, seconds
+
+
+def compare(plan_path, run_path):
+    _, text = pipeplan("compare", "--plan", plan_path, "--run", run_path, "--json",
+                       out("compare.tmp.json"))
+    with open(out("compare.tmp.json")) as f:
+        return json.load(f), text
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def section(title):
+    print(f"\n### {title}\n", flush=True)
+
+
+def profiler_speed():
+    section("Profiler speed (4 batch sizes, with the link timing)")
+    print("| model | batch sizes | wall s | link p2p latency | p2p bandwidth | all-reduce latency | all-reduce bandwidth |")
+    print("|---|---|---|---|---|---|---|")
+    for model in ["resnet_tiny", "gpt_tiny"]:
+        path, seconds = profile(model, f"speed_{model}.json", "4,8,16,32")
+        link = load(path)["interconnect"]
+        p2p, ar = link["p2p"], link["allreduce"]
+        print(f"| {model} | 4,8,16,32 | {seconds:.1f} | {p2p['latency_ms']*1e3:.0f} µs | "
+              f"{p2p['bandwidth_bytes_per_s']/1e9:.2f} GB/s | {ar['latency_ms']*1e3:.0f} µs | "
+              f"{ar['bandwidth_bytes_per_s']/1e9:.2f} GB/s |")
+    link = load(out("speed_resnet_tiny.json"))["interconnect"]
+    print("\nresnet_tiny profile, link points (median one-way ms):\n")
+    print("| bytes | p2p ms | all-reduce ms |")
+    print("|---|---|---|")
+    for p, a in zip(link["p2p"]["points"], link["allreduce"]["points"]):
+        print(f"| {p['bytes']} | {p['time_ms']:.3f} | {a['time_ms']:.3f} |")
+
+
+def layer_sum(path, b):
+    total = 0.0
+    for layer in load(path)["layers"]:
+        for point in layer["points"]:
+            if point["batch_size"] == b:
+                total += point["fwd_ms"] + point["bwd_ms"]
+    return total
+
+
+def co_location():
+    section("Co-location: per-layer times measured alone and as one of 2 processes")
+    print("| model | b | sum fwd+bwd alone ms | co-located ms | ratio |")
+    print("|---|---|---|---|---|")
+    for model in ["resnet_tiny", "gpt_tiny"]:
+        alone, _ = profile(model, f"alone_{model}.json", "16,32", extra=["--no-comm"])
+        shared, _ = profile(model, f"colo_{model}.json", "16,32", co_located=2,
+                            extra=["--no-comm"])
+        for b in (16, 32):
+            a, s = layer_sum(alone, b), layer_sum(shared, b)
+            print(f"| {model} | {b} | {a:.2f} | {s:.2f} | {s/a:.2f} |")
+
+
+def scheduling():
+    section("Scheduling efficiency: 2-stage 1f1b, m=8, a balanced MLP (8 x 1024x1024)")
+    margs = ["--model-arg", "hidden=1024", "--model-arg", "layers=8"]
+    prof, _ = profile("mlp_tiny", "sched_profile.json", "16,32", co_located=2, extra=margs)
+    fixed = ["--pp", 2, "--dp", 1, "--micro-batch-size", 32, "--schedule", "1f1b",
+             "--checkpoint", "none"]
+    plan2, _ = plan(prof, "sched_plan_pp2.json", 2, "8GiB", 256, *fixed)
+    run2, _ = train(plan2, "sched_run_pp2.json", 2, 40)
+    c, table = compare(plan2, run2)
+    r = load(run2)["measured"]
+    split = c["iteration_split"]
+    print("```\n" + table.strip() + "\n```\n")
+    print(f"- measured iteration {split['measured_ms']:.2f} ms; simulated with the run's own "
+          f"stage times {split['resimulated_ms']:.2f} ms: schedule/communication/overhead part "
+          f"{split['schedule_error_percent']:+.1f}%")
+    for rank in r["ranks"]:
+        sim_idle = c["resimulated_idle_ms_by_rank"][rank["rank"]] / split["resimulated_ms"]
+        meas_idle = rank["idle_ms"] / r["iteration_ms"]
+        print(f"- rank {rank['rank']}: idle {meas_idle*100:.1f}% measured, {sim_idle*100:.1f}% "
+              f"simulated ({(meas_idle-sim_idle)*100:+.1f} points)")
+    plan1, _ = plan(prof, "sched_plan_pp1.json", 1, "8GiB", 256, "--pp", 1, "--dp", 1,
+                    "--micro-batch-size", 32, "--schedule", "1f1b", "--checkpoint", "none")
+    run1, _ = train(plan1, "sched_run_pp1.json", 1, 40)
+    one = load(run1)["measured"]["iteration_ms"]
+    print(f"- one rank, whole model, same b=32 m=8: {one:.2f} ms; raw speedup of 2 ranks "
+          f"{one / r['iteration_ms']:.2f}x")
+
+
+def plain_loop():
+    section("One rank (pp=1, dp=1, m=1) against a plain LibTorch loop")
+    print("| model | b | plain loop ms | pipeplan train ms | ratio |")
+    print("|---|---|---|---|---|")
+    for model, b in [("resnet_tiny", 64), ("gpt_tiny", 32)]:
+        prof, _ = profile(model, f"plain_{model}.json", str(b), extra=["--no-comm"])
+        p, _ = plan(prof, f"plain_plan_{model}.json", 1, "8GiB", b, "--pp", 1, "--dp", 1,
+                    "--micro-batch-size", b, "--checkpoint", "none")
+        loops, trains = [], []
+        for _ in range(3):  # interleaved, so that drifts in machine speed hit both
+            _, text = run([ARGS.plain_loop, model, str(b), "60", "5"])
+            loops.append(float(text.split("iteration_ms=")[1].split()[0]))
+            r, _ = train(p, f"plain_run_{model}.json", 1, 60)
+            trains.append(load(r)["measured"]["iteration_ms"])
+        lo, tr = statistics.median(loops), statistics.median(trains)
+        print(f"| {model} | {b} | {lo:.2f} | {tr:.2f} | {tr/lo:.3f} |")
+
+
+def plan_quality():
+    section("Plan quality: the optimal partition against the baselines (pp=2, same dp, b, m, schedule)")
+    print("| model | partition | stages | predicted ms | measured ms | measured samples/s | vs optimal |")
+    print("|---|---|---|---|---|---|---|")
+    for model in ["resnet_tiny", "vit_tiny"]:
+        prof, _ = profile(model, f"quality_{model}.json", "8,16,32", co_located=2)
+        results = {}
+        for partition in ["optimal", "uniform", "parameters", "greedy-time"]:
+            p, _ = plan(prof, f"quality_plan_{model}_{partition}.json", 2, "8GiB", 128, "--pp", 2,
+                        "--dp", 1, "--micro-batch-size", 16, "--schedule", "1f1b",
+                        "--checkpoint", "none", "--partition", partition)
+            r, _ = train(p, f"quality_run_{model}_{partition}.json", 2, 40)
+            pl, rn = load(p), load(r)["measured"]
+            stages = ",".join(f"{s['first']}:{s['last']}" for s in pl["stages"])
+            results[partition] = (stages, pl["predictions"]["iteration_ms"], rn["iteration_ms"],
+                                  rn["samples_per_s"])
+        best = results["optimal"][3]
+        for partition, (stages, pred, meas, sps) in results.items():
+            print(f"| {model} | {partition} | {stages} | {pred:.2f} | {meas:.2f} | {sps:.1f} | "
+                  f"{sps/best:.3f} |")
+
+
+def accuracy():
+    section("Prediction accuracy: pp=2 on 2 CPU ranks, profiles taken with --co-located 2")
+    print("| model | schedule | b x m | iteration pred / meas ms | error | compute part | schedule part | stage 0 memory error | stage 1 memory error |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for model, b in [("resnet_tiny", 16), ("vit_tiny", 16), ("gpt_tiny", 16)]:
+        prof, _ = profile(model, f"acc_{model}.json", "8,16,32", co_located=2)
+        for schedule in ["gpipe", "1f1b"]:
+            p, _ = plan(prof, f"acc_plan_{model}_{schedule}.json", 2, "8GiB", 128, "--pp", 2,
+                        "--dp", 1, "--micro-batch-size", b, "--schedule", schedule,
+                        "--checkpoint", "none")
+            r, _ = train(p, f"acc_run_{model}_{schedule}.json", 2, 40)
+            c, table = compare(p, r)
+            with open(out(f"acc_compare_{model}_{schedule}.txt"), "w") as f:
+                f.write(table)
+            s = c["iteration_split"]
+            mem = [st["peak_memory_bytes"]["error_percent"] for st in c["stages"]]
+            print(f"| {model} | {schedule} | {b} x 8 | {s['predicted_ms']:.2f} / "
+                  f"{s['measured_ms']:.2f} | {s['error_percent']:+.1f}% | "
+                  f"{s['compute_error_percent']:+.1f}% | {s['schedule_error_percent']:+.1f}% | "
+                  f"{mem[0]:+.1f}% | {mem[1]:+.1f}% |")
+
+
+MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
+                "scheduling": scheduling, "plain_loop": plain_loop, "plan_quality": plan_quality,
+                "accuracy": accuracy}
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--out", default="out/bench")
+    parser.add_argument("--only", default=",".join(MEASUREMENTS))
+    ARGS = parser.parse_args()
+    ARGS.pipeplan = os.path.abspath(os.path.join(ARGS.build, "cli", "pipeplan"))
+    ARGS.plain_loop = os.path.abspath(os.path.join(ARGS.build, "bench", "plain_loop"))
+    os.makedirs(ARGS.out, exist_ok=True)
+    print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at the start")
+    for name in ARGS.only.split(","):
+        MEASUREMENTS[name]()
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
