@@ -15,13 +15,13 @@ mkdir -p "$out"
 out=$(realpath "$out")
 # A device memory that holds half of resnet_tiny's training state at these micro-batch sizes but
 # not all of it, so the planner has to split the model into two pipeline stages.
-memory=${DEMO_DEVICE_MEMORY:-9MiB}
+memory=${DEMO_DEVICE_MEMORY:-6MiB}
 start=$SECONDS
 
 step() { echo; echo "== [$((SECONDS - start)) s] $*"; }
 
 step "profile resnet_tiny layer by layer, 2 processes at once as the 2 ranks will run"
-"$pipeplan" profile --model resnet_tiny --batch-sizes 8,16,32,64 --co-located 2 \
+"$pipeplan" profile --model resnet_tiny --batch-sizes 2,4,8,16,32 --co-located 2 \
   -o "$out/profile.json"
 
 step "plan for 2 devices of $memory each, global batch 64"
