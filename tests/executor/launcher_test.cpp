@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "plans/plan.h"
+#include "tests/executor/train_harness.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -270,6 +273,30 @@ TEST(LauncherTest, SerialRankKilledBySignalIsReportedWithTheSignal) {
   EXPECT_LT(stop_latency_s(run, dir, "failed"), kStopLatencyLimitS);
   EXPECT_THAT(lines_of(run.err).back(),
               StartsWith("pipeplan: error: rank 1 failed (killed by signal 9"));
+}
+
+// A training rank killed mid-run: the launch names it, stops the other rank (blocked waiting
+// for the dead one's activations or gradients) and leaves no process behind.
+TEST(LauncherTest, SerialTrainingRankKilledMidRunIsNamedAndNothingIsLeft) {
+  TempDir dir;
+  const std::string plan_path = dir.file("plan.json");
+  write_plan(plan_path, testing::make_test_plan(testing::split_spec(/*dp=*/1, /*pp=*/2)));
+  // Each rank records its pid, then becomes `pipeplan train` (same pid); a background shell
+  // kills rank 1 with SIGKILL once it has started training (its first step line).
+  const std::string script =
+      "echo $$ > " + dir.file("pid") + "$RANK; "
+      "if [ $RANK = 1 ]; then (while [ ! -s " + dir.file("steps.jsonl") + " ]; do sleep 0.05; "
+      "done; date +%s.%N > " + dir.file("failed") + "; kill -9 $$) & fi; "
+      "exec " + kPipeplan + " train --plan " + plan_path + " --data synthetic --steps 100000 "
+      "--log " + dir.file("steps.jsonl") + " -o " + dir.file("run.json");
+  const CommandRun run = launch_sh(2, script, dir);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_LT(stop_latency_s(run, dir, "failed"), kStopLatencyLimitS);
+  EXPECT_THAT(lines_of(run.err).back(),
+              StartsWith("pipeplan: error: rank 1 failed (killed by signal 9"));
+  for (const pid_t pid : read_pids(dir, {"pid0", "pid1"}))
+    EXPECT_EQ(::kill(pid, 0), -1) << "rank process " << pid << " is still alive";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run.json")));
 }
 
 TEST(LauncherTest, SerialSetsOmpNumThreadsOnlyWhenTheUserDidNot) {
