@@ -1,13 +1,9 @@
 // `pipeplan profile`: measure a model layer by layer on this machine and write profile.json; with
 // --co-located N, N copies of the command measure at once, kept in step through a TCPStore.
-#include <sched.h>
 #include <unistd.h>
-
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +19,9 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "executor/comm.h"
 #include "executor/launcher.h"
+#include "executor/rendezvous.h"
 #include "models/zoo.h"
 #include "profiler/model_profiler.h"
 #include "profiler/report.h"
@@ -61,43 +59,18 @@ struct ProfileFlags {
   CLI::Option* threads_option = nullptr;
 };
 
-// This process's place among the co-located copies.
-struct CopyEnv {
-  int rank = 0;
-  int world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
-};
-
-std::string required_variable(const char* name) {
-  const char* value = std::getenv(name);
-  PIPEPLAN_RUNTIME_CHECK(value != nullptr, "co-located profile copy: ", name, " is not set");
-  return value;
-}
-
-// Set when this process is a copy started by a co-located profile; nullopt otherwise.
-std::optional<CopyEnv> copy_env() {
+// Set when this process is a copy started by a co-located profile: its rank, the world size
+// and the store's address, from the launch's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+std::optional<executor::RendezvousEnv> copy_env() {
   if (std::getenv(kCopyVariable) == nullptr) return std::nullopt;
-  CopyEnv env;
-  env.rank = std::stoi(required_variable("RANK"));
-  env.world_size = std::stoi(required_variable("WORLD_SIZE"));
-  env.master_addr = required_variable("MASTER_ADDR");
-  env.master_port = std::stoi(required_variable("MASTER_PORT"));
-  return env;
+  return executor::read_rendezvous_env();
 }
 
 // A barrier of the co-located copies over a TCPStore that rank 0 serves.
 class CopyBarrier {
  public:
-  explicit CopyBarrier(const CopyEnv& env) : env_(env) {
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<std::uint16_t>(env.master_port);
-    options.isServer = env.rank == 0;
-    options.numWorkers = static_cast<std::size_t>(env.world_size);
-    options.waitWorkers = true;
-    options.timeout = kBarrierTimeout;
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  }
+  explicit CopyBarrier(const executor::RendezvousEnv& env)
+      : env_(env), store_(executor::connect_store(env, kBarrierTimeout)) {}
 
   // Returns once every copy has called it as often.
   void wait() {
@@ -122,16 +95,10 @@ class CopyBarrier {
   }
 
  private:
-  CopyEnv env_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  executor::RendezvousEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;
   int generation_ = 0;
 };
-
-int usable_cores() {
-  cpu_set_t cpus;
-  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // This process's own command line, with the path of its executable first.
 std::vector<std::string> own_command() {
@@ -163,7 +130,8 @@ int start_copies(const ProfileFlags& flags, const std::string& link_path) {
 
 // Measures here: alone, or as one of the co-located copies (then only rank 0 writes).
 // `link_path`: the interconnect record time_link wrote, or "" (--no-comm).
-int measure(const ProfileFlags& flags, const models::Model& model, const CopyEnv& env,
+int measure(const ProfileFlags& flags, const models::Model& model,
+            const executor::RendezvousEnv& env,
             const std::string& link_path) {
   std::unique_ptr<CopyBarrier> barrier;
   profiler::BarrierFn barrier_fn;
@@ -195,8 +163,8 @@ std::string time_link(const ProfileFlags& flags) {
       (std::filesystem::temp_directory_path() /
        ("pipeplan-link-" + std::to_string(::getpid()) + ".json"))
           .string();
-  if (::isatty(STDERR_FILENO))
-    std::fprintf(stderr, "timing send/recv and all-reduce between 2 local ranks (4 KiB-64 MiB)\n");
+  if (stderr_is_terminal())
+    log_line("timing send/recv and all-reduce between 2 local ranks (4 KiB-64 MiB)");
   executor::LaunchOptions launch;
   launch.nproc = 2;
   launch.command = {std::filesystem::read_symlink("/proc/self/exe").string(), "link-bench",
@@ -226,8 +194,8 @@ int run_profile(ProfileFlags& flags) {
   const models::Model model = models::make_model(flags.model, flags.model_args);
   check_writable(flags.output, "-o");
   if (options.co_located > 1 && !options.threads)
-    options.threads = std::max(1, usable_cores() / options.co_located);
-  const std::optional<CopyEnv> env = copy_env();
+    options.threads = std::max(1, executor::usable_cores() / options.co_located);
+  const std::optional<executor::RendezvousEnv> env = copy_env();
   if (!env) {
     // The link first: the profile is then written once, whole, by the process that measured.
     const RemoveOnExit link{flags.no_comm ? "" : time_link(flags)};

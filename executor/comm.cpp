@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "models/torch_compat.h"
 
 namespace pipeplan::executor {
@@ -438,14 +439,12 @@ std::string Comm::store_get(const std::string& key) {
   }
 }
 
-namespace {
-
-// The median of `values` (not empty).
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
+                                              std::chrono::milliseconds timeout) {
+  return make_store(env, timeout);
 }
+
+namespace {
 
 // What time_links measures with: one two-rank group and the device its tensors live on.
 struct LinkBench {

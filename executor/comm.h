@@ -2,6 +2,7 @@
 // transfers between pipeline neighbours, the replicas' gradient all-reduce, world-wide sums.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -95,6 +96,12 @@ class Comm {
   explicit Comm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// The job's TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), returned once every rank
+/// has joined; a rank that does not show up within `timeout` ends with Error(kRuntime) saying
+/// what to check. What Comm::connect rendezvouses through, for other multi-process tools.
+c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
+                                              std::chrono::milliseconds timeout);
 
 /// Median one-way times of messages between the two ranks of a job, as the executor would
 /// carry them on `device`: for each size in `sizes` (bytes), a point-to-point send/recv (half a

@@ -177,12 +177,6 @@ void set_variable(std::vector<std::string>& env, const std::string& key, const s
   env.push_back(head + value);
 }
 
-int usable_cores() {
-  cpu_set_t cpus;
-  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 bool has_variable(const LaunchOptions& options, const std::string& key) {
   for (const auto& [extra_key, value] : options.extra_env)
     if (extra_key == key) return true;
@@ -546,6 +540,12 @@ int pick_free_port() {
   PIPEPLAN_RUNTIME_CHECK(named, "launch: cannot pick a free port for MASTER_PORT: ",
                          std::strerror(saved_errno), "; give one with --master-port");
   return ntohs(address.sin_port);
+}
+
+int usable_cores() {
+  cpu_set_t cpus;
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace pipeplan::executor

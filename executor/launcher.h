@@ -33,6 +33,9 @@ struct LaunchOptions {
   void validate() const;
 };
 
+/// The cores this process may run on (its CPU affinity), at least 1.
+int usable_cores();
+
 /// How one rank ended.
 struct RankExit {
   int rank = 0;

@@ -7,22 +7,15 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "executor/comm.h"
 
 namespace pipeplan::executor {
 namespace {
 
-// Median of `values` (copied: nth_element reorders); 0 for none.
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle), values.end());
-  double result = values[middle];
-  if (values.size() % 2 == 0) {
-    result = (result + *std::max_element(values.begin(), values.begin() +
-                                                               static_cast<std::ptrdiff_t>(middle))) / 2;
-  }
-  return result;
+// The median of `values`; 0 for none (a quantity no step measured).
+double median_or_zero(std::vector<double> values) {
+  return values.empty() ? 0 : median(std::move(values));
 }
 
 // Keeps at most the last `limit` entries, trimming in halves so that pushes stay amortised O(1).
@@ -38,7 +31,7 @@ double median_of(const std::vector<StepTiming>& steps, Field field) {
   std::vector<double> values;
   values.reserve(steps.size());
   for (const StepTiming& step : steps) values.push_back(step.*field);
-  return median(std::move(values));
+  return median_or_zero(std::move(values));
 }
 
 }  // namespace
@@ -234,7 +227,7 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
   Measurements m;
   m.warmup_steps = warmup_steps;
   m.measured_steps = static_cast<int>(slowest_iteration_ms.size());
-  m.iteration_ms = median(slowest_iteration_ms);
+  m.iteration_ms = median_or_zero(slowest_iteration_ms);
   m.samples_per_s = m.iteration_ms > 0 ? static_cast<double>(plan.global_batch) * 1000.0 / m.iteration_ms : 0;
   m.stages.resize(static_cast<size_t>(plan.pp));
   double idle_total_ms = 0;

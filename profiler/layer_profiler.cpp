@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "profiler/memory_tracker.h"
 
 namespace pipeplan::profiler {
@@ -353,15 +354,6 @@ void describe_layer(models::Layer& layer, LayerProfile& profile) {
   }
   for (const torch::Tensor& buffer : layer.buffers())
     profile.buffer_bytes += static_cast<int64_t>(buffer.nbytes());
-}
-
-double quantile(std::vector<double> values, double fraction) {
-  PIPEPLAN_ASSERT(!values.empty() && fraction >= 0 && fraction <= 1, "quantile ", fraction);
-  std::sort(values.begin(), values.end());
-  const double position = fraction * static_cast<double>(values.size() - 1);
-  const size_t lower = static_cast<size_t>(std::floor(position));
-  const size_t upper = std::min(lower + 1, values.size() - 1);
-  return values[lower] + (position - static_cast<double>(lower)) * (values[upper] - values[lower]);
 }
 
 }  // namespace pipeplan::profiler

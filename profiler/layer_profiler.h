@@ -119,8 +119,4 @@ class LayerProfiler {
 /// Parameter count and bytes and buffer bytes of a built layer, into `profile`.
 void describe_layer(models::Layer& layer, LayerProfile& profile);
 
-/// The `fraction` quantile (0 to 1) of `values` (not empty), interpolating linearly between
-/// order statistics as numpy's default does: 0.5 is the median, 0.9 the p90.
-double quantile(std::vector<double> values, double fraction);
-
 }  // namespace pipeplan::profiler

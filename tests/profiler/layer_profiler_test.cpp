@@ -255,14 +255,6 @@ TEST(LayerProfilerTest, SettingsAreChecked) {
   EXPECT_THROW(LayerProfiler{settings}, Error);
 }
 
-TEST(QuantileTest, InterpolatesBetweenOrderStatistics) {
-  EXPECT_DOUBLE_EQ(quantile({4, 1, 3, 2}, 0.5), 2.5);
-  EXPECT_DOUBLE_EQ(quantile({4, 1, 3, 2}, 0.9), 3.7);
-  EXPECT_DOUBLE_EQ(quantile({7}, 0.9), 7.0);
-  EXPECT_DOUBLE_EQ(quantile({1, 2, 3}, 0.0), 1.0);
-  EXPECT_DOUBLE_EQ(quantile({1, 2, 3}, 1.0), 3.0);
-}
-
 TEST(GpuLayerProfilerTest, LinearRetainsItsInputBlockOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const c10::Device device(c10::DeviceType::CUDA, 0);

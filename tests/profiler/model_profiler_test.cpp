@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "profiler/layer_profiler.h"
 
 namespace pipeplan::profiler {

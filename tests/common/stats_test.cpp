@@ -1,0 +1,26 @@
+// Tests for common/stats.h: quantiles of timing samples.
+#include "common/stats.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+TEST(QuantileTest, InterpolatesBetweenOrderStatistics) {
+  EXPECT_DOUBLE_EQ(quantile({4, 1, 3, 2}, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(quantile({4, 1, 3, 2}, 0.9), 3.7);
+  EXPECT_DOUBLE_EQ(quantile({7}, 0.9), 7.0);
+  EXPECT_DOUBLE_EQ(quantile({1, 2, 3}, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(quantile({1, 2, 3}, 1.0), 3.0);
+}
+
+TEST(QuantileTest, MedianIsTheMiddleOrTheMeanOfTheMiddleTwo) {
+  EXPECT_DOUBLE_EQ(median({5, 1, 3}), 3.0);
+  EXPECT_DOUBLE_EQ(median({8, 1, 3, 4}), 3.5);
+  EXPECT_THROW(median({}), Error);
+}
+
+}  // namespace
+}  // namespace pipeplan
