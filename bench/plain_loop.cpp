@@ -1,10 +1,9 @@
 // The baseline for pipeplan's executor: a plain LibTorch training loop over a zoo model (the
 // whole model in one process, one batch per step, torch::optim::SGD), timed the way run.json
-// times iterations (median after warm-up steps). Prints one line:
+// times iterations: the median step after WARMUP untimed ones (run.json: 3). Prints one line:
 //   plain_loop model=NAME batch=B steps=N iteration_ms=T samples_per_s=S
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "common/blas_env.h"
+#include "common/stats.h"
 #include "models/model.h"
 
 int main(int argc, char** argv) {
@@ -48,8 +48,7 @@ int main(int argc, char** argv) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (step >= warmup) times.push_back(ms);
   }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const double median = pipeplan::median(times);
   std::printf("plain_loop model=%s batch=%lld steps=%d iteration_ms=%.3f samples_per_s=%.1f\n",
               name.c_str(), static_cast<long long>(batch), steps, median, 1e3 * batch / median);
   return 0;

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <map>
+#include <utility>
 
 #include "bench/synthetic_profile.h"
 #include "common/units.h"
@@ -17,15 +18,15 @@ constexpr int64_t kDeviceMemoryBytes = 80 * kGiB;
 constexpr int kDevicesPerNode = 8;
 constexpr double kInterNodeBytesPerS = 25e9;
 
-// One profile per layer count, built once (profile construction is not what is measured).
+// One profile per (layer count, width), built once (profile construction is not measured).
 const Profile& profile_of(int layers, int64_t hidden) {
-  static std::map<int, Profile> profiles;
-  auto it = profiles.find(layers);
+  static std::map<std::pair<int, int64_t>, Profile> profiles;
+  auto it = profiles.find({layers, hidden});
   if (it == profiles.end()) {
     SyntheticModel model;
     model.num_layers = layers;
     model.hidden = hidden;
-    it = profiles.emplace(layers, synthetic_profile(model)).first;
+    it = profiles.emplace(std::make_pair(layers, hidden), synthetic_profile(model)).first;
   }
   return it->second;
 }

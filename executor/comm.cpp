@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "models/torch_compat.h"
+#include "profiler/device.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -444,117 +445,82 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
   return make_store(env, timeout);
 }
 
-namespace {
-
-// What time_links measures with: one two-rank group and the device its tensors live on.
-struct LinkBench {
-  RendezvousEnv env;
-  torch::Device device{torch::kCPU};
-  CommBackend backend = CommBackend::kGloo;
-  GroupPtr group;
-  std::chrono::milliseconds timeout{0};
-
-  bool via_host() const { return backend == CommBackend::kGlooHostStaging; }
-  torch::Device transfer_device() const { return via_host() ? torch::Device(torch::kCPU) : device; }
-
-  void wait(const WorkPtr& work, const char* what, int64_t bytes) const {
-    wait_work(work, timeout, [&] {
-      return detail::concat("rank ", env.rank, ": timing ", what, " of ", bytes, " bytes");
-    });
-  }
-  // The device's queued work is done (CUDA kernels run after a wait returns).
-  void synchronize() const {
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
-  }
-
-  // Half a ping-pong of `tensor` (on `device`): rank 0 sends, rank 1 sends it back.
-  double p2p_ms(torch::Tensor& tensor, int tag) const {
-    const int64_t bytes = tensor.numel() * tensor.element_size();
-    synchronize();
-    const auto start = std::chrono::steady_clock::now();
-    for (int leg = 0; leg < 2; ++leg) {
-      const bool sending = (leg == 0) == (env.rank == 0);
-      std::vector<at::Tensor> buffer{via_host() ? tensor.to(torch::kCPU) : tensor};
-      const WorkPtr work = sending ? group->send(buffer, 1 - env.rank, tag)
-                                   : group->recv(buffer, 1 - env.rank, tag);
-      wait(work, "a send/recv", bytes);
-      if (!sending && via_host()) tensor.copy_(buffer[0]);
-      synchronize();
-    }
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count() / 2;
-  }
-
-  double allreduce_ms(torch::Tensor& tensor) const {
-    const int64_t bytes = tensor.numel() * tensor.element_size();
-    std::vector<at::Tensor> one{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
-    wait(group->allreduce(one), "a start-line all-reduce", 4);  // both ranks start together
-    synchronize();
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<at::Tensor> buffer{via_host() ? tensor.to(torch::kCPU) : tensor};
-    wait(group->allreduce(buffer), "an all-reduce", bytes);
-    if (via_host()) tensor.copy_(buffer[0]);
-    synchronize();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-  }
-};
-
-}  // namespace
-
 LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
                        const std::vector<int64_t>& sizes, int repeats,
                        std::chrono::milliseconds timeout) {
   PIPEPLAN_CHECK(env.world_size == 2, "timing a link needs WORLD_SIZE=2, not ", env.world_size);
   PIPEPLAN_ASSERT(repeats >= 1 && !sizes.empty());
-  LinkBench bench;
-  bench.env = env;
-  bench.device = device;
-  bench.timeout = timeout;
-  if (device.is_cuda())
-    bench.backend = torch::cuda::device_count() >= 2 ? CommBackend::kNccl
-                                                      : CommBackend::kGlooHostStaging;
-  const StorePtr store = make_store(env, timeout);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("link", store);
-  try {
-#ifdef PIPEPLAN_HAS_CUDA
-    if (bench.backend == CommBackend::kNccl) {
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = timeout;
-      bench.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, env.rank, 2, options);
+  // The link is timed with the groups a run makes: a two-rank edge group of this device's
+  // backend, transfers through the host when the two ranks share one GPU.
+  Comm::Impl d;
+  d.env = env;
+  d.device = device;
+  d.timeout = timeout;
+  d.backend = !device.is_cuda()                   ? CommBackend::kGloo
+              : torch::cuda::device_count() >= 2 ? CommBackend::kNccl
+                                                  : CommBackend::kGlooHostStaging;
+  d.store = make_store(env, timeout);
+  d.gloo_device = make_gloo_device(env);
+  const GroupPtr group = d.make_group("link", env.rank, 2, /*on_host=*/false, kEdgeGroupThreads);
+  const int peer = 1 - env.rank;
+  auto wait = [&](const WorkPtr& work, const char* what, int64_t bytes) {
+    wait_work(work, d.device_wait_timeout(), [&] {
+      return detail::concat("rank ", env.rank, ": timing ", what, " of ", bytes, " bytes");
+    });
+  };
+  auto ms_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  // Half a ping-pong of `tensor` (on `device`): rank 0 sends, rank 1 sends it back.
+  auto p2p_ms = [&](torch::Tensor& tensor, int tag) {
+    const int64_t bytes = tensor.numel() * tensor.element_size();
+    profiler::synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    for (int leg = 0; leg < 2; ++leg) {
+      const bool sending = (leg == 0) == (env.rank == 0);
+      std::vector<at::Tensor> buffer{d.stages_via_host() ? tensor.to(torch::kCPU) : tensor};
+      wait(sending ? group->send(buffer, peer, tag) : group->recv(buffer, peer, tag),
+           "a send/recv", bytes);
+      if (!sending && d.stages_via_host()) tensor.copy_(buffer[0]);
+      profiler::synchronize(device);
     }
-#endif
-    if (!bench.group) {
-      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-      options->devices = {make_gloo_device(env)};
-      options->threads = kEdgeGroupThreads;
-      bench.group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, env.rank, 2, options);
-    }
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::kRuntime, detail::concat("rank ", env.rank, ": creating the process ",
-                                                    "group to time the link failed: ", reason(e)));
-  }
+    return ms_since(start) / 2;
+  };
+  auto allreduce_ms = [&](torch::Tensor& tensor) {
+    const int64_t bytes = tensor.numel() * tensor.element_size();
+    std::vector<at::Tensor> one{
+        torch::zeros({1}, torch::TensorOptions().device(d.transfer_device()))};
+    wait(group->allreduce(one), "a start-line all-reduce", 4);  // both ranks start together
+    profiler::synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<at::Tensor> buffer{d.stages_via_host() ? tensor.to(torch::kCPU) : tensor};
+    wait(group->allreduce(buffer), "an all-reduce", bytes);
+    if (d.stages_via_host()) tensor.copy_(buffer[0]);
+    profiler::synchronize(device);
+    return ms_since(start);
+  };
   LinkTimings timings;
-  timings.backend = to_string(bench.backend);
+  timings.backend = to_string(d.backend);
   int tag = 0;
   for (int64_t bytes : sizes) {
     PIPEPLAN_CHECK(bytes >= 4 && bytes % 4 == 0, "message size ", bytes,
                    " bytes is not a positive multiple of 4");
     torch::Tensor tensor = torch::ones({bytes / 4}, torch::TensorOptions().device(device));
-    std::vector<double> p2p;
-    std::vector<double> allreduce;
+    std::vector<double> p2p_samples;
+    std::vector<double> allreduce_samples;
     // Untimed rounds first; more before the first size, whose first messages also set up the
     // connection (measured: 0.85 ms for 4 KiB after one round, against 0.15 ms for 16 KiB).
     const int untimed = bytes == sizes.front() ? 5 : 1;
     for (int round = 0; round < untimed + repeats; ++round) {
-      const double p2p_ms = bench.p2p_ms(tensor, tag++);
-      const double allreduce_ms = bench.allreduce_ms(tensor);
+      const double p2p = p2p_ms(tensor, tag++);
+      const double allreduce = allreduce_ms(tensor);
       tensor.fill_(1);  // keep the all-reduced values finite
       if (round < untimed) continue;
-      p2p.push_back(p2p_ms);
-      allreduce.push_back(allreduce_ms);
+      p2p_samples.push_back(p2p);
+      allreduce_samples.push_back(allreduce);
     }
-    timings.points.push_back({bytes, median(p2p), median(allreduce)});
+    timings.points.push_back({bytes, median(p2p_samples), median(allreduce_samples)});
   }
   return timings;
 }

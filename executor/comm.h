@@ -16,6 +16,19 @@
 
 namespace pipeplan::executor {
 
+/// Median one-way times of messages between the two ranks of a job, as the executor would
+/// carry them on `device`: for each size in `sizes` (bytes), a point-to-point send/recv (half a
+/// ping-pong) and a two-rank all-reduce of float32 tensors.
+struct LinkTimings {
+  std::string backend;  ///< "gloo", "nccl" or "gloo-host-staging"
+  struct Point {
+    int64_t bytes = 0;
+    double p2p_ms = 0;
+    double allreduce_ms = 0;
+  };
+  std::vector<Point> points;
+};
+
 /// What carries a run's pipeline and data-parallel traffic.
 enum class CommBackend {
   kSingleProcess,    ///< world size 1: nothing to communicate
@@ -94,6 +107,9 @@ class Comm {
  private:
   struct Impl;
   explicit Comm(std::unique_ptr<Impl> impl);
+  friend LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
+                                const std::vector<int64_t>& sizes, int repeats,
+                                std::chrono::milliseconds timeout);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -102,19 +118,6 @@ class Comm {
 /// what to check. What Comm::connect rendezvouses through, for other multi-process tools.
 c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
                                               std::chrono::milliseconds timeout);
-
-/// Median one-way times of messages between the two ranks of a job, as the executor would
-/// carry them on `device`: for each size in `sizes` (bytes), a point-to-point send/recv (half a
-/// ping-pong) and a two-rank all-reduce of float32 tensors.
-struct LinkTimings {
-  std::string backend;  ///< "gloo", "nccl" or "gloo-host-staging"
-  struct Point {
-    int64_t bytes = 0;
-    double p2p_ms = 0;
-    double allreduce_ms = 0;
-  };
-  std::vector<Point> points;
-};
 
 /// Times the link between the two ranks of `env` (WORLD_SIZE must be 2) over a TCPStore at
 /// MASTER_ADDR:MASTER_PORT. Every rank must call it with the same sizes and repeats. CPU ranks
