@@ -86,17 +86,23 @@ TEST(SearchTest, FlagsNarrowTheSearch) {
   SearchOptions by_dp;
   by_dp.dp = 4;
   by_dp.top_k = 50;
-  for (const Plan& plan : search(context, by_dp).plans) EXPECT_EQ(plan.dp, 4);
+  const std::vector<Plan> dp4 = search(context, by_dp).plans;
+  ASSERT_FALSE(dp4.empty());
+  for (const Plan& plan : dp4) EXPECT_EQ(plan.dp, 4);
   SearchOptions uniform;
   uniform.partition = parse_partition("uniform", 8, "--partition");
   uniform.pp = 4;
-  for (const Plan& plan : search(context, uniform).plans) {
+  const std::vector<Plan> uniform_plans = search(context, uniform).plans;
+  ASSERT_FALSE(uniform_plans.empty());
+  for (const Plan& plan : uniform_plans) {
     EXPECT_EQ(plan.partition, "uniform");
     EXPECT_EQ(plan.stages[1].first, 2);
   }
   SearchOptions ranges;
   ranges.partition = parse_partition("0:1,1:8", 8, "--partition");
-  for (const Plan& plan : search(context, ranges).plans) {
+  const std::vector<Plan> range_plans = search(context, ranges).plans;
+  ASSERT_FALSE(range_plans.empty());
+  for (const Plan& plan : range_plans) {
     EXPECT_EQ(plan.pp, 2);
     EXPECT_EQ(plan.stages[0].last, 1);
   }

@@ -59,7 +59,6 @@ TEST(ModelProfilerTest, LayersAgreeWithTheModel) {
       for (const LayerPoint& point : layer.points) {
         EXPECT_EQ(point.output_shape[0], point.batch_size) << layer.name;
         EXPECT_GT(point.fwd_ms, 0.0) << layer.name;
-        EXPECT_GE(point.retained_bytes, point.saved_input_bytes + point.saved_output_bytes);
       }
       EXPECT_EQ(layer.optimizer_step_ms.count("sgd"), 1u);
       EXPECT_EQ(layer.optimizer_step_ms.count("adamw"), 1u);
