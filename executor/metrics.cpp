@@ -117,7 +117,6 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.load_ms = median_of(steps_, &StepTiming::load_ms);
   m.busy_ms = median_of(steps_, &StepTiming::busy_ms);
   m.iteration_ms = median_of(steps_, &StepTiming::iteration_ms);
-  m.idle_ms = std::max(0.0, m.iteration_ms - m.busy_ms);
   return m;
 }
 

@@ -23,9 +23,6 @@ class Backend;
 
 namespace pipeplan::compat {
 
-/// True when built against LibTorch 2.x or later.
-inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
-
 /// The class c10d's Gloo and NCCL process groups derive from and that carries send, recv,
 /// allreduce and barrier: `ProcessGroup` in 1.13, `Backend` in 2.x (where `ProcessGroup` became
 /// a dispatcher over backends). Both take the same arguments for the calls pipeplan makes.

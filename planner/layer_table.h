@@ -53,7 +53,6 @@ class LayerTable {
   /// L, the profile's layer count.
   int num_layers() const { return static_cast<int>(layers_.size()); }
   /// b, the micro-batch size the table is at.
-  int64_t micro_batch_size() const { return micro_batch_size_; }
   /// The extrapolation note for this micro-batch size, or "".
   const std::string& note() const { return note_; }
   /// One layer's interpolated values.

@@ -383,8 +383,6 @@ PartitionResult evaluate_boundaries(const StageEvaluator& evaluator,
     const StageChoice choice =
         evaluator.evaluate(stage_idx, boundaries[stage_idx], boundaries[stage_idx + 1]);
     result.checkpoint.push_back(choice.checkpoint);
-    result.stage_cost_ns.push_back(choice.cost_ns);
-    result.stage_memory_bytes.push_back(choice.memory_bytes);
     result.bottleneck_ns = std::max(result.bottleneck_ns, choice.cost_ns);
     result.total_ns += choice.cost_ns;
     if (choice.memory_bytes > result.peak_memory_bytes) worst_stage = stage_idx;

@@ -22,8 +22,6 @@ struct PartitionResult {
   int64_t needed_bytes = 0;
   std::vector<int> boundaries;              ///< pp + 1 positions, 0 = b_0 < b_1 < ... < b_pp = L
   std::vector<bool> checkpoint;             ///< per stage, as the policy decided
-  std::vector<int64_t> stage_cost_ns;       ///< per stage, StageChoice::cost_ns
-  std::vector<int64_t> stage_memory_bytes;  ///< per stage, StageChoice::memory_bytes
   int64_t bottleneck_ns = 0;                ///< max stage cost
   int64_t total_ns = 0;                     ///< sum of stage costs
   int64_t peak_memory_bytes = 0;            ///< max stage memory

@@ -21,7 +21,6 @@ constexpr int kGradient = 1;
 // (index 0: activations, 1: gradients).
 struct SimRank {
   int stage = 0;
-  int group = 0;  // index of the group of identical replicas it stands for
   size_t next = 0;
   double clock_ms = 0;
   double busy_ms = 0;
@@ -84,7 +83,6 @@ class Simulator {
     ranks_.emplace_back();
     SimRank& rank = ranks_.back();
     rank.stage = stage;
-    rank.group = group;
     const int representative = groups_[group].front();
     const int idx = sim_index(group, stage);
     if (stage + 1 < in_.pp) {  // activations out, gradients in, over boundary `stage`

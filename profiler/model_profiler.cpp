@@ -124,6 +124,16 @@ std::vector<LayerProfile> profile_chain(const ChainContext& context, const Layer
   return profiles;
 }
 
+// Now, in UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
 }  // namespace
 
 void ProfileOptions::validate() const {
@@ -191,13 +201,5 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   return profile;
 }
 
-std::string utc_timestamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 }  // namespace pipeplan::profiler

@@ -78,7 +78,4 @@ using BarrierFn = std::function<void()>;
 Profile profile_model(const models::Model& model, const ProfileOptions& options,
                       const ProgressFn& progress = {}, const BarrierFn& barrier = {});
 
-/// Now, in UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
-std::string utc_timestamp();
-
 }  // namespace pipeplan::profiler
