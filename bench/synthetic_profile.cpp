@@ -16,15 +16,6 @@ constexpr int64_t kTransientElementsPerToken = 8;  // × hidden: the MLP's wide 
 constexpr double kInterconnectBytesPerS = 100e9;
 constexpr double kInterconnectLatencyMs = 0.02;
 
-LinearFit fit(const std::vector<LayerPoint>& points, double (*get)(const LayerPoint&)) {
-  std::vector<double> xs, ys;
-  for (const LayerPoint& p : points) {
-    xs.push_back(static_cast<double>(p.batch_size));
-    ys.push_back(get(p));
-  }
-  return fit_linear(xs, ys);
-}
-
 LayerProfile block(const SyntheticModel& model, int index, const std::vector<int64_t>& sizes,
                    std::mt19937_64& rng) {
   std::uniform_real_distribution<double> jitter(0.85, 1.15);
@@ -56,16 +47,7 @@ LayerProfile block(const SyntheticModel& model, int index, const std::vector<int
     p.bwd_transient_bytes = 2 * p.fwd_transient_bytes;
     layer.points.push_back(p);
   }
-  layer.fits.fwd_ms = fit(layer.points, [](const LayerPoint& p) { return p.fwd_ms; });
-  layer.fits.bwd_ms = fit(layer.points, [](const LayerPoint& p) { return p.bwd_ms; });
-  layer.fits.output_bytes =
-      fit(layer.points, [](const LayerPoint& p) { return double(p.output_bytes); });
-  layer.fits.retained_bytes =
-      fit(layer.points, [](const LayerPoint& p) { return double(p.retained_bytes); });
-  layer.fits.fwd_transient_bytes =
-      fit(layer.points, [](const LayerPoint& p) { return double(p.fwd_transient_bytes); });
-  layer.fits.bwd_transient_bytes =
-      fit(layer.points, [](const LayerPoint& p) { return double(p.bwd_transient_bytes); });
+  layer.fits = fit_points(layer.points);
   return layer;
 }
 

@@ -128,12 +128,7 @@ void scale_layer(LayerProfile* layer, const StageCalibration& stage, const std::
     point.bwd_ms *= stage.bwd_scale;
     point.bwd_ms_p90 *= stage.bwd_scale;
   }
-  for (auto [fit, scale] : {std::pair{&layer->fits.fwd_ms, stage.fwd_scale},
-                            std::pair{&layer->fits.bwd_ms, stage.bwd_scale}}) {
-    fit->intercept *= scale;
-    fit->slope *= scale;
-    fit->rms_residual *= scale;
-  }
+  layer->fits = fit_points(layer->points);
   const auto step = layer->optimizer_step_ms.find(optimizer);
   if (step != layer->optimizer_step_ms.end()) step->second *= stage.optimizer_scale;
 }

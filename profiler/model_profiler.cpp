@@ -21,28 +21,6 @@ std::vector<int64_t> ascending_unique(std::vector<int64_t> sizes) {
   return sizes;
 }
 
-template <typename Field>
-LinearFit fit_field(const std::vector<LayerPoint>& points, Field field) {
-  std::vector<double> xs;
-  std::vector<double> ys;
-  for (const LayerPoint& point : points) {
-    xs.push_back(static_cast<double>(point.batch_size));
-    ys.push_back(static_cast<double>(point.*field));
-  }
-  return fit_linear(xs, ys);
-}
-
-LayerFits fit_points(const std::vector<LayerPoint>& points) {
-  LayerFits fits;
-  fits.fwd_ms = fit_field(points, &LayerPoint::fwd_ms);
-  fits.bwd_ms = fit_field(points, &LayerPoint::bwd_ms);
-  fits.output_bytes = fit_field(points, &LayerPoint::output_bytes);
-  fits.retained_bytes = fit_field(points, &LayerPoint::retained_bytes);
-  fits.fwd_transient_bytes = fit_field(points, &LayerPoint::fwd_transient_bytes);
-  fits.bwd_transient_bytes = fit_field(points, &LayerPoint::bwd_transient_bytes);
-  return fits;
-}
-
 // The activations flowing between layers at every batch size, and the loss targets.
 struct Activations {
   std::vector<int64_t> batch_sizes;

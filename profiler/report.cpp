@@ -255,6 +255,32 @@ InterconnectProfile interconnect_from_json(const Json& json, const std::string& 
   return interconnect_from(JsonReader(json, document));
 }
 
+namespace {
+
+template <typename Field>
+LinearFit fit_field(const std::vector<LayerPoint>& points, Field field) {
+  std::vector<double> xs;
+  std::vector<double> ys;
+  for (const LayerPoint& point : points) {
+    xs.push_back(static_cast<double>(point.batch_size));
+    ys.push_back(static_cast<double>(point.*field));
+  }
+  return fit_linear(xs, ys);
+}
+
+}  // namespace
+
+LayerFits fit_points(const std::vector<LayerPoint>& points) {
+  LayerFits fits;
+  fits.fwd_ms = fit_field(points, &LayerPoint::fwd_ms);
+  fits.bwd_ms = fit_field(points, &LayerPoint::bwd_ms);
+  fits.output_bytes = fit_field(points, &LayerPoint::output_bytes);
+  fits.retained_bytes = fit_field(points, &LayerPoint::retained_bytes);
+  fits.fwd_transient_bytes = fit_field(points, &LayerPoint::fwd_transient_bytes);
+  fits.bwd_transient_bytes = fit_field(points, &LayerPoint::bwd_transient_bytes);
+  return fits;
+}
+
 void Profile::validate(std::string_view document) const {
   model.validate(document);
   PIPEPLAN_CHECK(!settings.batch_sizes.empty(), document, ": settings.batch_sizes: empty");

@@ -79,6 +79,9 @@ struct LayerFits {
   LinearFit bwd_transient_bytes;
 };
 
+/// Every per-point quantity fitted over the batch size of `points` (not empty).
+LayerFits fit_points(const std::vector<LayerPoint>& points);
+
 /// Everything measured about one layer.
 struct LayerProfile {
   int index = 0;

@@ -23,24 +23,6 @@ LayerPoint point_at(const LayerSpec& spec, int64_t b) {
   return point;
 }
 
-LinearFit fit_of(const std::vector<LayerPoint>& points, double LayerPoint::*field) {
-  std::vector<double> xs, ys;
-  for (const LayerPoint& p : points) {
-    xs.push_back(static_cast<double>(p.batch_size));
-    ys.push_back(p.*field);
-  }
-  return fit_linear(xs, ys);
-}
-
-LinearFit fit_of(const std::vector<LayerPoint>& points, int64_t LayerPoint::*field) {
-  std::vector<double> xs, ys;
-  for (const LayerPoint& p : points) {
-    xs.push_back(static_cast<double>(p.batch_size));
-    ys.push_back(static_cast<double>(p.*field));
-  }
-  return fit_linear(xs, ys);
-}
-
 }  // namespace
 
 Profile make_profile(const std::vector<LayerSpec>& layers, const std::vector<int64_t>& batch_sizes,
@@ -73,12 +55,7 @@ Profile make_profile(const std::vector<LayerSpec>& layers, const std::vector<int
     layer.buffer_bytes = spec.buffer_bytes;
     layer.optimizer_step_ms = {{"sgd", spec.sgd_step_ms}, {"adamw", spec.adamw_step_ms}};
     for (int64_t b : batch_sizes) layer.points.push_back(point_at(spec, b));
-    layer.fits.fwd_ms = fit_of(layer.points, &LayerPoint::fwd_ms);
-    layer.fits.bwd_ms = fit_of(layer.points, &LayerPoint::bwd_ms);
-    layer.fits.output_bytes = fit_of(layer.points, &LayerPoint::output_bytes);
-    layer.fits.retained_bytes = fit_of(layer.points, &LayerPoint::retained_bytes);
-    layer.fits.fwd_transient_bytes = fit_of(layer.points, &LayerPoint::fwd_transient_bytes);
-    layer.fits.bwd_transient_bytes = fit_of(layer.points, &LayerPoint::bwd_transient_bytes);
+    layer.fits = fit_points(layer.points);
     profile.layers.push_back(layer);
   }
   profile.validate("test profile");
