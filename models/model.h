@@ -47,7 +47,9 @@ struct LayerSpec {
   std::string name;          ///< unique within the model: "stem", "layer2.1", "block7", "head"
   std::string kind;          ///< "stem", "block", "embedding", "head", "linear", ...
   int64_t param_count = 0;   ///< exact parameter count of the built layer (tested)
-  std::function<LayerPtr()> build;  ///< constructs and initialises it from the global torch RNG
+  /// Constructs and initialises it from the global torch RNG; unset when the model builds
+  /// ranges of layers at once (Model::build_range).
+  std::function<LayerPtr()> build;
 };
 
 /// A model: name, full configuration, layer sequence, input, target and loss.
@@ -58,6 +60,9 @@ struct Model {
   InputSpec input;
   TargetSpec target;
   std::string hash;  ///< content_hash of name and config (and of the file for TorchScript)
+  /// When set, builds layers [first, last) in one go instead of each LayerSpec::build (a
+  /// TorchScript file is read once per range); their weights come from it, not from a seed.
+  std::function<std::vector<LayerPtr>(int first, int last)> build_range;
 };
 
 /// The zoo's model names, in listing order.

@@ -283,11 +283,11 @@ Model assemble(const std::string& path, const std::string& hash,
     spec.name = children[layer_idx].path;
     spec.kind = class_name(children[layer_idx].module);
     spec.param_count = child_parameter_count(children[layer_idx].module);
-    spec.build = [path, hash, layer_idx] {
-      return load_layers(path, hash, layer_idx, layer_idx + 1).front();
-    };
     model.layers.push_back(std::move(spec));
   }
+  model.build_range = [path, hash](int first, int last) {
+    return load_layers(path, hash, first, last);
+  };
   return model;
 }
 
@@ -319,10 +319,6 @@ Model torchscript_model_from_config(const std::string& path, const Json& config)
   const std::vector<Child> children = chained_children(load_module(path), path);
   check_children(path, children);
   return assemble(path, hash, settings, children);
-}
-
-std::vector<LayerPtr> build_torchscript_layers(const Model& model, int first, int last) {
-  return load_layers(model.name, config_file_hash(model.config), first, last);
 }
 
 }  // namespace pipeplan::models

@@ -36,20 +36,18 @@ bool is_torchscript_path(const std::string& name);
 /// corrupt file, a module that is not such a chain, weights tied across layers (or a child used
 /// as two layers), a parameter that is not float32, a missing input_shape (naming the
 /// --model-arg to give) or settings the forward contradicts.
+///
+/// The model's build_range loads layers [first, last) from one read of the file: each layer
+/// holds only its child module, whose parameters and buffers it shares; every other child is
+/// released before it returns. Weights come from the file: no seed changes them. Layers start in
+/// training mode; train() and eval() reach the module (batch norm, dropout). Forward runs in the
+/// TorchScript interpreter without graph optimisation, so every run executes the same
+/// operators. It throws Error(kBadInput) when the file changed since the model was made.
 Model make_torchscript_model(const std::string& path, const std::vector<std::string>& model_args);
 
 /// Rebuilds the model from a configuration stored in a profile or plan. Throws Error(kBadInput)
 /// "'m.pt' changed since the plan was made: ..." when the file's content hash is not
 /// config.file_hash, and as make_torchscript_model for a bad file or configuration.
 Model torchscript_model_from_config(const std::string& path, const Json& config);
-
-/// Layers [first, last) of a TorchScript model, from one load of its file: each layer holds only
-/// its child module, whose parameters and buffers it shares (what the layer's parameters() see
-/// is what the module's forward uses); every other child is released before this returns.
-/// Weights come from the file: no seed changes them. Layers start in training mode; train()
-/// and eval() reach the module (batch norm, dropout). Forward runs in the TorchScript
-/// interpreter without graph optimisation, so every run executes the same operators.
-/// Throws Error(kBadInput) when the file changed since the model was made.
-std::vector<LayerPtr> build_torchscript_layers(const Model& model, int first, int last);
 
 }  // namespace pipeplan::models

@@ -76,7 +76,7 @@ int64_t parameter_count(const Model& model) {
 std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed) {
   PIPEPLAN_ASSERT(0 <= first && first <= last && last <= static_cast<int>(model.layers.size()),
                   "layer range [", first, ", ", last, ")");
-  if (is_torchscript_path(model.name)) return build_torchscript_layers(model, first, last);
+  if (model.build_range) return model.build_range(first, last);
   std::vector<LayerPtr> layers;
   for (int layer_idx = first; layer_idx < last; ++layer_idx) {
     torch::manual_seed(mix_seed(seed, static_cast<uint64_t>(layer_idx)));

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/units.h"
 #include "models/zoo.h"
 #include "profiler/memory_tracker.h"
 #include "tests/models/torchscript_files.h"
@@ -20,7 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kMlpSeed = 7;
-constexpr int64_t kMebibyte = int64_t{1} << 20;
 
 class TorchScriptTest : public ::testing::Test {
  protected:
@@ -261,11 +261,11 @@ TEST_F(TorchScriptTest, AStageKeepsOnlyItsLayers) {
   profiler::MemoryTrackingScope scope(tracker);
   {
     const auto later = build_layers(model, 1, 3, /*seed=*/0);
-    EXPECT_GE(tracker->peak_bytes(c10::DeviceType::CPU), 4 * kMebibyte);  // the whole file, once
-    EXPECT_LT(tracker->current_bytes(c10::DeviceType::CPU), kMebibyte / 8);
+    EXPECT_GE(tracker->peak_bytes(c10::DeviceType::CPU), 4 * kMiB);  // the whole file, once
+    EXPECT_LT(tracker->current_bytes(c10::DeviceType::CPU), kMiB / 8);
   }
   const auto first = build_layers(model, 0, 1, /*seed=*/0);
-  EXPECT_GE(tracker->current_bytes(c10::DeviceType::CPU), 4 * kMebibyte);
+  EXPECT_GE(tracker->current_bytes(c10::DeviceType::CPU), 4 * kMiB);
 }
 
 }  // namespace
