@@ -1,26 +1,29 @@
 // Test harness for the executor: hand-built plans and rank processes.
 #include "tests/executor/train_harness.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "common/error.h"
+#include "executor/checkpoint.h"
+#include "executor/launcher.h"
 #include "models/model.h"
+#include "plans/plan.h"
+#include "profiler/device.h"
 
 extern char** environ;
 
@@ -31,13 +34,6 @@ namespace fs = std::filesystem;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
-std::string dtype_word(torch::Dtype dtype) {
-  if (dtype == torch::kInt64) return "int64";
-  if (dtype == torch::kBFloat16) return "bfloat16";
-  if (dtype == torch::kFloat16) return "float16";
-  return "float32";
-}
-
 // Per-sample output shape and dtype of every layer, from one forward of two samples.
 std::vector<std::pair<std::vector<int64_t>, std::string>> layer_outputs(const models::Model& model) {
   torch::NoGradGuard no_grad;
@@ -46,22 +42,9 @@ std::vector<std::pair<std::vector<int64_t>, std::string>> layer_outputs(const mo
   std::vector<std::pair<std::vector<int64_t>, std::string>> outputs;
   for (const models::LayerPtr& layer : layers) {
     x = layer->forward(x);
-    outputs.push_back({x.sizes().slice(1).vec(), dtype_word(x.scalar_type())});
+    outputs.push_back({x.sizes().slice(1).vec(), profiler::dtype_name(x.scalar_type())});
   }
   return outputs;
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 // This process's environment with `overrides` replacing or adding variables.
@@ -190,7 +173,7 @@ std::vector<RankExit> run_ranks(int world_size, const std::vector<std::string>& 
   const std::string binary = std::string(PIPEPLAN_BINARY_DIR) + "/cli/pipeplan";
   std::vector<std::string> argv{binary};
   argv.insert(argv.end(), args.begin(), args.end());
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(executor::pick_free_port());
   const int processes = only_rank >= 0 ? 1 : std::max(world_size, 1);
   const std::string log_dir = fresh_dir("stderr");
   std::vector<pid_t> pids;
@@ -248,6 +231,61 @@ std::string describe(const std::vector<RankExit>& exits) {
     text += "rank " + std::to_string(rank) + " exit " + std::to_string(exits[rank].exit_code) +
             ": " + exits[rank].stderr_text + "\n";
   return text;
+}
+
+TrainRun in_dir(const std::string& dir) {
+  return TrainRun{dir, dir + "/steps.jsonl", dir + "/run.json", dir + "/checkpoints", {}};
+}
+
+void train(TrainRun* run, const Plan& plan, int steps, std::vector<std::string> extra_args,
+           const std::map<std::string, std::string>& env) {
+  const std::string plan_path = run->dir + "/plan.json";
+  write_plan(plan_path, plan);
+  std::vector<std::string> args{"train", "--plan", plan_path, "--data", "synthetic",
+                                "--steps", std::to_string(steps), "--seed",
+                                std::to_string(kTrainSeed), "--log", run->log,
+                                "--checkpoint-dir", run->checkpoints, "-o", run->run_json};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  const int world = plan.dp * plan.pp;
+  run->exits = run_ranks(world == 1 ? 0 : world, args, env);
+}
+
+TrainRun train_new(const Plan& plan, const std::string& name, int steps,
+                   std::vector<std::string> extra_args) {
+  TrainRun run = in_dir(fresh_dir(name));
+  train(&run, plan, steps, std::move(extra_args));
+  return run;
+}
+
+void expect_success(const std::vector<RankExit>& exits) {
+  for (const RankExit& exit : exits) EXPECT_EQ(exit.exit_code, 0) << describe(exits);
+}
+
+void expect_success(const TrainRun& run) { expect_success(run.exits); }
+
+std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp, int64_t step) {
+  std::map<std::string, torch::Tensor> all;
+  for (int stage = 0; stage < pp; ++stage)
+    for (auto& [name, tensor] : executor::read_checkpoint_parameters(
+             executor::checkpoint_stage_path(run.checkpoints, step, stage)))
+      all[name] = tensor;
+  return all;
+}
+
+void expect_same_losses(const std::vector<double>& actual, const std::vector<double>& expected,
+                        double relative, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t step = 0; step < actual.size(); ++step)
+    EXPECT_NEAR(actual[step], expected[step], relative * std::abs(expected[step]))
+        << what << ": step " << step + 1;
+}
+
+void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle) {
+  EXPECT_EQ(exit.exit_code, exit_code) << exit.stderr_text;
+  EXPECT_EQ(exit.stderr_text.rfind("pipeplan: error: ", 0), 0u) << exit.stderr_text;
+  EXPECT_EQ(std::count(exit.stderr_text.begin(), exit.stderr_text.end(), '\n'), 1)
+      << exit.stderr_text;
+  EXPECT_NE(exit.stderr_text.find(needle), std::string::npos) << exit.stderr_text;
 }
 
 }  // namespace pipeplan::testing

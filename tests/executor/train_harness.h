@@ -2,6 +2,9 @@
 // built `pipeplan train` started as processes with the rendezvous variables.
 #pragma once
 
+#include <torch/torch.h>
+
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,5 +62,44 @@ std::vector<double> step_losses(const std::string& log_path);
 
 /// All rank exits as text, for failure messages.
 std::string describe(const std::vector<RankExit>& exits);
+
+/// The --seed every train() run uses.
+inline constexpr uint64_t kTrainSeed = 7;
+
+/// The files of one `pipeplan train` run in one folder.
+struct TrainRun {
+  std::string dir;
+  std::string log;
+  std::string run_json;
+  std::string checkpoints;
+  std::vector<RankExit> exits;
+};
+
+/// The run files in `dir` (steps.jsonl, run.json, checkpoints/).
+TrainRun in_dir(const std::string& dir);
+
+/// Writes `plan` into `run->dir` and trains it for `steps` on synthetic data with kTrainSeed on
+/// its dp·pp ranks (one process without rendezvous variables when that is 1).
+void train(TrainRun* run, const Plan& plan, int steps, std::vector<std::string> extra_args = {},
+           const std::map<std::string, std::string>& env = {});
+
+/// train() in a fresh folder named `name`.
+TrainRun train_new(const Plan& plan, const std::string& name, int steps,
+                   std::vector<std::string> extra_args = {});
+
+/// Every rank exited 0.
+void expect_success(const std::vector<RankExit>& exits);
+void expect_success(const TrainRun& run);
+
+/// Every layer's parameters at the checkpoint of `step`, from all `pp` stage files.
+std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp, int64_t step);
+
+/// The same per-step losses, to `relative` of the expected ones.
+void expect_same_losses(const std::vector<double>& actual, const std::vector<double>& expected,
+                        double relative, const std::string& what);
+
+/// stderr of a refused run: exactly one line, "pipeplan: error: ..." containing `needle`, and
+/// the exit code `exit_code`.
+void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle);
 
 }  // namespace pipeplan::testing

@@ -22,62 +22,6 @@ constexpr double kLossRelativeTolerance = 1e-5;
 constexpr double kParameterRelativeTolerance = 1e-5;
 constexpr double kParameterAbsoluteTolerance = 1e-6;
 
-// The files of one `pipeplan train` run in one folder.
-struct TrainRun {
-  std::string dir;
-  std::string log;
-  std::string run_json;
-  std::string checkpoints;
-  std::vector<RankExit> exits;
-};
-
-TrainRun in_dir(const std::string& dir) {
-  return TrainRun{dir, dir + "/steps.jsonl", dir + "/run.json", dir + "/checkpoints", {}};
-}
-
-// Writes `plan` into `run.dir` and trains it for `steps` on synthetic data on its dp·pp ranks.
-void train(TrainRun* run, const Plan& plan, int steps, std::vector<std::string> extra_args = {},
-           const std::map<std::string, std::string>& env = {}) {
-  const std::string plan_path = run->dir + "/plan.json";
-  write_plan(plan_path, plan);
-  std::vector<std::string> args{"train", "--plan", plan_path, "--data", "synthetic",
-                                "--steps", std::to_string(steps), "--seed", "7",
-                                "--log", run->log, "--checkpoint-dir", run->checkpoints,
-                                "-o", run->run_json};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  const int world = plan.dp * plan.pp;
-  run->exits = run_ranks(world == 1 ? 0 : world, args, env);
-}
-
-TrainRun train_new(const Plan& plan, const std::string& name, int steps = kSteps,
-                   std::vector<std::string> extra_args = {}) {
-  TrainRun run = in_dir(fresh_dir(name));
-  train(&run, plan, steps, std::move(extra_args));
-  return run;
-}
-
-void expect_success(const TrainRun& run) {
-  for (const RankExit& exit : run.exits) EXPECT_EQ(exit.exit_code, 0) << describe(run.exits);
-}
-
-// Every layer's parameters at the final checkpoint, from all stage files.
-std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp, int64_t step) {
-  std::map<std::string, torch::Tensor> all;
-  for (int stage = 0; stage < pp; ++stage)
-    for (auto& [name, tensor] : executor::read_checkpoint_parameters(
-             executor::checkpoint_stage_path(run.checkpoints, step, stage)))
-      all[name] = tensor;
-  return all;
-}
-
-void expect_same_losses(const std::vector<double>& actual, const std::vector<double>& expected,
-                        double relative, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t step = 0; step < actual.size(); ++step)
-    EXPECT_NEAR(actual[step], expected[step], relative * std::abs(expected[step]))
-        << what << ": step " << step + 1;
-}
-
 void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
                             const std::map<std::string, torch::Tensor>& expected,
                             const std::string& what) {
@@ -91,21 +35,13 @@ void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
   }
 }
 
-// stderr of a refused run: exactly one line, "pipeplan: error: ..." containing `needle`.
-void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle) {
-  EXPECT_EQ(exit.exit_code, exit_code) << exit.stderr_text;
-  EXPECT_EQ(exit.stderr_text.rfind("pipeplan: error: ", 0), 0u) << exit.stderr_text;
-  EXPECT_EQ(std::count(exit.stderr_text.begin(), exit.stderr_text.end(), '\n'), 1) << exit.stderr_text;
-  EXPECT_NE(exit.stderr_text.find(needle), std::string::npos) << exit.stderr_text;
-}
-
 class SerialTrainEquivalenceTest : public ::testing::TestWithParam<std::string> {};
 
 // The reference: one process, pp=1, dp=1, with all dp·m micro-batches of the same size.
 TEST_P(SerialTrainEquivalenceTest, SplitsMatchTheSingleProcessRun) {
   TestPlanSpec reference_spec;
   reference_spec.model = GetParam();
-  const TrainRun reference = train_new(make_test_plan(reference_spec), "reference");
+  const TrainRun reference = train_new(make_test_plan(reference_spec), "reference", kSteps);
   expect_success(reference);
   const std::vector<double> reference_losses = step_losses(reference.log);
   ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kSteps));
@@ -122,7 +58,7 @@ TEST_P(SerialTrainEquivalenceTest, SplitsMatchTheSingleProcessRun) {
     spec.num_micro_batches = reference_spec.num_micro_batches / split.dp;
     const std::string what = GetParam() + " dp=" + std::to_string(split.dp) + " pp=" +
                              std::to_string(split.pp) + " " + to_string(split.schedule);
-    const TrainRun run = train_new(make_test_plan(spec), "split");
+    const TrainRun run = train_new(make_test_plan(spec), "split", kSteps);
     expect_success(run);
     expect_same_losses(step_losses(run.log), reference_losses, kLossRelativeTolerance, what);
     expect_same_parameters(final_parameters(run, split.pp, kSteps), reference_parameters, what);
@@ -166,9 +102,9 @@ TEST(SerialTrainTest, ResumeRefusesACheckpointOfAnotherPlanOrACorruptOne) {
 
 TEST(SerialTrainTest, CheckpointingStagesGivesTheSameLosses) {
   TestPlanSpec spec = split_spec(/*dp=*/1, /*pp=*/2, Schedule::kGpipe);
-  const TrainRun plain = train_new(make_test_plan(spec), "plain");
+  const TrainRun plain = train_new(make_test_plan(spec), "plain", kSteps);
   spec.checkpoint = {true, true};
-  const TrainRun checkpointed = train_new(make_test_plan(spec), "checkpointed");
+  const TrainRun checkpointed = train_new(make_test_plan(spec), "checkpointed", kSteps);
   expect_success(plain);
   expect_success(checkpointed);
   expect_same_losses(step_losses(checkpointed.log), step_losses(plain.log), 1e-6, "checkpointed");
@@ -183,7 +119,7 @@ TEST(SerialTrainTest, ANanStopsEveryRankNamingStepStageAndRank) {
   TestPlanSpec spec = split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB);
   spec.optimizer.base_lr = 1e30;
   spec.optimizer.warmup_steps = 0;
-  const TrainRun run = train_new(make_test_plan(spec), "nan");
+  const TrainRun run = train_new(make_test_plan(spec), "nan", kSteps);
   for (const RankExit& exit : run.exits) {
     expect_one_line_error(exit, 1, "NaN or Inf on stage ");
     EXPECT_NE(exit.stderr_text.find("step "), std::string::npos);
