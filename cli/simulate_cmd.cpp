@@ -7,13 +7,13 @@
 
 #include "cli/commands.h"
 #include "common/json.h"
+#include "common/units.h"
 #include "planner/simulator.h"
 #include "plans/plan.h"
 
 namespace pipeplan::cli {
 namespace {
 
-constexpr double kMsPerSecond = 1000.0;
 
 struct SimulateOptions {
   std::string plan;
@@ -41,10 +41,9 @@ int run_simulate(const SimulateOptions& o) {
   result.timeline.title =
       detail::concat(o.plan, " (dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
                      " m=", plan.num_micro_batches, " ", to_string(plan.schedule), ")");
-  const double samples_per_s =
-      result.iteration_ms > 0 ? plan.global_batch / result.iteration_ms * kMsPerSecond : 0;
+  const double throughput = samples_per_s(plan.global_batch, result.iteration_ms);
   std::printf("iteration %.3f ms, %.1f samples/s, bubble %.1f %% (plan predicted %.3f ms)\n",
-              result.iteration_ms, samples_per_s, result.bubble_fraction * 100,
+              result.iteration_ms, throughput, result.bubble_fraction * 100,
               plan.predictions.iteration_ms);
   print_ranks(plan, result);
   if (o.trace) {

@@ -88,4 +88,10 @@ std::vector<int64_t> parse_positive_list(std::string_view text, std::string_view
   return values;
 }
 
+std::string format_fixed(double value, int decimals) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
 }  // namespace pipeplan

@@ -11,6 +11,15 @@ namespace pipeplan {
 inline constexpr int64_t kKiB = 1024;
 inline constexpr int64_t kMiB = 1024 * kKiB;
 inline constexpr int64_t kGiB = 1024 * kMiB;
+inline constexpr double kMsPerSecond = 1000.0;
+
+/// Throughput of `samples` per iteration of `iteration_ms`; 0 when no iteration time is known.
+inline double samples_per_s(int64_t samples, double iteration_ms) {
+  return iteration_ms > 0 ? static_cast<double>(samples) / iteration_ms * kMsPerSecond : 0;
+}
+
+/// `value` with `decimals` digits after the point ("%.*f").
+std::string format_fixed(double value, int decimals);
 
 /// Parses a byte size: an optional decimal number with a unit B, KB, MB, GB, TB (powers of
 /// 1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive, or plain bytes. Fractions

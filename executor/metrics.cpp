@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/stats.h"
+#include "common/units.h"
 #include "executor/comm.h"
 
 namespace pipeplan::executor {
@@ -227,7 +228,7 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
   m.warmup_steps = warmup_steps;
   m.measured_steps = static_cast<int>(slowest_iteration_ms.size());
   m.iteration_ms = median_or_zero(slowest_iteration_ms);
-  m.samples_per_s = m.iteration_ms > 0 ? static_cast<double>(plan.global_batch) * 1000.0 / m.iteration_ms : 0;
+  m.samples_per_s = samples_per_s(plan.global_batch, m.iteration_ms);
   m.stages.resize(static_cast<size_t>(plan.pp));
   double idle_total_ms = 0;
   for (RankMeasurement& r : ranks) {

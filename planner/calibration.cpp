@@ -221,11 +221,7 @@ CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const 
 
 namespace {
 
-std::string ms_text(double ms) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3f", ms);
-  return text;
-}
+std::string ms_text(double ms) { return format_fixed(ms, 3); }
 
 std::string factor_text(const char* what, double scale, double before_ms) {
   char text[128];

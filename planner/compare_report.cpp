@@ -105,12 +105,6 @@ std::string percent_text(const std::optional<double>& percent) {
   return text;
 }
 
-std::string fixed(double value, int decimals) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 void row(std::string* out, const std::string& stage, const std::string& quantity,
          const std::string& predicted, const std::string& measured, const std::string& error) {
   char text[160];
@@ -128,10 +122,10 @@ void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
   for (const auto& [key, field] : kStageTimes) {
     const Difference& d = s.*field;
     if (d.predicted == 0 && d.measured == 0) continue;  // e.g. no recompute, no all-reduce
-    row(out, "", time_label(key), fixed(d.predicted, 3), fixed(d.measured, 3),
+    row(out, "", time_label(key), format_fixed(d.predicted, 3), format_fixed(d.measured, 3),
         percent_text(d.error_percent()));
   }
-  row(out, "", "load / iteration", "-", fixed(s.measured_load_ms, 3), "");
+  row(out, "", "load / iteration", "-", format_fixed(s.measured_load_ms, 3), "");
 }
 
 // Predicted memory terms per stage: only the terms that are not 0 in every stage.
@@ -167,12 +161,12 @@ void memory_block(std::string* out, const Comparison& c) {
 
 void run_rows(std::string* out, const Comparison& c) {
   *out += "\n";
-  row(out, "run", "iteration_ms", fixed(c.iteration_ms.predicted, 3),
-      fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
-  row(out, "", "samples/s", fixed(c.samples_per_s.predicted, 1), fixed(c.samples_per_s.measured, 1),
+  row(out, "run", "iteration_ms", format_fixed(c.iteration_ms.predicted, 3),
+      format_fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
+  row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1), format_fixed(c.samples_per_s.measured, 1),
       percent_text(c.samples_per_s.error_percent()));
-  row(out, "", "bubble", fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
-      fixed(c.bubble_fraction.measured * kPercent, 1) + "%",
+  row(out, "", "bubble", format_fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
+      format_fixed(c.bubble_fraction.measured * kPercent, 1) + "%",
       percent_text(c.bubble_fraction.error_percent()));
 }
 

@@ -73,12 +73,6 @@ class CompareSvg {
   }
 
  private:
-  static double timeline_span_ms(const Timeline& timeline) {
-    double end_ms = std::max(timeline.iteration_ms, 1e-9);
-    for (const TimelineEvent& event : timeline.events) end_ms = std::max(end_ms, event.end_ms);
-    return end_ms;
-  }
-
   double bar_section_height() const {
     return kSectionHeadingPx + c_.stages.size() * (2 * (kBarHeightPx + kBarGapPx) + kStageGapPx);
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "common/version.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
@@ -11,7 +12,6 @@
 namespace pipeplan {
 namespace {
 
-constexpr double kMsPerSecond = 1000.0;
 
 StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
                                  const PartitionProblem& problem, const Candidate& candidate,
@@ -131,9 +131,7 @@ SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
   SimulationResult result = simulate(simulation_input(*plan), options);
   Predictions& p = plan->predictions;
   p.iteration_ms = result.iteration_ms;
-  p.samples_per_s = result.iteration_ms > 0 ? static_cast<double>(plan->global_batch) /
-                                                  result.iteration_ms * kMsPerSecond
-                                            : 0;
+  p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
   p.bubble_fraction = result.bubble_fraction;
   for (const RankAssignment& assignment : plan->ranks) {
     StagePrediction& stage = p.stages[assignment.stage];

@@ -9,13 +9,13 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "planner/bounds.h"
 #include "planner/memory_model.h"
 
 namespace pipeplan {
 namespace {
 
-constexpr double kMsPerSecond = 1000.0;
 // Bounds are computed in another order of floating-point additions than the simulation; a
 // candidate is skipped only when its bound is below the K-th best by more than this share.
 constexpr double kBoundSlack = 1e-9;

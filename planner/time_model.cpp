@@ -1,12 +1,9 @@
 // The time model: transfers, ring all-reduce, per-stage compute.
 #include "planner/time_model.h"
 
+#include "common/units.h"
+
 namespace pipeplan {
-namespace {
-
-constexpr double kMsPerSecond = 1000.0;
-
-}  // namespace
 
 LinkCosts link_costs(const Cluster& cluster) {
   return {cluster.latency_ms, cluster.intra_node_bandwidth_bytes_per_s,

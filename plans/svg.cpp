@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/units.h"
 
 namespace pipeplan {
 namespace {
@@ -13,11 +14,7 @@ constexpr double kMinBoxWidthPx = 0.5;
 
 }  // namespace
 
-std::string svg_number(double value, int decimals) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
+std::string svg_number(double value, int decimals) { return format_fixed(value, decimals); }
 
 std::string svg_escape(const std::string& text) {
   std::string out;

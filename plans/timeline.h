@@ -71,6 +71,10 @@ struct SvgPanel {
   double span_ms = 0;  ///< time at the right edge; 0 for the timeline's own (iteration or last end)
 };
 
+/// The time a panel of `timeline` spans by itself: its iteration or its last event's end,
+/// whichever is later (1 ms when neither is positive).
+double timeline_span_ms(const Timeline& timeline);
+
 /// Height in px of the panel of `timeline` (heading, legend, one row per rank, time axis).
 double svg_panel_height(const Timeline& timeline);
 

@@ -47,18 +47,12 @@ double tick_step(double span_ms) {
   return 10 * power;
 }
 
-double own_span_ms(const Timeline& timeline) {
-  double end_ms = timeline.iteration_ms;
-  for (const TimelineEvent& event : timeline.events) end_ms = std::max(end_ms, event.end_ms);
-  return end_ms > 0 ? end_ms : 1.0;
-}
-
 class SvgPanelWriter {
  public:
   SvgPanelWriter(const Timeline& timeline, const SvgPanel& panel)
       : timeline_(timeline),
         top_px_(panel.top_px),
-        span_ms_(panel.span_ms > 0 ? panel.span_ms : own_span_ms(timeline)),
+        span_ms_(panel.span_ms > 0 ? panel.span_ms : timeline_span_ms(timeline)),
         plot_width_px_(kSvgWidthPx - kLabelWidthPx - kRightMarginPx) {}
 
   std::string render() {
@@ -172,6 +166,12 @@ class SvgPanelWriter {
 };
 
 }  // namespace
+
+double timeline_span_ms(const Timeline& timeline) {
+  double end_ms = timeline.iteration_ms;
+  for (const TimelineEvent& event : timeline.events) end_ms = std::max(end_ms, event.end_ms);
+  return end_ms > 0 ? end_ms : 1.0;
+}
 
 double svg_panel_height(const Timeline& timeline) {
   const double rows = static_cast<double>(timeline.rank_stages.size());
