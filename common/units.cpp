@@ -88,6 +88,13 @@ std::vector<int64_t> parse_positive_list(std::string_view text, std::string_view
   return values;
 }
 
+std::string format_shape(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t dim = 0; dim < shape.size(); ++dim)
+    text += (dim ? ", " : "") + std::to_string(shape[dim]);
+  return text + "]";
+}
+
 std::string format_fixed(double value, int decimals) {
   char text[48];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);

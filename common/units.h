@@ -18,6 +18,9 @@ inline double samples_per_s(int64_t samples, double iteration_ms) {
   return iteration_ms > 0 ? static_cast<double>(samples) / iteration_ms * kMsPerSecond : 0;
 }
 
+/// A tensor shape as "[a, b, c]" ("[]" for a scalar).
+std::string format_shape(const std::vector<int64_t>& shape);
+
 /// `value` with `decimals` digits after the point ("%.*f").
 std::string format_fixed(double value, int decimals);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "models/torch_error.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -14,15 +15,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kManifestName = "checkpoint.json";
 constexpr const char* kStepDirPrefix = "step-";
-
-std::string reason(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    const std::string text = c10_error->what_without_backtrace();
-    return text.substr(0, text.find('\n'));
-  }
-  const std::string text = e.what();
-  return text.substr(0, text.find('\n'));
-}
 
 // Calls `visit(name, tensor)` for every parameter ("layerN.NAME") and buffer ("bufferN.NAME").
 template <typename Visit>
@@ -72,7 +64,8 @@ void save_stage_checkpoint(const std::string& dir, int64_t step, const std::stri
     archive.save_to(tmp);
   } catch (const std::exception& e) {
     std::remove(tmp.c_str());
-    throw Error(ErrorKind::kRuntime, detail::concat("cannot write checkpoint ", quote(path), ": ", reason(e)));
+    throw Error(ErrorKind::kRuntime, detail::concat("cannot write checkpoint ", quote(path), ": ",
+                                                    models::error_line(e)));
   }
   PIPEPLAN_RUNTIME_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot write checkpoint ",
                          quote(path), ": rename failed");
@@ -88,8 +81,9 @@ void load_stage_checkpoint(const std::string& dir, int64_t step, const std::stri
     archive.load_from(path);
     archive.read("meta.plan_hash", value);
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path),
-                                                     " is unreadable or corrupt: ", reason(e), fix));
+    throw Error(ErrorKind::kBadInput,
+                detail::concat("checkpoint ", quote(path),
+                               " is unreadable or corrupt: ", models::error_line(e), fix));
   }
   PIPEPLAN_CHECK(value.isString() && value.toStringRef() == plan_hash, "checkpoint ", quote(path),
                  " was made for another plan (hash ", quote(value.isString() ? value.toStringRef() : "?"),

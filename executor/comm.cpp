@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "models/torch_compat.h"
+#include "models/torch_error.h"
 #include "profiler/device.h"
 
 namespace pipeplan::executor {
@@ -43,14 +44,6 @@ constexpr int kDpGroupThreads = 2;
 // How often a rank looks at the store while waiting for the others to join.
 constexpr auto kJoinPollInterval = std::chrono::milliseconds(10);
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-std::string reason(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
-    return first_line(c10_error->what_without_backtrace());
-  return first_line(e.what());
-}
-
 // Waits for `work`, at most `timeout` (none: c10d's own default); a failure or timeout becomes
 // one Error(kRuntime) line that starts with `describe()` (only called on failure).
 template <typename Describe>
@@ -61,7 +54,7 @@ void wait_work(const WorkPtr& work, std::optional<std::chrono::milliseconds> tim
     completed = timeout ? work->wait(*timeout) : work->wait();
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime,
-                detail::concat(describe(), " failed: ", reason(e),
+                detail::concat(describe(), " failed: ", models::error_line(e),
                                " (a peer rank failed or timed out; see its error)"));
   }
   PIPEPLAN_RUNTIME_CHECK(completed, describe(), " timed out after ",
@@ -103,7 +96,7 @@ StorePtr make_store(const RendezvousEnv& env, std::chrono::milliseconds timeout)
     throw Error(ErrorKind::kRuntime,
                 detail::concat("rendezvous of rank ", env.rank, " at ", env.master_addr, ":",
                                env.master_port, " failed within ", timeout.count() / 1000,
-                               " s: ", reason(e), " (check that all ", env.world_size,
+                               " s: ", models::error_line(e), " (check that all ", env.world_size,
                                " ranks were started with the same MASTER_ADDR and MASTER_PORT)"));
   }
 }
@@ -212,9 +205,9 @@ GroupPtr Comm::Impl::make_group(const std::string& prefix, int group_rank, int g
     options->threads = gloo_threads;
     return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, group_size, options);
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kRuntime,
-                detail::concat("rank ", env.rank, ": creating process group '", prefix,
-                               "' failed: ", reason(e), " (a peer rank failed or never started)"));
+    throw Error(ErrorKind::kRuntime, detail::concat("rank ", env.rank, ": creating process group '",
+                                                    prefix, "' failed: ", models::error_line(e),
+                                                    " (a peer rank failed or never started)"));
   }
 }
 
@@ -419,7 +412,7 @@ void Comm::store_set(const std::string& key, const std::string& value) {
     d.store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime, detail::concat("rank ", d.env.rank, ": store set '", key,
-                                                    "' failed: ", reason(e)));
+                                                    "' failed: ", models::error_line(e)));
   }
 }
 
@@ -435,8 +428,9 @@ std::string Comm::store_get(const std::string& key) {
     return std::string(value.begin(), value.end());
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime,
-                detail::concat("rank ", d.env.rank, ": waiting for '", key, "' from another rank failed: ",
-                               reason(e), " (that rank failed or timed out; see its error)"));
+                detail::concat("rank ", d.env.rank, ": waiting for '", key,
+                               "' from another rank failed: ", models::error_line(e),
+                               " (that rank failed or timed out; see its error)"));
   }
 }
 

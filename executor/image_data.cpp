@@ -2,15 +2,10 @@
 #include "executor/image_data.h"
 
 #include "common/error.h"
+#include "common/units.h"
 
 namespace pipeplan::executor {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text;
-  for (int64_t dim : shape) text += (text.empty() ? "" : ", ") + std::to_string(dim);
-  return "[" + text + "]";
-}
 
 bool config_has(const models::Model& model, const char* key) {
   return model.config.is_object() && model.config.contains(key);
@@ -87,17 +82,17 @@ ImageFormat cifar10_format() {
 void check_model_fits_images(const models::Model& model, const ImageFormat& format) {
   const std::string data = "--data " + format.name + ": model " + quote(model.name);
   PIPEPLAN_CHECK(model.input.dtype != torch::kInt64, data, " takes int64 tokens ",
-                 shape_text(model.input.sample_shape), ", not images ",
-                 shape_text(format.sample_shape), "; use --data synthetic for it");
+                 format_shape(model.input.sample_shape), ", not images ",
+                 format_shape(format.sample_shape), "; use --data synthetic for it");
   const bool fits =
       c10::isFloatingType(model.input.dtype) && model.input.sample_shape == format.sample_shape &&
       model.target.num_classes >= format.num_classes &&
       model.target.loss == models::LossKind::kCrossEntropy && model.target.sample_shape.empty();
   if (fits) return;
   const std::string args = fixing_model_args(model, format);
-  PIPEPLAN_CHECK(false, data, " takes input ", shape_text(model.input.sample_shape), " with ",
+  PIPEPLAN_CHECK(false, data, " takes input ", format_shape(model.input.sample_shape), " with ",
                  model.target.num_classes, " classes but ", format.name, " has images ",
-                 shape_text(format.sample_shape), " of ", format.num_classes, " classes; ",
+                 format_shape(format.sample_shape), " of ", format.num_classes, " classes; ",
                  args.empty() ? detail::concat("use a model with that input and at least ",
                                                format.num_classes, " classes")
                               : "build the model with" + args);

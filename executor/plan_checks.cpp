@@ -7,25 +7,21 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/units.h"
 #include "executor/stage.h"
 
 namespace pipeplan::executor {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t dim = 0; dim < shape.size(); ++dim) text += (dim ? ", " : "") + std::to_string(shape[dim]);
-  return text + "]";
-}
-
 // Each stage's input is the previous stage's output: same per-sample shape and dtype.
 void check_boundaries(const Plan& plan, const models::Model& model, const std::string& document) {
   const ModelRef ref = models::model_ref(model);
   const StagePlan& first = plan.stages.front();
-  PIPEPLAN_CHECK(first.input_sample_shape == ref.input_shape && first.input_dtype == ref.input_dtype,
-                 document, ": stages[0].input_sample_shape: ", shape_text(first.input_sample_shape),
-                 " ", first.input_dtype, " is not the model's input ", shape_text(ref.input_shape), " ",
-                 ref.input_dtype, "; re-create the plan for this model");
+  PIPEPLAN_CHECK(
+      first.input_sample_shape == ref.input_shape && first.input_dtype == ref.input_dtype, document,
+      ": stages[0].input_sample_shape: ", format_shape(first.input_sample_shape), " ",
+      first.input_dtype, " is not the model's input ", format_shape(ref.input_shape), " ",
+      ref.input_dtype, "; re-create the plan for this model");
   for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
     const StagePlan& stage = plan.stages[stage_idx];
     const std::string prefix = document + ": stages[" + std::to_string(stage_idx) + "]";
@@ -35,9 +31,9 @@ void check_boundaries(const Plan& plan, const models::Model& model, const std::s
     const StagePlan& previous = plan.stages[stage_idx - 1];
     PIPEPLAN_CHECK(stage.input_sample_shape == previous.output_sample_shape &&
                        stage.input_dtype == previous.output_dtype,
-                   prefix, ".input_sample_shape: ", shape_text(stage.input_sample_shape), " ",
+                   prefix, ".input_sample_shape: ", format_shape(stage.input_sample_shape), " ",
                    stage.input_dtype, " is not stages[", stage_idx - 1, "].output_sample_shape ",
-                   shape_text(previous.output_sample_shape), " ", previous.output_dtype);
+                   format_shape(previous.output_sample_shape), " ", previous.output_dtype);
   }
 }
 

@@ -3,16 +3,11 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/units.h"
 #include "models/torch_compat.h"
 
 namespace pipeplan::executor {
 namespace {
-
-std::string shape_text(torch::IntArrayRef shape) {
-  std::string text = "[";
-  for (size_t dim = 0; dim < shape.size(); ++dim) text += (dim ? ", " : "") + std::to_string(shape[dim]);
-  return text + "]";
-}
 
 }  // namespace
 
@@ -95,9 +90,9 @@ void StageRuntime::check_output(const torch::Tensor& output) const {
   const bool same_shape = output.dim() == static_cast<int64_t>(output_sample_shape_.size()) + 1 &&
                           output.sizes().slice(1).equals(output_sample_shape_);
   PIPEPLAN_CHECK(same_shape && output.scalar_type() == output_dtype_, "stage ", stage_idx_,
-                 " produces ", shape_text(output.sizes().slice(1)), " ", output.scalar_type(),
-                 " per sample but the plan says stages[", stage_idx_, "].output_sample_shape=",
-                 shape_text(output_sample_shape_), " ", output_dtype_,
+                 " produces ", format_shape(output.sizes().slice(1).vec()), " ",
+                 output.scalar_type(), " per sample but the plan says stages[", stage_idx_,
+                 "].output_sample_shape=", format_shape(output_sample_shape_), " ", output_dtype_,
                  "; re-create the plan for this model");
 }
 
@@ -145,8 +140,8 @@ torch::Tensor StageRuntime::backward(int micro_batch, const torch::Tensor& outpu
     (entry.output * loss_factor).backward();
   } else {
     PIPEPLAN_CHECK(output_gradient.sizes() == entry.output.sizes(), "stage ", stage_idx_,
-                   " received a gradient of shape ", shape_text(output_gradient.sizes()),
-                   " for an activation of shape ", shape_text(entry.output.sizes()));
+                   " received a gradient of shape ", format_shape(output_gradient.sizes().vec()),
+                   " for an activation of shape ", format_shape(entry.output.sizes().vec()));
     entry.output.backward(output_gradient);
   }
   torch::Tensor input_gradient = is_first() ? torch::Tensor() : entry.input.grad();

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "models/torch_error.h"
 #include "models/torchscript_settings.h"
 
 namespace pipeplan::models {
@@ -22,20 +23,6 @@ namespace jit = torch::jit;
 // Samples in the forward that checks a new model's settings: more than one, so that a layer
 // that mixes up the batch dimension shows.
 constexpr int64_t kCheckBatchSize = 2;
-
-// Start of the multi-line error of the TorchScript interpreter; its last line says what failed.
-constexpr const char* kInterpreterError =
-    "The following operation failed in the TorchScript interpreter";
-
-// One line of a LibTorch error: without the backtrace, and for the interpreter's error (a
-// TorchScript traceback) its last line ("RuntimeError: mat1 and mat2 shapes cannot be ...").
-std::string torch_message(const std::exception& error) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
-  std::string text = c10_error != nullptr ? c10_error->what_without_backtrace() : error.what();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  if (text.rfind(kInterpreterError, 0) == 0) return text.substr(text.rfind('\n') + 1);
-  return text.substr(0, text.find('\n'));
-}
 
 // A module reached from the file's top module and its attribute path ("0", "layers.3"; "" for
 // the top one). The layers are such children.
@@ -179,7 +166,7 @@ class TorchScriptLayer : public Layer {
       return module_.forward({input}).toTensor();
     } catch (const std::exception& error) {
       throw Error(ErrorKind::kRuntime, detail::concat("layer ", quote(name_), " of ", quote(file_),
-                                                      ": ", torch_message(error)));
+                                                      ": ", error_line(error)));
     }
   }
 
@@ -207,8 +194,8 @@ jit::Module load_module(const std::string& path) {
   } catch (const std::exception& error) {
     throw Error(ErrorKind::kBadInput,
                 detail::concat("model file ", quote(path), " is not a TorchScript file (",
-                               torch_message(error),
-                               "); save it with torch.jit.script(model).save(", quote(path), ")"));
+                               error_line(error), "); save it with torch.jit.script(model).save(",
+                               quote(path), ")"));
   }
 }
 
@@ -261,12 +248,11 @@ void check_forward(const std::string& path, const std::vector<Child>& children,
     try {
       activation = module.forward({activation}).toTensor();
     } catch (const std::exception& error) {
-      throw Error(
-          ErrorKind::kBadInput,
-          detail::concat("model ", quote(path), ": layer ", quote(child.path), " fails on ",
-                         kCheckBatchSize, " samples of ", describe_input(*settings), " (",
-                         torch_message(error), "); check --model-arg input_shape, input_dtype",
-                         settings->token_range > 0 ? " and token_range" : ""));
+      throw Error(ErrorKind::kBadInput,
+                  detail::concat("model ", quote(path), ": layer ", quote(child.path), " fails on ",
+                                 kCheckBatchSize, " samples of ", describe_input(*settings), " (",
+                                 error_line(error), "); check --model-arg input_shape, input_dtype",
+                                 settings->token_range > 0 ? " and token_range" : ""));
     }
   }
   settle_from_output(path, activation, settings);
