@@ -357,6 +357,33 @@ std::string split_text(const std::vector<int>& boundaries) {
   return text;
 }
 
+// evaluate_boundaries, with `qualifier` after the infeasibility reason's memory figures.
+PartitionResult evaluate_split(const StageEvaluator& evaluator, const std::vector<int>& boundaries,
+                               const char* qualifier) {
+  PIPEPLAN_ASSERT(static_cast<int>(boundaries.size()) == evaluator.pp() + 1);
+  PartitionResult result;
+  result.boundaries = boundaries;
+  int worst_stage = 0;
+  for (int stage_idx = 0; stage_idx < evaluator.pp(); ++stage_idx) {
+    const StageChoice choice =
+        evaluator.evaluate(stage_idx, boundaries[stage_idx], boundaries[stage_idx + 1]);
+    result.checkpoint.push_back(choice.checkpoint);
+    result.bottleneck_ns = std::max(result.bottleneck_ns, choice.cost_ns);
+    result.total_ns += choice.cost_ns;
+    if (choice.memory_bytes > result.peak_memory_bytes) worst_stage = stage_idx;
+    result.peak_memory_bytes = std::max(result.peak_memory_bytes, choice.memory_bytes);
+  }
+  result.feasible = result.peak_memory_bytes <= evaluator.device_memory_bytes();
+  if (!result.feasible) {
+    result.needed_bytes = result.peak_memory_bytes;
+    result.reason = detail::concat(
+        "stage ", worst_stage, " needs ",
+        needs_text(result.peak_memory_bytes, evaluator.device_memory_bytes()), qualifier);
+    if (evaluator.pp() > 1) result.reason += " (split " + split_text(boundaries) + ")";
+  }
+  return result;
+}
+
 }  // namespace
 
 bool PartitionObjective::operator<(const PartitionObjective& other) const {
@@ -375,28 +402,7 @@ PartitionObjective objective(const PartitionResult& result) {
 
 PartitionResult evaluate_boundaries(const StageEvaluator& evaluator,
                                     const std::vector<int>& boundaries) {
-  PIPEPLAN_ASSERT(static_cast<int>(boundaries.size()) == evaluator.pp() + 1);
-  PartitionResult result;
-  result.boundaries = boundaries;
-  int worst_stage = 0;
-  for (int stage_idx = 0; stage_idx < evaluator.pp(); ++stage_idx) {
-    const StageChoice choice =
-        evaluator.evaluate(stage_idx, boundaries[stage_idx], boundaries[stage_idx + 1]);
-    result.checkpoint.push_back(choice.checkpoint);
-    result.bottleneck_ns = std::max(result.bottleneck_ns, choice.cost_ns);
-    result.total_ns += choice.cost_ns;
-    if (choice.memory_bytes > result.peak_memory_bytes) worst_stage = stage_idx;
-    result.peak_memory_bytes = std::max(result.peak_memory_bytes, choice.memory_bytes);
-  }
-  result.feasible = result.peak_memory_bytes <= evaluator.device_memory_bytes();
-  if (!result.feasible) {
-    result.needed_bytes = result.peak_memory_bytes;
-    result.reason =
-        detail::concat("stage ", worst_stage, " needs ",
-                       needs_text(result.peak_memory_bytes, evaluator.device_memory_bytes()));
-    if (evaluator.pp() > 1) result.reason += " (split " + split_text(boundaries) + ")";
-  }
-  return result;
+  return evaluate_split(evaluator, boundaries, "");
 }
 
 bool proven_infeasible(const StageEvaluator& evaluator, PartitionResult* proof) {
@@ -414,13 +420,10 @@ PartitionResult optimal_partition(const StageEvaluator& evaluator) {
   if (proven_infeasible(evaluator, &proof)) return proof;
   const int64_t bottleneck = optimal_bottleneck(evaluator);
   if (bottleneck == kInfinite) {
-    PartitionResult result = evaluate_boundaries(evaluator, least_memory_split(evaluator));
+    PartitionResult result =
+        evaluate_split(evaluator, least_memory_split(evaluator),
+                       evaluator.pp() > 1 ? " even in the split that needs least memory" : "");
     PIPEPLAN_ASSERT(!result.feasible, "phase 1 missed a split that fits");
-    if (evaluator.pp() > 1) {
-      const size_t split = result.reason.find(" (split ");
-      result.reason = result.reason.substr(0, split) +
-                      " even in the split that needs least memory" + result.reason.substr(split);
-    }
     return result;
   }
   PartitionResult result =
