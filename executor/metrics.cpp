@@ -19,16 +19,8 @@ double median_or_zero(std::vector<double> values) {
   return values.empty() ? 0 : median(std::move(values));
 }
 
-// Keeps at most the last `limit` entries, trimming in halves so that pushes stay amortised O(1).
-template <typename T>
-void push_bounded(std::vector<T>* values, T value, size_t limit) {
-  values->push_back(value);
-  if (values->size() >= 2 * limit)
-    values->erase(values->begin(), values->begin() + static_cast<std::ptrdiff_t>(values->size() - limit));
-}
-
 template <typename Field>
-double median_of(const std::vector<StepTiming>& steps, Field field) {
+double median_of(const std::deque<StepTiming>& steps, Field field) {
   std::vector<double> values;
   values.reserve(steps.size());
   for (const StepTiming& step : steps) values.push_back(step.*field);
@@ -93,7 +85,8 @@ StepTiming Recorder::end_step() {
   current_.bwd_ms = bwd_total_.mean_ms();
   current_.recompute_ms = recompute_total_.mean_ms();
   if (measuring()) {
-    push_bounded(&steps_, current_, kMaxMeasuredSteps);
+    steps_.push_back(current_);
+    if (static_cast<int>(steps_.size()) > kMaxMeasuredSteps) steps_.pop_front();
     current_events_.end_ms = end_ms;
     kept_.push_back(std::move(current_events_));
     if (static_cast<int>(kept_.size()) > kMaxKeptSteps) kept_.pop_front();
@@ -227,7 +220,11 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
   Measurements m;
   m.warmup_steps = warmup_steps;
   m.measured_steps = static_cast<int>(slowest_iteration_ms.size());
-  m.iteration_ms = median_or_zero(slowest_iteration_ms);
+  const size_t window =
+      std::min(slowest_iteration_ms.size(), static_cast<size_t>(Recorder::kMaxMeasuredSteps));
+  m.iteration_ms = median_or_zero(
+      std::vector<double>(slowest_iteration_ms.end() - static_cast<std::ptrdiff_t>(window),
+                          slowest_iteration_ms.end()));
   m.samples_per_s = samples_per_s(plan.global_batch, m.iteration_ms);
   m.stages.resize(static_cast<size_t>(plan.pp));
   double idle_total_ms = 0;

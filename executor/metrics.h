@@ -47,8 +47,8 @@ struct StepTiming {
 };
 
 /// Collects one rank's timed actions. Steps after the first `warmup_steps` of this process are
-/// measured (the medians are over at most the last kMaxMeasuredSteps of them; per micro-batch
-/// times are medians of each step's mean); the events of
+/// measured (the medians are over the last kMaxMeasuredSteps of them, as the run's iteration
+/// time is; per micro-batch times are medians of each step's mean); the events of
 /// the last kMaxKeptSteps measured steps are kept, for run.json's representative step and the
 /// trace.
 class Recorder {
@@ -93,7 +93,7 @@ class Recorder {
     double mean_ms() const { return count > 0 ? total_ms / count : 0; }
   };
 
-  std::vector<StepTiming> steps_;
+  std::deque<StepTiming> steps_;  // the last kMaxMeasuredSteps measured steps
   MicroBatchTotal fwd_total_, bwd_total_, recompute_total_;
   std::deque<StepEvents> kept_;
   double origin_ms_ = 0;
@@ -150,8 +150,9 @@ class StepReducer {
 };
 
 /// Rank 0: the run's measurements from every rank's summary and the slowest rank's iteration
-/// time of each measured step (iteration_ms is their median; per-rank idle_ms is recomputed
-/// against it so that busy + idle = iteration for every rank).
+/// time of each measured step (iteration_ms is the median of the last
+/// Recorder::kMaxMeasuredSteps, the steps the ranks' medians cover; per-rank idle_ms is
+/// recomputed against it so that busy + idle = iteration for every rank).
 Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement> ranks,
                                   const std::vector<double>& slowest_iteration_ms,
                                   int warmup_steps);

@@ -64,6 +64,28 @@ TEST(MetricsTest, RecorderKeepsOnlyTheLastSteps) {
   EXPECT_EQ(recorder.kept_steps().front().step, 6);
 }
 
+// The ranks' medians and the run's iteration time cover the same steps: the last
+// kMaxMeasuredSteps measured ones.
+TEST(MetricsTest, MediansCoverTheLastMeasuredStepsOnly) {
+  // Slow for the first kWindow steps, then fast for 0.9·kWindow: slow over all steps, fast over
+  // the last kWindow.
+  constexpr int kWindow = Recorder::kMaxMeasuredSteps;
+  constexpr int kSteps = kWindow + kWindow * 9 / 10;
+  Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    recorder.begin_step(step);
+    recorder.record(TimelineKind::kForward, 0, 0, step <= kWindow ? 100.0 : 1.0);
+    recorder.end_step();
+  }
+  EXPECT_DOUBLE_EQ(recorder.summarize(RankAssignment{}).fwd_ms, 1.0);
+  std::vector<double> slowest(kWindow, 100.0);
+  slowest.resize(kSteps, 10.0);
+  const Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/1, /*pp=*/1));
+  const Measurements m = combine_measurements(plan, {RankMeasurement{}}, slowest, 0);
+  EXPECT_DOUBLE_EQ(m.iteration_ms, 10.0);
+  EXPECT_EQ(m.measured_steps, kSteps);
+}
+
 TEST(MetricsTest, RepresentativeStepIsTheLowerMedianAmongKeptSteps) {
   const std::vector<std::pair<int64_t, double>> slowest = {
       {4, 30.0}, {5, 10.0}, {6, 50.0}, {7, 20.0}, {8, 40.0}};
