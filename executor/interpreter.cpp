@@ -29,7 +29,13 @@ Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& 
       optimizer_(optimizer),
       scaler_(scaler),
       recorder_(recorder),
-      seed_(seed) {}
+      seed_(seed) {
+  const StagePlan& me = plan_.stages[stage_.stage()];
+  queues_[0].sample_shape = &me.input_sample_shape;  // activations from the previous stage
+  queues_[0].dtype = boundary_dtype(me.input_dtype, "dtype");
+  queues_[1].sample_shape = &me.output_sample_shape;  // gradients of this stage's output
+  queues_[1].dtype = boundary_dtype(me.output_dtype, "dtype");
+}
 
 template <typename Body>
 void Interpreter::timed(TimelineKind kind, int micro_batch, Body&& body, int peer) {
@@ -59,15 +65,11 @@ void Interpreter::begin_pass(const std::vector<Action>& actions, const PassData&
 
 // Posts receives until kRecvLookahead are outstanding beyond those already waited.
 void Interpreter::post_ahead(RecvQueue& queue, const PassData& data) {
-  const StagePlan& stage = plan_.stages[stage_.stage()];
   while (queue.posted < queue.order.size() && queue.posted < queue.waited + kRecvLookahead) {
     const Action& action = *queue.order[queue.posted++];
-    const bool activation = action.kind == ActionKind::kRecvActivation;
-    const std::vector<int64_t>& sample = activation ? stage.input_sample_shape : stage.output_sample_shape;
     std::vector<int64_t> shape{data.rows.at(static_cast<size_t>(action.micro_batch))};
-    shape.insert(shape.end(), sample.begin(), sample.end());
-    const std::string& dtype = activation ? stage.input_dtype : stage.output_dtype;
-    comm_.post_recv(action.kind, action.peer, action.micro_batch, shape, boundary_dtype(dtype, "dtype"));
+    shape.insert(shape.end(), queue.sample_shape->begin(), queue.sample_shape->end());
+    comm_.post_recv(action.kind, action.peer, action.micro_batch, shape, queue.dtype);
   }
 }
 
@@ -161,7 +163,9 @@ void Interpreter::end_pass() {
 IterationOutcome Interpreter::train(const std::vector<Action>& actions, const PassData& data,
                                     double lr) {
   IterationOutcome outcome;
-  timing_ = true;
+  // Only measured steps are timed action by action (on a GPU each timing waits for the device);
+  // warm-up steps keep only their iteration time.
+  timing_ = recorder_.measuring();
   evaluating_ = false;
   loss_sum_ = torch::Tensor();
   stage_.begin_iteration(static_cast<int>(data.rows.size()));

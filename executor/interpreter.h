@@ -73,6 +73,8 @@ class Interpreter {
     std::vector<const Action*> order;
     size_t posted = 0;
     size_t waited = 0;
+    const std::vector<int64_t>* sample_shape = nullptr;  // of what arrives, from the plan
+    torch::Dtype dtype = torch::kFloat32;
   };
   void begin_pass(const std::vector<Action>& actions, const PassData& data);
   void post_ahead(RecvQueue& queue, const PassData& data);
