@@ -234,17 +234,7 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
     m.allreduce_ms += r.allreduce_ms / static_cast<double>(ranks.size());
     m.optimizer_ms += r.optimizer_ms / static_cast<double>(ranks.size());
     StageMeasurement& s = m.stages.at(static_cast<size_t>(r.stage));
-    const double share = 1.0 / plan.dp;
-    s.fwd_ms += r.fwd_ms * share;
-    s.bwd_ms += r.bwd_ms * share;
-    s.recompute_ms += r.recompute_ms * share;
-    s.compute_ms += r.compute_ms * share;
-    s.optimizer_ms += r.optimizer_ms * share;
-    s.allreduce_ms += r.allreduce_ms * share;
-    s.recv_wait_ms += r.recv_wait_ms * share;
-    s.load_ms += r.load_ms * share;
-    s.busy_ms += r.busy_ms * share;
-    s.idle_ms += r.idle_ms * share;
+    s.add(r, 1.0 / plan.dp);
     s.peak_memory_bytes = std::max(s.peak_memory_bytes, r.peak_memory_bytes);
   }
   if (m.iteration_ms > 0)

@@ -10,31 +10,17 @@
 namespace pipeplan {
 namespace {
 
-const std::pair<const char*, double RankMeasurement::*> kRankTimeFields[] = {
-    {"fwd_ms", &RankMeasurement::fwd_ms},
-    {"bwd_ms", &RankMeasurement::bwd_ms},
-    {"recompute_ms", &RankMeasurement::recompute_ms},
-    {"compute_ms", &RankMeasurement::compute_ms},
-    {"optimizer_ms", &RankMeasurement::optimizer_ms},
-    {"allreduce_ms", &RankMeasurement::allreduce_ms},
-    {"recv_wait_ms", &RankMeasurement::recv_wait_ms},
-    {"load_ms", &RankMeasurement::load_ms},
-    {"busy_ms", &RankMeasurement::busy_ms},
-    {"idle_ms", &RankMeasurement::idle_ms},
-    {"iteration_ms", &RankMeasurement::iteration_ms},
-};
-
-const std::pair<const char*, double StageMeasurement::*> kStageTimeFields[] = {
-    {"fwd_ms", &StageMeasurement::fwd_ms},
-    {"bwd_ms", &StageMeasurement::bwd_ms},
-    {"recompute_ms", &StageMeasurement::recompute_ms},
-    {"compute_ms", &StageMeasurement::compute_ms},
-    {"optimizer_ms", &StageMeasurement::optimizer_ms},
-    {"allreduce_ms", &StageMeasurement::allreduce_ms},
-    {"recv_wait_ms", &StageMeasurement::recv_wait_ms},
-    {"load_ms", &StageMeasurement::load_ms},
-    {"busy_ms", &StageMeasurement::busy_ms},
-    {"idle_ms", &StageMeasurement::idle_ms},
+const std::pair<const char*, double MeasuredTimes::*> kTimeFields[] = {
+    {"fwd_ms", &MeasuredTimes::fwd_ms},
+    {"bwd_ms", &MeasuredTimes::bwd_ms},
+    {"recompute_ms", &MeasuredTimes::recompute_ms},
+    {"compute_ms", &MeasuredTimes::compute_ms},
+    {"optimizer_ms", &MeasuredTimes::optimizer_ms},
+    {"allreduce_ms", &MeasuredTimes::allreduce_ms},
+    {"recv_wait_ms", &MeasuredTimes::recv_wait_ms},
+    {"load_ms", &MeasuredTimes::load_ms},
+    {"busy_ms", &MeasuredTimes::busy_ms},
+    {"idle_ms", &MeasuredTimes::idle_ms},
 };
 
 const std::pair<const char*, double Measurements::*> kRunTimeFields[] = {
@@ -47,6 +33,10 @@ const std::pair<const char*, double Measurements::*> kRunTimeFields[] = {
 
 }  // namespace
 
+void MeasuredTimes::add(const MeasuredTimes& other, double weight) {
+  for (const auto& [key, field] : kTimeFields) this->*field += other.*field * weight;
+}
+
 Json to_json(const RankMeasurement& r) {
   Json json{{"rank", r.rank},
             {"stage", r.stage},
@@ -54,7 +44,8 @@ Json to_json(const RankMeasurement& r) {
             {"device", r.device},
             {"peak_memory_bytes", r.peak_memory_bytes},
             {"cuda_allocator_peak_bytes", r.cuda_allocator_peak_bytes}};
-  for (const auto& [key, field] : kRankTimeFields) json[key] = r.*field;
+  for (const auto& [key, field] : kTimeFields) json[key] = r.*field;
+  json["iteration_ms"] = r.iteration_ms;
   return json;
 }
 
@@ -66,7 +57,8 @@ RankMeasurement rank_measurement_from_json(const JsonReader& reader) {
   r.device = reader.string("device");
   r.peak_memory_bytes = reader.integer_at_least("peak_memory_bytes", 0);
   r.cuda_allocator_peak_bytes = reader.integer_at_least("cuda_allocator_peak_bytes", 0);
-  for (const auto& [key, field] : kRankTimeFields) r.*field = reader.non_negative(key);
+  for (const auto& [key, field] : kTimeFields) r.*field = reader.non_negative(key);
+  r.iteration_ms = reader.non_negative("iteration_ms");
   return r;
 }
 
@@ -74,14 +66,14 @@ namespace {
 
 Json stage_json(const StageMeasurement& s) {
   Json json{{"peak_memory_bytes", s.peak_memory_bytes}};
-  for (const auto& [key, field] : kStageTimeFields) json[key] = s.*field;
+  for (const auto& [key, field] : kTimeFields) json[key] = s.*field;
   return json;
 }
 
 StageMeasurement stage_from(const JsonReader& reader) {
   StageMeasurement s;
   s.peak_memory_bytes = reader.integer_at_least("peak_memory_bytes", 0);
-  for (const auto& [key, field] : kStageTimeFields) s.*field = reader.non_negative(key);
+  for (const auto& [key, field] : kTimeFields) s.*field = reader.non_negative(key);
   return s;
 }
 
@@ -126,9 +118,11 @@ void Run::validate(std::string_view document) const {
     const RankMeasurement& r = measured.ranks[rank];
     PIPEPLAN_CHECK(r.rank == static_cast<int>(rank), document, ": measured.ranks[", rank,
                    "].rank: ", r.rank, " (expected ", rank, ")");
-    for (const auto& [key, field] : kRankTimeFields)
+    for (const auto& [key, field] : kTimeFields)
       PIPEPLAN_CHECK(finite_non_negative(r.*field), document, ": measured.ranks[", rank, "].",
                      key, ": ", r.*field, " is not a finite time >= 0");
+    PIPEPLAN_CHECK(finite_non_negative(r.iteration_ms), document, ": measured.ranks[", rank,
+                   "].iteration_ms: ", r.iteration_ms, " is not a finite time >= 0");
   }
   for (const auto& [key, field] : kRunTimeFields)
     PIPEPLAN_CHECK(finite_non_negative(measured.*field), document, ": measured.", key, ": ",

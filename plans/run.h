@@ -14,45 +14,42 @@ namespace pipeplan {
 
 inline constexpr const char* kRunSchema = "pipeplan.run/1";
 
-/// What one rank measured; times are medians over the measured steps (after the warm-up), and
-/// a time per micro-batch is the median over steps of the step's mean per micro-batch.
-struct RankMeasurement {
-  int rank = 0;
-  int stage = 0;
-  int replica = 0;
-  std::string device = "cpu";
-  int64_t peak_memory_bytes = 0;          ///< allocator-reported peak (CPU + CUDA) over the run
-  int64_t cuda_allocator_peak_bytes = 0;  ///< CUDA caching allocator's peak; 0 on CPU
-  double fwd_ms = 0;                      ///< one micro-batch's forward
-  double bwd_ms = 0;                      ///< one micro-batch's backward (without recompute)
-  double recompute_ms = 0;                ///< one micro-batch's recomputed forward; 0 if none
-  double compute_ms = 0;                  ///< forward + backward + recompute, per iteration
-  double optimizer_ms = 0;                ///< the optimizer step, per iteration
-  double allreduce_ms = 0;                ///< the gradient all-reduce, per iteration
-  double recv_wait_ms = 0;                ///< blocked on receives, per iteration
-  double load_ms = 0;                     ///< reading the data, per iteration
+/// The times a rank measured, per micro-batch or per iteration: medians over the measured
+/// steps (after the warm-up), a time per micro-batch being the median over steps of the step's
+/// mean per micro-batch. For a stage, the mean over its replicas.
+struct MeasuredTimes {
+  double fwd_ms = 0;        ///< one micro-batch's forward
+  double bwd_ms = 0;        ///< one micro-batch's backward (without recompute)
+  double recompute_ms = 0;  ///< one micro-batch's recomputed forward; 0 if none
+  double compute_ms = 0;    ///< forward + backward + recompute, per iteration
+  double optimizer_ms = 0;  ///< the optimizer step, per iteration
+  double allreduce_ms = 0;  ///< the gradient all-reduce, per iteration
+  double recv_wait_ms = 0;  ///< blocked on receives, per iteration
+  double load_ms = 0;       ///< reading the data, per iteration
   /// Compute + all-reduce + optimizer, per iteration: what the simulator counts as busy (the
   /// measured all-reduce includes waiting for the slowest replica, which the simulator counts
   /// as idle before it).
   double busy_ms = 0;
   /// The run's iteration_ms - busy_ms: receive and send waits, data loading, gaps.
   double idle_ms = 0;
+
+  /// Adds `weight` times every time of `other` to this one's.
+  void add(const MeasuredTimes& other, double weight);
+};
+
+/// What one rank measured.
+struct RankMeasurement : MeasuredTimes {
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  std::string device = "cpu";
+  int64_t peak_memory_bytes = 0;          ///< allocator-reported peak (CPU + CUDA) over the run
+  int64_t cuda_allocator_peak_bytes = 0;  ///< CUDA caching allocator's peak; 0 on CPU
   double iteration_ms = 0;  ///< this rank's own iteration time (step start to its last wait)
 };
 
-/// One stage, over its replicas: times are the replicas' mean, memory their maximum; the
-/// fields mean what RankMeasurement's do.
-struct StageMeasurement {
-  double fwd_ms = 0;
-  double bwd_ms = 0;
-  double recompute_ms = 0;
-  double compute_ms = 0;
-  double optimizer_ms = 0;
-  double allreduce_ms = 0;
-  double recv_wait_ms = 0;
-  double load_ms = 0;
-  double busy_ms = 0;
-  double idle_ms = 0;
+/// One stage, over its replicas: times are the replicas' mean, memory their maximum.
+struct StageMeasurement : MeasuredTimes {
   int64_t peak_memory_bytes = 0;
 };
 

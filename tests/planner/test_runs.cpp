@@ -13,16 +13,23 @@ constexpr int64_t kRuntimeOverheadBytes = int64_t{1} << 20;
 constexpr double kLatencyMs = 0.05;
 constexpr double kBandwidthBytesPerS = 1e9;
 
+// The times a stage with prediction `p` would measure if the model were right.
+MeasuredTimes times_as_predicted(const StagePrediction& p) {
+  MeasuredTimes t;
+  t.fwd_ms = p.fwd_ms;
+  t.bwd_ms = p.bwd_ms;
+  t.recompute_ms = p.recompute_ms;
+  t.compute_ms = p.compute_ms;
+  t.optimizer_ms = p.optimizer_ms;
+  t.allreduce_ms = p.allreduce_ms;
+  t.busy_ms = p.busy_ms;
+  t.idle_ms = p.idle_ms;
+  return t;
+}
+
 StageMeasurement stage_as_predicted(const StagePrediction& p) {
   StageMeasurement s;
-  s.fwd_ms = p.fwd_ms;
-  s.bwd_ms = p.bwd_ms;
-  s.recompute_ms = p.recompute_ms;
-  s.compute_ms = p.compute_ms;
-  s.optimizer_ms = p.optimizer_ms;
-  s.allreduce_ms = p.allreduce_ms;
-  s.busy_ms = p.busy_ms;
-  s.idle_ms = p.idle_ms;
+  static_cast<MeasuredTimes&>(s) = times_as_predicted(p);
   s.peak_memory_bytes = p.peak_memory_bytes;
   return s;
 }
@@ -30,18 +37,11 @@ StageMeasurement stage_as_predicted(const StagePrediction& p) {
 RankMeasurement rank_as_predicted(const RankAssignment& a, const StagePrediction& p,
                                   double iteration_ms) {
   RankMeasurement r;
+  static_cast<MeasuredTimes&>(r) = times_as_predicted(p);
   r.rank = a.rank;
   r.stage = a.stage;
   r.replica = a.replica;
   r.peak_memory_bytes = p.peak_memory_bytes;
-  r.fwd_ms = p.fwd_ms;
-  r.bwd_ms = p.bwd_ms;
-  r.recompute_ms = p.recompute_ms;
-  r.compute_ms = p.compute_ms;
-  r.optimizer_ms = p.optimizer_ms;
-  r.allreduce_ms = p.allreduce_ms;
-  r.busy_ms = p.busy_ms;
-  r.idle_ms = p.idle_ms;
   r.iteration_ms = iteration_ms;
   return r;
 }
