@@ -121,26 +121,6 @@ DeviceProfile describe_cuda(const c10::Device& device) {
 
 }  // namespace
 
-Precision parse_precision(const std::string& text) {
-  if (text == "fp32") return Precision::kFp32;
-  if (text == "amp-bf16") return Precision::kAmpBf16;
-  if (text == "amp-fp16") return Precision::kAmpFp16;
-  throw Error(ErrorKind::kBadInput,
-              detail::concat("--precision: ", quote(text), " is not fp32, amp-bf16 or amp-fp16"));
-}
-
-std::string precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kAmpBf16:
-      return "amp-bf16";
-    case Precision::kAmpFp16:
-      return "amp-fp16";
-  }
-  PIPEPLAN_ASSERT(false, "unknown precision");
-}
-
 c10::Device parse_device(const std::string& text) {
   if (text == "cpu") return c10::Device(c10::DeviceType::CPU);
   int index = 0;
@@ -165,7 +145,7 @@ c10::Device parse_device(const std::string& text) {
 
 void check_precision(const c10::Device& device, Precision precision) {
   PIPEPLAN_CHECK(device.is_cuda() || precision == Precision::kFp32,
-                 "--precision: ", quote(precision_name(precision)),
+                 "--precision: ", quote(to_string(precision)),
                  " needs --device cuda; the cpu is profiled in fp32 only");
 }
 

@@ -10,22 +10,11 @@
 #include <vector>
 
 #include "models/torch_compat.h"
+#include "plans/plan.h"
 #include "profiler/memory_tracker.h"
 #include "profiler/report.h"
 
 namespace pipeplan::profiler {
-
-/// The numeric precision layers run in while profiled (`--precision`).
-enum class Precision {
-  kFp32,     ///< everything in float32
-  kAmpBf16,  ///< CUDA autocast to bfloat16 (forward and loss; backward follows the graph)
-  kAmpFp16,  ///< CUDA autocast to float16
-};
-
-/// Parses "fp32", "amp-bf16" or "amp-fp16". Throws Error(kBadInput) naming --precision.
-Precision parse_precision(const std::string& text);
-/// The name parse_precision accepts.
-std::string precision_name(Precision precision);
 
 /// Parses "cpu", "cuda" (device 0) or "cuda:N" and checks that this build and machine have it.
 /// Throws Error(kBadInput) naming --device: unknown device, CUDA on a build without CUDA, no

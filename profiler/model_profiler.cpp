@@ -115,7 +115,7 @@ std::string utc_timestamp() {
 }  // namespace
 
 void ProfileOptions::validate() const {
-  check_precision(parse_device(device), parse_precision(precision));
+  check_precision(parse_device(device), parse_precision(precision, "--precision"));
   PIPEPLAN_CHECK(!batch_sizes.empty(), "--batch-sizes: empty (give sizes such as 1,2,4,8)");
   for (int64_t batch_size : batch_sizes)
     PIPEPLAN_CHECK(batch_size >= 1, "--batch-sizes: ", batch_size, " is below 1");
@@ -152,7 +152,7 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   const c10::Device device = parse_device(options.device);
   LayerSettings settings;
   settings.device = device;
-  settings.precision = parse_precision(options.precision);
+  settings.precision = parse_precision(options.precision, "--precision");
   settings.warmup = options.warmup;
   settings.repeats = options.repeats;
 
@@ -162,7 +162,7 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   profile.model = models::model_ref(model);
   profile.settings.device = options.device;
   profile.settings.batch_sizes = ascending_unique(options.batch_sizes);
-  profile.settings.precision = precision_name(settings.precision);
+  profile.settings.precision = to_string(settings.precision);
   profile.settings.warmup = options.warmup;
   profile.settings.repeats = options.repeats;
   profile.settings.co_located = options.co_located;

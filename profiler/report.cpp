@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "plans/plan.h"
 
 namespace pipeplan {
 namespace {
@@ -287,10 +288,7 @@ void Profile::validate(std::string_view document) const {
   for (size_t idx = 1; idx < settings.batch_sizes.size(); ++idx)
     PIPEPLAN_CHECK(settings.batch_sizes[idx] > settings.batch_sizes[idx - 1], document,
                    ": settings.batch_sizes: must be strictly ascending");
-  PIPEPLAN_CHECK(settings.precision == "fp32" || settings.precision == "amp-bf16" ||
-                     settings.precision == "amp-fp16",
-                 document, ": settings.precision: ", quote(settings.precision),
-                 " is not fp32, amp-bf16 or amp-fp16");
+  parse_precision(settings.precision, detail::concat(document, ": settings.precision"));
   PIPEPLAN_CHECK(device.kind == "cpu" || device.kind == "cuda", document, ": device.kind: ",
                  quote(device.kind), " is not 'cpu' or 'cuda'");
   PIPEPLAN_CHECK(static_cast<int>(layers.size()) == model.num_layers, document, ": layers: ",
