@@ -4,7 +4,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/units.h"
-#include "models/torch_compat.h"
+#include "profiler/device.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -32,13 +32,11 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
       pp_(plan.pp),
       first_(plan.stages.at(stage_idx).first),
       checkpoint_(plan.stages.at(stage_idx).checkpoint),
-      autocast_(plan.precision != Precision::kFp32),
+      precision_(plan.precision),
       device_(device),
       output_sample_shape_(plan.stages.at(stage_idx).output_sample_shape),
       output_dtype_(boundary_dtype(plan.stages.at(stage_idx).output_dtype,
                                    "stages[" + std::to_string(stage_idx) + "].output_dtype")) {
-  if (plan.precision == Precision::kAmpBf16) autocast_dtype_ = torch::kBFloat16;
-  if (plan.precision == Precision::kAmpFp16) autocast_dtype_ = torch::kFloat16;
   const StagePlan& stage = plan.stages.at(stage_idx);
   layers_ = models::build_layers(model, stage.first, stage.last, seed);
   for (const models::LayerPtr& layer : layers_) layer->to(device_);
@@ -78,7 +76,7 @@ void StageRuntime::begin_iteration(int num_micro_batches) {
 
 // The stage's layers one after another; each layer's random numbers come from its own seed.
 torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed) {
-  compat::CudaAutocastScope autocast(autocast_ && device_.is_cuda(), autocast_dtype_);
+  const profiler::AutocastScope autocast(device_, precision_);
   for (size_t position = 0; position < layers_.size(); ++position) {
     torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(first_ + position)));
     input = layers_[position]->forward(input);

@@ -88,8 +88,7 @@ class StageRuntime {
   int pp_;
   int first_;
   bool checkpoint_;
-  bool autocast_;
-  torch::Dtype autocast_dtype_ = torch::kFloat32;
+  Precision precision_;  // autocast around the forward when not fp32 (plans do so only on CUDA)
   torch::Device device_;
   std::vector<int64_t> output_sample_shape_;
   torch::Dtype output_dtype_;
