@@ -19,6 +19,14 @@ double median_or_zero(std::vector<double> values) {
   return values.empty() ? 0 : median(std::move(values));
 }
 
+// The mean of `field` over `steps`; 0 for none.
+template <typename Field>
+double mean_of(const std::deque<StepTiming>& steps, Field field) {
+  double total = 0;
+  for (const StepTiming& step : steps) total += step.*field;
+  return steps.empty() ? 0 : total / static_cast<double>(steps.size());
+}
+
 template <typename Field>
 double median_of(const std::deque<StepTiming>& steps, Field field) {
   std::vector<double> values;
@@ -101,15 +109,17 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.stage = assignment.stage;
   m.replica = assignment.replica;
   m.device = assignment.device;
-  m.fwd_ms = median_of(steps_, &StepTiming::fwd_ms);
-  m.bwd_ms = median_of(steps_, &StepTiming::bwd_ms);
-  m.recompute_ms = median_of(steps_, &StepTiming::recompute_ms);
-  m.compute_ms = median_of(steps_, &StepTiming::compute_ms);
-  m.optimizer_ms = median_of(steps_, &StepTiming::optimizer_ms);
-  m.allreduce_ms = median_of(steps_, &StepTiming::allreduce_ms);
-  m.recv_wait_ms = median_of(steps_, &StepTiming::recv_wait_ms);
-  m.load_ms = median_of(steps_, &StepTiming::load_ms);
-  m.busy_ms = median_of(steps_, &StepTiming::busy_ms);
+  // Means, not medians: a stage pays for its slow actions too (on a shared CPU a few take
+  // several times the typical time), and the simulator needs what an action costs on average.
+  m.fwd_ms = mean_of(steps_, &StepTiming::fwd_ms);
+  m.bwd_ms = mean_of(steps_, &StepTiming::bwd_ms);
+  m.recompute_ms = mean_of(steps_, &StepTiming::recompute_ms);
+  m.compute_ms = mean_of(steps_, &StepTiming::compute_ms);
+  m.optimizer_ms = mean_of(steps_, &StepTiming::optimizer_ms);
+  m.allreduce_ms = mean_of(steps_, &StepTiming::allreduce_ms);
+  m.recv_wait_ms = mean_of(steps_, &StepTiming::recv_wait_ms);
+  m.load_ms = mean_of(steps_, &StepTiming::load_ms);
+  m.busy_ms = mean_of(steps_, &StepTiming::busy_ms);
   m.iteration_ms = median_of(steps_, &StepTiming::iteration_ms);
   return m;
 }

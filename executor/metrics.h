@@ -1,4 +1,4 @@
-// What a rank measures while it trains: timed actions (for medians, run.json's representative
+// What a rank measures while it trains: timed actions (for its means, run.json's representative
 // step and the trace), each step's world-wide loss and health check, and the summary that
 // becomes run.json.
 #pragma once
@@ -47,8 +47,8 @@ struct StepTiming {
 };
 
 /// Collects one rank's timed actions. Steps after the first `warmup_steps` of this process are
-/// measured (the medians are over the last kMaxMeasuredSteps of them, as the run's iteration
-/// time is; per micro-batch times are medians of each step's mean); the events of
+/// measured (its means are over the last kMaxMeasuredSteps of them, as the run's median
+/// iteration time is; a time per micro-batch is the mean of each step's mean); the events of
 /// the last kMaxKeptSteps measured steps are kept, for run.json's representative step and the
 /// trace.
 class Recorder {
@@ -151,7 +151,7 @@ class StepReducer {
 
 /// Rank 0: the run's measurements from every rank's summary and the slowest rank's iteration
 /// time of each measured step (iteration_ms is the median of the last
-/// Recorder::kMaxMeasuredSteps, the steps the ranks' medians cover; per-rank idle_ms is
+/// Recorder::kMaxMeasuredSteps, the steps the ranks' means cover; per-rank idle_ms is
 /// recomputed against it so that busy + idle = iteration for every rank).
 Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement> ranks,
                                   const std::vector<double>& slowest_iteration_ms,

@@ -29,7 +29,7 @@
 namespace pipeplan::executor {
 namespace {
 
-// Steps of each process left out of the timing medians (allocator and cache warm-up).
+// Steps of each process left out of the timing means and medians (allocator and cache warm-up).
 constexpr int kTimingWarmupSteps = 3;
 // Measured steps of each rank written to --trace (the last ones the recorder kept).
 constexpr size_t kMaxTraceSteps = 20;

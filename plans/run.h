@@ -14,9 +14,10 @@ namespace pipeplan {
 
 inline constexpr const char* kRunSchema = "pipeplan.run/1";
 
-/// The times a rank measured, per micro-batch or per iteration: medians over the measured
-/// steps (after the warm-up), a time per micro-batch being the median over steps of the step's
-/// mean per micro-batch. For a stage, the mean over its replicas.
+/// The times a rank measured, per micro-batch or per iteration: means over the measured steps
+/// (after the warm-up), so that a stage's occasional slow action counts as the simulator must
+/// count it; a time per micro-batch is the mean over steps of the step's mean per micro-batch.
+/// For a stage, the mean over its replicas. (The run's iteration time is a median.)
 struct MeasuredTimes {
   double fwd_ms = 0;        ///< one micro-batch's forward
   double bwd_ms = 0;        ///< one micro-batch's backward (without recompute)
@@ -60,8 +61,8 @@ struct Measurements {
   double bubble_fraction = 0;  ///< idle share of all ranks' time in one iteration
   double allreduce_ms = 0;     ///< mean over ranks
   double optimizer_ms = 0;     ///< mean over ranks
-  int warmup_steps = 0;        ///< steps left out of the medians
-  int measured_steps = 0;      ///< steps the medians are over
+  int warmup_steps = 0;        ///< steps left out of the means and medians
+  int measured_steps = 0;      ///< steps the means and medians are over
   std::vector<StageMeasurement> stages;
   std::vector<RankMeasurement> ranks;  ///< indexed by rank
   /// The representative step: among the measured steps whose events the ranks kept, the one

@@ -40,9 +40,10 @@ DeviceProfile describe_device(const c10::Device& device);
 /// glibc malloc keeps blocks up to 32 MiB on its heap and never returns the heap's free top to
 /// the system. By default it gives memory back between a training step's backward and the next
 /// forward, whose activations then page-fault (~20% of gpt_tiny's step time on the dev VM, and
-/// varying with the heap's layout). profile_model calls it; the executor should too, before
-/// training on the CPU, so that both run with the same allocator. The process keeps its peak
-/// heap. No-op without glibc.
+/// varying with the heap's layout). profile_model calls it. The executor does not: training
+/// gpt_tiny (pp=1, b=32) with and without it measured the same step time within the noise
+/// (bench/RESULTS.md), as its steps reuse the heap anyway. The process keeps its peak heap.
+/// No-op without glibc.
 void keep_freed_cpu_memory();
 
 /// Waits until all work queued on `device` is done (no-op on the CPU).

@@ -38,10 +38,11 @@ TEST(MetricsTest, RecorderMeasuresOnlyStepsAfterTheWarmUp) {
   EXPECT_EQ(recorder.kept_steps().front().events[3].peer, 1);
 }
 
-TEST(MetricsTest, TimesPerMicroBatchAreMediansOfEachStepsMean) {
+TEST(MetricsTest, TimesPerMicroBatchAreMeansOfEachStepsMean) {
   Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
-  // Every step's first forward is slow: the step means (3, 3.5, 4) add up to the compute.
-  const double slow_ms[] = {5.0, 6.0, 7.0};
+  // Every step's first forward is slow, the last step's much slower: the step means (3, 3.5,
+  // 10) add up to each step's compute.
+  const double slow_ms[] = {5.0, 6.0, 19.0};
   for (int64_t step = 1; step <= 3; ++step) {
     recorder.begin_step(step);
     recorder.record(TimelineKind::kForward, 0, 0, slow_ms[step - 1]);
@@ -49,7 +50,8 @@ TEST(MetricsTest, TimesPerMicroBatchAreMediansOfEachStepsMean) {
     EXPECT_DOUBLE_EQ(recorder.end_step().fwd_ms, (slow_ms[step - 1] + 1.0) / 2);
   }
   const RankMeasurement m = recorder.summarize(RankAssignment{});
-  EXPECT_DOUBLE_EQ(m.fwd_ms, 3.5);  // a median over the six forwards would say 3
+  // The median of the step means would say 3.5, the median over the six forwards 3.
+  EXPECT_DOUBLE_EQ(m.fwd_ms, 5.5);
   EXPECT_DOUBLE_EQ(m.compute_ms, 2 * m.fwd_ms);
 }
 
@@ -64,11 +66,11 @@ TEST(MetricsTest, RecorderKeepsOnlyTheLastSteps) {
   EXPECT_EQ(recorder.kept_steps().front().step, 6);
 }
 
-// The ranks' medians and the run's iteration time cover the same steps: the last
+// The ranks' means and the run's median iteration time cover the same steps: the last
 // kMaxMeasuredSteps measured ones.
-TEST(MetricsTest, MediansCoverTheLastMeasuredStepsOnly) {
-  // Slow for the first kWindow steps, then fast for 0.9·kWindow: slow over all steps, fast over
-  // the last kWindow.
+TEST(MetricsTest, MeansAndMediansCoverTheLastMeasuredStepsOnly) {
+  // Slow for the first kWindow steps, then fast for 0.9·kWindow: the last kWindow are 0.1·kWindow
+  // slow steps and 0.9·kWindow fast ones.
   constexpr int kWindow = Recorder::kMaxMeasuredSteps;
   constexpr int kSteps = kWindow + kWindow * 9 / 10;
   Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
@@ -77,7 +79,7 @@ TEST(MetricsTest, MediansCoverTheLastMeasuredStepsOnly) {
     recorder.record(TimelineKind::kForward, 0, 0, step <= kWindow ? 100.0 : 1.0);
     recorder.end_step();
   }
-  EXPECT_DOUBLE_EQ(recorder.summarize(RankAssignment{}).fwd_ms, 1.0);
+  EXPECT_NEAR(recorder.summarize(RankAssignment{}).fwd_ms, 0.1 * 100.0 + 0.9 * 1.0, 1e-9);
   std::vector<double> slowest(kWindow, 100.0);
   slowest.resize(kSteps, 10.0);
   const Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/1, /*pp=*/1));
