@@ -137,6 +137,20 @@ std::vector<int64_t> JsonReader::integers(std::string_view key) const {
   return out;
 }
 
+std::vector<double> JsonReader::non_negatives(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_array()) fail(key, "expected an array of numbers, got " + type_name(value));
+  std::vector<double> out;
+  for (const Json& item : value) {
+    if (!item.is_number()) fail(key, "expected numbers, found " + item.dump());
+    const double number = item.get<double>();
+    if (!std::isfinite(number) || number < 0)
+      fail(key, detail::concat(number, " is not a finite value >= 0"));
+    out.push_back(number);
+  }
+  return out;
+}
+
 JsonReader JsonReader::object(std::string_view key) const {
   const Json& value = at(key);
   if (!value.is_object()) fail(key, "expected an object, got " + type_name(value));

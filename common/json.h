@@ -50,6 +50,8 @@ class JsonReader {
   /// An integer that must be >= `min_value`.
   int64_t integer_at_least(std::string_view key, int64_t min_value) const;
   std::vector<int64_t> integers(std::string_view key) const;
+  /// An array of numbers that must each be finite and >= 0.
+  std::vector<double> non_negatives(std::string_view key) const;
   JsonReader object(std::string_view key) const;
   /// Each element of an array of objects, with "key[i]" in its path.
   std::vector<JsonReader> objects(std::string_view key) const;

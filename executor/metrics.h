@@ -105,6 +105,13 @@ class Recorder {
 int64_t representative_step(const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms,
                             const std::vector<int64_t>& kept_steps);
 
+/// Each rank's compute, action by action, in the last `max_steps` steps that every rank reported
+/// and that have a slowest-rank iteration time (`slowest_iteration_ms`: step and ms), in step
+/// order. A stage's recompute times are empty unless it recomputed.
+std::vector<StepTimes> step_times(
+    const std::vector<std::vector<StepEvents>>& ranks,
+    const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps);
+
 /// The timeline of the same steps of every rank (`ranks[r]`: rank r's StepEvents, possibly
 /// none): times from the earliest start of a step among all ranks; iteration_ms the latest
 /// end after that origin; bubble_fraction the ranks' idle share of it (busy: is_busy kinds).

@@ -31,8 +31,9 @@ namespace {
 
 // Steps of each process left out of the timing means and medians (allocator and cache warm-up).
 constexpr int kTimingWarmupSteps = 3;
-// Measured steps of each rank written to --trace (the last ones the recorder kept).
-constexpr size_t kMaxTraceSteps = 20;
+// Measured steps each rank reports to rank 0 (the last ones the recorder kept): run.json's
+// step_times, for compare's replay, and --trace.
+constexpr size_t kReportedSteps = 20;
 // Complete checkpoints kept in --checkpoint-dir; older ones are removed.
 constexpr int kCheckpointsKept = 2;
 // Test hook: every rank stops with a runtime error when it is about to run this step.
@@ -374,13 +375,14 @@ int64_t Trainer::agree_on_timeline_step() {
   return std::stoll(comm_->store_get("timeline/step"));
 }
 
-// The representative step, and with --trace the last kMaxTraceSteps kept steps, in step order.
+// The representative step and the last kReportedSteps kept steps, in step order.
 std::vector<StepEvents> Trainer::steps_to_report(int64_t timeline_step) const {
   const std::deque<StepEvents>& kept = recorder_->kept_steps();
-  const size_t traced = options_.trace_path.empty() ? 0 : std::min(kept.size(), kMaxTraceSteps);
+  const size_t reported = std::min(kept.size(), kReportedSteps);
   std::vector<StepEvents> steps;
   for (size_t idx = 0; idx < kept.size(); ++idx)
-    if (idx >= kept.size() - traced || kept[idx].step == timeline_step) steps.push_back(kept[idx]);
+    if (idx >= kept.size() - reported || kept[idx].step == timeline_step)
+      steps.push_back(kept[idx]);
   return steps;
 }
 
@@ -428,6 +430,7 @@ void Trainer::write_outputs(std::vector<RankMeasurement> ranks,
   run.measured.timeline_step = timeline_step;
   run.measured.timeline = measured_timeline(
       plan_, representative, detail::concat("measured ", options_.output_path, " step ", timeline_step));
+  run.measured.step_times = step_times(steps, slowest_iteration_ms_, kReportedSteps);
   write_run(options_.output_path, run);
   if (options_.trace_path.empty()) return;
   Timeline trace = measured_timeline(plan_, steps, "measured " + options_.output_path);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "planner/layer_table.h"
 
 namespace pipeplan {
@@ -80,6 +81,29 @@ SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
   return input;
 }
 
+StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run_path) {
+  StepReplay replay;
+  const std::vector<StepTimes>& steps = run.measured.step_times;
+  if (steps.empty()) return replay;
+  SimulationInput input = measured_simulation_input(plan, run);
+  std::vector<double> replayed, measured;
+  for (size_t idx = 0; idx < steps.size(); ++idx) {
+    for (size_t rank = 0; rank < steps[idx].ranks.size(); ++rank)
+      PIPEPLAN_CHECK(
+          static_cast<int>(steps[idx].ranks[rank].fwd_ms.size()) == plan.num_micro_batches,
+          run_path, ": measured.step_times[", idx, "].ranks[", rank,
+          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(), " micro-batches, not the plan's ",
+          plan.num_micro_batches);
+    input.rank_times = steps[idx].ranks;
+    replayed.push_back(simulate(input, SimulationOptions{/*record_timeline=*/false}).iteration_ms);
+    measured.push_back(steps[idx].iteration_ms);
+  }
+  replay.steps = static_cast<int>(steps.size());
+  replay.replayed_ms = median(std::move(replayed));
+  replay.measured_ms = median(std::move(measured));
+  return replay;
+}
+
 Comparison compare(const Plan& plan, const std::string& plan_path, const Run& run,
                    const std::string& run_path) {
   Comparison c;
@@ -102,6 +126,7 @@ Comparison compare(const Plan& plan, const std::string& plan_path, const Run& ru
   c.split = {to_ns(p.iteration_ms), to_ns(resimulated.iteration_ms), to_ns(m.iteration_ms)};
   c.resimulated_bubble_fraction = resimulated.bubble_fraction;
   c.resimulated_idle_ms = resimulated.idle_ms;
+  c.replay = replay_steps(plan, run, run_path);
   c.predicted_timeline = simulate(simulation_input(plan)).timeline;
   c.predicted_timeline.title = short_title("predicted", plan_path);
   c.measured_timeline = m.timeline;

@@ -66,6 +66,21 @@ struct IterationSplit {
   int64_t schedule_error_ns() const { return resimulated_ns - measured_ns; }
 };
 
+/// The run's last measured steps (Measurements::step_times) played through the simulator, each
+/// with every rank's own forward, backward, recompute and optimizer times of that step, against
+/// the same steps' measured iteration times. It tests the schedule and communication model
+/// alone: the re-simulation with one mean time per stage also misses what the variation of
+/// action times costs (a slow action delays the ranks waiting on it; a deterministic
+/// simulation with means cannot show that), and that belongs to the compute, not the schedule.
+struct StepReplay {
+  int steps = 0;           ///< steps replayed; 0 when the run has no step_times
+  double replayed_ms = 0;  ///< median over those steps of the replayed iteration time
+  double measured_ms = 0;  ///< median over the same steps of the measured iteration time
+  std::optional<double> error_percent() const {
+    return Difference{replayed_ms, measured_ms}.error_percent();
+  }
+};
+
 /// Everything `pipeplan compare` shows.
 struct Comparison {
   std::string plan_path;
@@ -84,6 +99,7 @@ struct Comparison {
   double resimulated_bubble_fraction = 0;  ///< of the re-simulation with measured stage times
   /// By rank: idle time per iteration in that re-simulation, beside the run's per-rank idle_ms.
   std::vector<double> resimulated_idle_ms;
+  StepReplay replay;
   Timeline predicted_timeline;             ///< the plan simulated
   Timeline measured_timeline;              ///< the run's representative step
 };
@@ -98,6 +114,11 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
 /// The simulator's input for `plan` with every stage's costs replaced by those `run` measured
 /// (StageMeasurement: fwd, bwd, recompute; optimizer and all-reduce); transfers as predicted.
 SimulationInput measured_simulation_input(const Plan& plan, const Run& run);
+
+/// Replays `run`'s step_times on `plan` (StepReplay); transfers and all-reduces as in
+/// measured_simulation_input. Refuses (Error(kBadInput)) step times whose micro-batch count is
+/// not the plan's.
+StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run_path);
 
 /// The comparison of `plan` (read from `plan_path`) and `run` (from `run_path`); call
 /// check_run_of_plan first.

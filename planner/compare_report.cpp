@@ -203,7 +203,12 @@ Json to_json(const Comparison& c) {
               {"samples_per_s", difference_json(c.samples_per_s)},
               {"bubble_fraction", difference_json(c.bubble_fraction)},
               {"iteration_split", split_json(c.split, c.resimulated_bubble_fraction)},
-              {"resimulated_idle_ms_by_rank", c.resimulated_idle_ms}};
+              {"resimulated_idle_ms_by_rank", c.resimulated_idle_ms},
+              {"step_replay",
+               {{"steps", c.replay.steps},
+                {"replayed_ms", c.replay.replayed_ms},
+                {"measured_ms", c.replay.measured_ms},
+                {"error_percent", error_json(c.replay.error_percent())}}}};
 }
 
 std::string to_table(const Comparison& c) {
@@ -219,6 +224,12 @@ std::string to_table(const Comparison& c) {
     stage_rows(&out, c.stages[stage_idx], stage_idx);
   run_rows(&out, c);
   split_lines(&out, c.split, c.resimulated_bubble_fraction);
+  if (c.replay.steps > 0)
+    out += detail::concat("  (the last ", c.replay.steps,
+                          " measured steps replayed, each with its own action times: median ",
+                          format_fixed(c.replay.replayed_ms, 3), " ms against ",
+                          format_fixed(c.replay.measured_ms, 3), " ms measured, ",
+                          percent_text(c.replay.error_percent()), ")\n");
   memory_block(&out, c);
   return out;
 }

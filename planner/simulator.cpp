@@ -21,6 +21,7 @@ constexpr int kGradient = 1;
 // (index 0: activations, 1: gradients).
 struct SimRank {
   int stage = 0;
+  const RankStepTimes* times = nullptr;  // its own action times, or null: the stage's
   size_t next = 0;
   double clock_ms = 0;
   double busy_ms = 0;
@@ -68,7 +69,7 @@ class Simulator {
     for (int replica = 0; replica < in_.dp; ++replica) {
       const int next_group = static_cast<int>(groups_.size());
       int group = next_group;
-      if (options_.merge_identical_replicas)
+      if (options_.merge_identical_replicas && in_.rank_times.empty())
         group = seen.emplace(std::make_pair(in_.activation_ms[replica], in_.gradient_ms[replica]),
                              next_group)
                     .first->second;
@@ -85,6 +86,7 @@ class Simulator {
     rank.stage = stage;
     const int representative = groups_[group].front();
     const int idx = sim_index(group, stage);
+    if (!in_.rank_times.empty()) rank.times = &in_.rank_times[in_.ranks[representative][stage]];
     if (stage + 1 < in_.pp) {  // activations out, gradients in, over boundary `stage`
       rank.outbox[kActivation] = &arrival(group, stage, kActivation, 0);
       rank.link_free_ms[kActivation] = &link_free_ms_[link(group, stage, kActivation)];
@@ -175,13 +177,20 @@ class Simulator {
       const Action& action = actions[rank.next];
       switch (action.kind) {
         case ActionKind::kForward:
-          compute(rank, TimelineKind::kForward, action.micro_batch, costs.fwd_ms);
+          compute(rank, TimelineKind::kForward, action.micro_batch,
+                  rank.times ? rank.times->fwd_ms[action.micro_batch] : costs.fwd_ms);
           break;
-        case ActionKind::kBackward:
-          if (costs.recompute_ms > 0)
-            compute(rank, TimelineKind::kRecompute, action.micro_batch, costs.recompute_ms);
-          compute(rank, TimelineKind::kBackward, action.micro_batch, costs.bwd_ms);
+        case ActionKind::kBackward: {
+          const double recompute_ms = !rank.times ? costs.recompute_ms
+                                      : rank.times->recompute_ms.empty()
+                                          ? 0
+                                          : rank.times->recompute_ms[action.micro_batch];
+          if (recompute_ms > 0)
+            compute(rank, TimelineKind::kRecompute, action.micro_batch, recompute_ms);
+          compute(rank, TimelineKind::kBackward, action.micro_batch,
+                  rank.times ? rank.times->bwd_ms[action.micro_batch] : costs.bwd_ms);
           break;
+        }
         case ActionKind::kSendActivation:
           send(rank, kActivation, action.micro_batch);
           break;
@@ -198,7 +207,8 @@ class Simulator {
           if (!all_reduce(rank)) return;  // the last replica to arrive resumes it
           continue;                       // all_reduce advanced `next` for every member
         case ActionKind::kOptimizerStep:
-          compute(rank, TimelineKind::kOptimizer, -1, costs.optimizer_ms);
+          compute(rank, TimelineKind::kOptimizer, -1,
+                  rank.times ? rank.times->optimizer_ms : costs.optimizer_ms);
           break;
       }
       ++rank.next;
@@ -261,6 +271,12 @@ void check_input(const SimulationInput& in) {
     PIPEPLAN_ASSERT(static_cast<int>(in.activation_ms[replica].size()) == in.pp - 1 &&
                     static_cast<int>(in.gradient_ms[replica].size()) == in.pp - 1 &&
                     static_cast<int>(in.ranks[replica].size()) == in.pp);
+  PIPEPLAN_ASSERT(in.rank_times.empty() || static_cast<int>(in.rank_times.size()) == in.dp * in.pp);
+  for (const RankStepTimes& times : in.rank_times)
+    PIPEPLAN_ASSERT(static_cast<int>(times.fwd_ms.size()) == in.num_micro_batches &&
+                    static_cast<int>(times.bwd_ms.size()) == in.num_micro_batches &&
+                    (times.recompute_ms.empty() ||
+                     static_cast<int>(times.recompute_ms.size()) == in.num_micro_batches));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "plans/plan.h"
+#include "plans/run.h"
 #include "plans/timeline.h"
 
 namespace pipeplan {
@@ -32,6 +33,10 @@ struct SimulationInput {
   std::vector<std::vector<double>> gradient_ms;
   /// [replica][stage]: the rank, for the timeline and the per-rank results.
   std::vector<std::vector<int>> ranks;
+  /// By rank, or empty: each rank's own forward, backward and recompute time per micro-batch
+  /// and optimizer time, replacing its stage's (compare replays measured steps with them). The
+  /// all-reduce keeps the stage's time. With them, every replica is simulated.
+  std::vector<RankStepTimes> rank_times;
 };
 
 /// What the simulator does besides timing.

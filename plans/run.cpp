@@ -77,6 +77,28 @@ StageMeasurement stage_from(const JsonReader& reader) {
   return s;
 }
 
+Json step_times_json(const StepTimes& step) {
+  Json ranks = Json::array();
+  for (const RankStepTimes& r : step.ranks)
+    ranks.push_back(Json{{"fwd_ms", r.fwd_ms},
+                         {"bwd_ms", r.bwd_ms},
+                         {"recompute_ms", r.recompute_ms},
+                         {"allreduce_ms", r.allreduce_ms},
+                         {"optimizer_ms", r.optimizer_ms}});
+  return Json{{"step", step.step}, {"iteration_ms", step.iteration_ms}, {"ranks", ranks}};
+}
+
+StepTimes step_times_from(const JsonReader& reader) {
+  StepTimes step;
+  step.step = reader.integer_at_least("step", 1);
+  step.iteration_ms = reader.non_negative("iteration_ms");
+  for (const JsonReader& r : reader.objects("ranks"))
+    step.ranks.push_back({r.non_negatives("fwd_ms"), r.non_negatives("bwd_ms"),
+                          r.non_negatives("recompute_ms"), r.non_negative("allreduce_ms"),
+                          r.non_negative("optimizer_ms")});
+  return step;
+}
+
 Json measured_json(const Measurements& m) {
   Json stages = Json::array();
   for (const StageMeasurement& stage : m.stages) stages.push_back(stage_json(stage));
@@ -84,8 +106,14 @@ Json measured_json(const Measurements& m) {
   for (const RankMeasurement& rank : m.ranks) ranks.push_back(to_json(rank));
   Json timeline = to_json(m.timeline);
   timeline["step"] = m.timeline_step;
-  Json json{{"warmup_steps", m.warmup_steps}, {"measured_steps", m.measured_steps},
-            {"stages", stages}, {"ranks", ranks}, {"timeline", timeline}};
+  Json step_times = Json::array();
+  for (const StepTimes& step : m.step_times) step_times.push_back(step_times_json(step));
+  Json json{{"warmup_steps", m.warmup_steps},
+            {"measured_steps", m.measured_steps},
+            {"stages", stages},
+            {"ranks", ranks},
+            {"timeline", timeline},
+            {"step_times", step_times}};
   for (const auto& [key, field] : kRunTimeFields) json[key] = m.*field;
   return json;
 }
@@ -100,6 +128,9 @@ Measurements measured_from(const JsonReader& reader) {
   const JsonReader timeline = reader.object("timeline");
   m.timeline_step = timeline.integer_at_least("step", 0);
   m.timeline = timeline_from_json(timeline);
+  if (reader.has("step_times"))  // absent from run.json files written before it existed
+    for (const JsonReader& step : reader.objects("step_times"))
+      m.step_times.push_back(step_times_from(step));
   return m;
 }
 
@@ -135,6 +166,21 @@ void Run::validate(std::string_view document) const {
                      static_cast<int>(measured.timeline.rank_stages.size()) == world_size,
                  document, ": measured.timeline.rank_stages: ",
                  measured.timeline.rank_stages.size(), " entries for world_size=", world_size);
+  for (size_t idx = 0; idx < measured.step_times.size(); ++idx) {
+    const StepTimes& step = measured.step_times[idx];
+    PIPEPLAN_CHECK(static_cast<int>(step.ranks.size()) == world_size, document,
+                   ": measured.step_times[", idx, "].ranks: ", step.ranks.size(),
+                   " entries for world_size=", world_size);
+    for (size_t rank = 0; rank < step.ranks.size(); ++rank) {
+      const RankStepTimes& r = step.ranks[rank];
+      PIPEPLAN_CHECK(r.bwd_ms.size() == r.fwd_ms.size() &&
+                         (r.recompute_ms.empty() || r.recompute_ms.size() == r.fwd_ms.size()),
+                     document, ": measured.step_times[", idx, "].ranks[", rank,
+                     "]: ", r.fwd_ms.size(), " forwards, ", r.bwd_ms.size(), " backwards and ",
+                     r.recompute_ms.size(),
+                     " recomputes (expected as many of each, or none recomputed)");
+    }
+  }
 }
 
 Json to_json(const Run& run) {

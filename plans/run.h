@@ -54,6 +54,23 @@ struct StageMeasurement : MeasuredTimes {
   int64_t peak_memory_bytes = 0;
 };
 
+/// One rank's compute in one measured step, action by action: what `pipeplan compare` replays
+/// through the simulator.
+struct RankStepTimes {
+  std::vector<double> fwd_ms;        ///< by micro-batch
+  std::vector<double> bwd_ms;        ///< by micro-batch
+  std::vector<double> recompute_ms;  ///< by micro-batch; empty when the stage does not recompute
+  double allreduce_ms = 0;
+  double optimizer_ms = 0;
+};
+
+/// Every rank's compute in one measured step, and the step's slowest-rank iteration time.
+struct StepTimes {
+  int64_t step = 0;
+  double iteration_ms = 0;
+  std::vector<RankStepTimes> ranks;  ///< by rank
+};
+
 /// Whole-run measurements, keyed like Predictions.
 struct Measurements {
   double iteration_ms = 0;     ///< median over measured steps of the slowest rank's iteration
@@ -71,6 +88,9 @@ struct Measurements {
   /// Every rank's events of timeline_step, in ms from the earliest rank's start of the step;
   /// iteration_ms is that step's slowest rank's, bubble_fraction its idle share.
   Timeline timeline;
+  /// The last measured steps every rank kept (at most 20), action by action, in step order;
+  /// empty in runs that measured none (and in run.json files written before it existed).
+  std::vector<StepTimes> step_times;
 };
 
 /// Test-split accuracy after an epoch (or at the end of a run that stops mid-epoch).
@@ -97,7 +117,9 @@ struct Run {
   Measurements measured;
 
   /// Consistency: world_size >= 1, steps >= 1, resumed_from_step <= steps, one RankMeasurement
-  /// per rank in rank order, finite non-negative times, bubble_fraction in [0, 1].
+  /// per rank in rank order, finite non-negative times, bubble_fraction in [0, 1], and in each
+  /// of step_times one entry per rank, with as many backwards (and recomputes, if any) as
+  /// forwards.
   /// Throws Error(kBadInput) naming the field.
   void validate(std::string_view document) const;
 };

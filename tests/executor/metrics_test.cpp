@@ -120,6 +120,39 @@ TEST(MetricsTest, MeasuredTimelineStartsAtTheEarliestRankAndCountsBusyKinds) {
   EXPECT_DOUBLE_EQ(timeline.bubble_fraction, 11.5 / 20.0);
 }
 
+// Step times hold each rank's actions by micro-batch, only for steps every rank reported and
+// that have an iteration time, the last max_steps of them in step order.
+TEST(MetricsTest, StepTimesAreEachRanksActionsOfStepsEveryRankReported) {
+  const auto step = [](int64_t number, int rank, double slow) {
+    return StepEvents{number,
+                      0,
+                      20,
+                      {{rank, TimelineKind::kForward, 1, 0, 2, -1},
+                       {rank, TimelineKind::kForward, 0, 2, 2 + slow, -1},
+                       {rank, TimelineKind::kRecvWait, 0, 4, 5, 1 - rank},
+                       {rank, TimelineKind::kBackward, 0, 5, 8, -1},
+                       {rank, TimelineKind::kBackward, 1, 8, 12, -1},
+                       {rank, TimelineKind::kOptimizer, -1, 12, 12.5, -1}}};
+  };
+  std::vector<std::vector<StepEvents>> ranks(2);
+  ranks[0] = {step(4, 0, 1), step(5, 0, 1), step(6, 0, 7), step(7, 0, 1)};
+  ranks[1] = {step(5, 1, 1), step(6, 1, 1), step(7, 1, 1)};
+  const std::vector<std::pair<int64_t, double>> slowest = {{4, 20}, {5, 21}, {6, 22}};
+  const std::vector<StepTimes> times = step_times(ranks, slowest, 10);
+  ASSERT_EQ(times.size(), 2u);  // step 4: rank 1 did not report it; step 7: no iteration time
+  EXPECT_EQ(times[0].step, 5);
+  EXPECT_EQ(times[1].step, 6);
+  EXPECT_DOUBLE_EQ(times[1].iteration_ms, 22);
+  ASSERT_EQ(times[1].ranks.size(), 2u);
+  EXPECT_EQ(times[1].ranks[0].fwd_ms, (std::vector<double>{7, 2}));
+  EXPECT_EQ(times[1].ranks[0].bwd_ms, (std::vector<double>{3, 4}));
+  EXPECT_TRUE(times[1].ranks[0].recompute_ms.empty());
+  EXPECT_DOUBLE_EQ(times[1].ranks[1].optimizer_ms, 0.5);
+  const std::vector<StepTimes> last = step_times(ranks, slowest, 1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].step, 6);
+}
+
 TEST(MetricsTest, CombinedIdleTimeCompletesEveryRanksIteration) {
   const Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/1, /*pp=*/2));
   std::vector<RankMeasurement> ranks(2);

@@ -2,8 +2,10 @@
 // runs reproduce the single-process run, resume continues identically, bad plans are refused,
 // NaN stops the run, checkpointing changes nothing, and the outputs are complete.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -193,6 +195,20 @@ TEST(SerialTrainTest, WritesTheLogRunAndTrace) {
   EXPECT_EQ(kinds.count({1, TimelineKind::kBackward}), 1u);
   EXPECT_GT(timeline.bubble_fraction, 0);
   EXPECT_LT(timeline.bubble_fraction, 1);
+  // Step times for compare's replay: the last 20 measured steps, every rank's every action.
+  const std::vector<StepTimes>& step_times = result.measured.step_times;
+  ASSERT_EQ(step_times.size(), 20u);
+  EXPECT_EQ(step_times.back().step, steps);
+  for (const StepTimes& step : step_times) {
+    EXPECT_GT(step.iteration_ms, 0);
+    ASSERT_EQ(step.ranks.size(), 2u);
+    for (const RankStepTimes& rank : step.ranks) {
+      ASSERT_EQ(rank.fwd_ms.size(), static_cast<size_t>(plan.num_micro_batches));
+      EXPECT_GT(*std::min_element(rank.fwd_ms.begin(), rank.fwd_ms.end()), 0);
+      EXPECT_GT(*std::min_element(rank.bwd_ms.begin(), rank.bwd_ms.end()), 0);
+      EXPECT_GT(rank.optimizer_ms, 0);
+    }
+  }
 }
 
 TEST(TrainRefusalTest, RefusesAPlanForAnotherModel) {

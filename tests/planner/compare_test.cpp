@@ -35,6 +35,60 @@ pipeplan::Run imperfect_run(const Plan& plan) {
   return run;
 }
 
+// `count` steps in which every rank took exactly its stage's predicted times, each measured at
+// `iteration_ms`.
+std::vector<StepTimes> steps_as_predicted(const Plan& plan, int count, double iteration_ms) {
+  std::vector<RankStepTimes> ranks;
+  for (const RankAssignment& a : plan.ranks) {
+    const StagePrediction& s = plan.predictions.stages[a.stage];
+    const auto each = [&](double ms) { return std::vector<double>(plan.num_micro_batches, ms); };
+    ranks.push_back({each(s.fwd_ms), each(s.bwd_ms),
+                     s.recompute_ms > 0 ? each(s.recompute_ms) : std::vector<double>{},
+                     s.allreduce_ms, s.optimizer_ms});
+  }
+  std::vector<StepTimes> steps;
+  for (int step = 1; step <= count; ++step) steps.push_back({step, iteration_ms, ranks});
+  return steps;
+}
+
+TEST_F(CompareTest, StepsThatTookThePredictedTimesReplayToThePrediction) {
+  pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  run.measured.step_times = steps_as_predicted(plan_, 3, 1.25 * plan_.predictions.iteration_ms);
+  const StepReplay replay = compare(plan_, "plan.json", run, "run.json").replay;
+  EXPECT_EQ(replay.steps, 3);
+  EXPECT_NEAR(replay.replayed_ms, plan_.predictions.iteration_ms, 1e-9);
+  EXPECT_NEAR(replay.measured_ms, 1.25 * plan_.predictions.iteration_ms, 1e-9);
+  EXPECT_NEAR(*replay.error_percent(), -20.0, 1e-9);
+}
+
+// Each step is replayed with its own times: one slow first forward of stage 0 in the middle
+// step (it delays everything after it) moves that step's replay, and so the median only
+// when two of three steps have it.
+TEST_F(CompareTest, ReplayIsTheMedianOfEachStepsOwnReplay) {
+  pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  const double predicted = plan_.predictions.iteration_ms;
+  run.measured.step_times = steps_as_predicted(plan_, 3, predicted);
+  run.measured.step_times[1].ranks[0].fwd_ms[0] += 2;
+  EXPECT_NEAR(replay_steps(plan_, run, "run.json").replayed_ms, predicted, 1e-9);
+  run.measured.step_times[2].ranks[0].fwd_ms[0] += 2;
+  EXPECT_NEAR(replay_steps(plan_, run, "run.json").replayed_ms, predicted + 2, 1e-9);
+}
+
+TEST_F(CompareTest, ReplayRefusesStepsOfAnotherMicroBatchCount) {
+  pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  run.measured.step_times = steps_as_predicted(plan_, 1, 1);
+  run.measured.step_times[0].ranks[1].fwd_ms.push_back(1);
+  run.measured.step_times[0].ranks[1].bwd_ms.push_back(1);
+  try {
+    replay_steps(plan_, run, "run.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run.json: measured.step_times[0].ranks[1].fwd_ms"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(CompareTest, APerfectRunHasNoError) {
   const pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
   check_run_of_plan(plan_, "plan.json", run, "run.json");
@@ -146,6 +200,7 @@ TEST_F(CompareTest, JsonHasEveryField) {
        {"predicted_ms", "resimulated_ms", "measured_ms", "error_ms", "compute_error_ms",
         "schedule_error_ms", "error_percent", "compute_error_percent", "schedule_error_percent"})
     EXPECT_TRUE(split.contains(key)) << key;
+  EXPECT_TRUE(json.at("step_replay").contains("replayed_ms"));
   EXPECT_NEAR(split.at("compute_error_percent").get<double>() +
                   split.at("schedule_error_percent").get<double>(),
               split.at("error_percent").get<double>(), 1e-9);

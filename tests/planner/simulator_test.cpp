@@ -113,6 +113,36 @@ TEST(SimulatorTest, RecomputeRunsBeforeEachBackward) {
   EXPECT_DOUBLE_EQ(result.bubble_fraction, 0);
 }
 
+// Per-rank action times replace the stage's: equal to it they change nothing; a slower first
+// forward on stage 0 delays everything after it by exactly the difference.
+TEST(SimulatorTest, RankTimesReplaceTheStagesAndDelayWhatDependsOnThem) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+    const std::vector<StageCosts> stages{{1, 2, 0.5, 0, 0.25}, {1.5, 2.5, 0, 0, 0.125}};
+    SimulationInput in = pipeline(schedule, 2, 4, stages, 0.25);
+    const SimulationResult by_stage = simulate(in);
+    in.rank_times = {{{1, 1, 1, 1}, {2, 2, 2, 2}, {0.5, 0.5, 0.5, 0.5}, 0, 0.25},
+                     {{1.5, 1.5, 1.5, 1.5}, {2.5, 2.5, 2.5, 2.5}, {}, 0, 0.125}};
+    const SimulationResult same = simulate(in);
+    EXPECT_DOUBLE_EQ(same.iteration_ms, by_stage.iteration_ms) << to_string(schedule);
+    EXPECT_EQ(same.busy_ms, by_stage.busy_ms);
+    in.rank_times[0].fwd_ms[0] = 4;
+    const SimulationResult slower = simulate(in);
+    EXPECT_DOUBLE_EQ(slower.iteration_ms, by_stage.iteration_ms + 3) << to_string(schedule);
+    EXPECT_EQ(events(slower, 0, TimelineKind::kRecompute).size(), 4u);
+    EXPECT_TRUE(events(slower, 1, TimelineKind::kRecompute).empty());
+  }
+}
+
+// The same total compute costs more when it varies: stage 1's backwards alternate 1 and 3 ms
+// instead of 2 each, and 1f1b waits on the slow ones.
+TEST(SimulatorTest, VaryingActionTimesCostMoreThanTheirMean) {
+  const std::vector<StageCosts> stages(2, StageCosts{1, 2, 0, 0, 0});
+  SimulationInput in = pipeline(Schedule::kOneFOneB, 2, 4, stages);
+  const double steady = simulate(in).iteration_ms;
+  in.rank_times = {{{1, 1, 1, 1}, {2, 2, 2, 2}, {}, 0, 0}, {{1, 1, 1, 1}, {3, 1, 3, 1}, {}, 0, 0}};
+  EXPECT_GT(simulate(in).iteration_ms, steady);
+}
+
 TEST(SimulatorTest, AllReduceWaitsForTheLastReplicaThenTheOptimizerRuns) {
   // pp = 2, m = 1, f = b = 1, all-reduce 2 ms, optimizer 1 ms. Replica 0 has free links,
   // replica 1 takes 1 ms per transfer, so its stage 1 ends at 4 and its stage 0 at 6:

@@ -35,6 +35,8 @@ pipeplan::Run sample_run() {
   run.measured.timeline.iteration_ms = 11.5;
   run.measured.timeline.events = {{0, TimelineKind::kLoad, 0, 0, 0.5, -1},
                                   {1, TimelineKind::kRecvWait, 0, 0, 2.5, 0}};
+  run.measured.step_times = {
+      {7, 11.5, {{{1, 1.25}, {2, 2.5}, {}, 0, 0.5}, {{1.5, 1}, {2, 2}, {0.5, 0.5}, 0, 0.25}}}};
   return run;
 }
 
@@ -51,6 +53,10 @@ TEST(RunTest, RoundTripsThroughJson) {
   EXPECT_EQ(back.measured.timeline_step, 7);
   ASSERT_EQ(back.measured.timeline.events.size(), 2u);
   EXPECT_EQ(back.measured.timeline.events[1].peer, 0);
+  ASSERT_EQ(back.measured.step_times.size(), 1u);
+  EXPECT_EQ(back.measured.step_times[0].ranks[0].fwd_ms, (std::vector<double>{1, 1.25}));
+  EXPECT_EQ(back.measured.step_times[0].ranks[1].recompute_ms, (std::vector<double>{0.5, 0.5}));
+  EXPECT_EQ(back.measured.step_times[0].ranks[1].optimizer_ms, 0.25);
   EXPECT_EQ(run_hash(back), run_hash(run));
   pipeplan::Run other = run;
   other.measured.iteration_ms = 13;
@@ -75,6 +81,30 @@ TEST(RunTest, ValidationNamesTheField) {
   Json wrong = to_json(sample_run());
   wrong["schema"] = "pipeplan.run/9";
   EXPECT_THROW(run_from_json(wrong, "run.json"), Error);
+  pipeplan::Run steps = sample_run();
+  steps.measured.step_times[0].ranks[1].bwd_ms.pop_back();
+  try {
+    steps.validate("run.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("measured.step_times[0].ranks[1]"), std::string::npos)
+        << e.what();
+  }
+  Json negative = to_json(sample_run());
+  negative["measured"]["step_times"][0]["ranks"][0]["fwd_ms"][1] = -1.0;
+  try {
+    run_from_json(negative, "run.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fwd_ms"), std::string::npos) << e.what();
+  }
+}
+
+// run.json files written before step_times existed still read, with no steps to replay.
+TEST(RunTest, RunsWithoutStepTimesStillRead) {
+  Json json = to_json(sample_run());
+  json["measured"].erase("step_times");
+  EXPECT_TRUE(run_from_json(json, "run.json").measured.step_times.empty());
 }
 
 }  // namespace
