@@ -132,6 +132,10 @@ def scheduling():
     print(f"- measured iteration {split['measured_ms']:.2f} ms; simulated with the run's own "
           f"stage times {split['resimulated_ms']:.2f} ms: schedule/communication/overhead part "
           f"{split['schedule_error_percent']:+.1f}%")
+    replay = c["step_replay"]
+    print(f"- the last {replay['steps']} measured steps replayed with their own action times: "
+          f"{replay['replayed_ms']:.2f} ms against {replay['measured_ms']:.2f} ms measured "
+          f"({replay['error_percent']:+.1f}%)")
     for rank in r["ranks"]:
         sim_idle = c["resimulated_idle_ms_by_rank"][rank["rank"]] / split["resimulated_ms"]
         meas_idle = rank["idle_ms"] / r["iteration_ms"]
@@ -187,8 +191,8 @@ def plan_quality():
 
 def accuracy():
     section("Prediction accuracy: pp=2 on 2 CPU ranks, profiles taken with --co-located 2")
-    print("| model | schedule | b x m | iteration pred / meas ms | error | compute part | schedule part | stage 0 memory error | stage 1 memory error |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | schedule | b x m | iteration pred / meas ms | error | compute part | schedule part | replay | stage 0 memory error | stage 1 memory error |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model, b in [("resnet_tiny", 16), ("vit_tiny", 16), ("gpt_tiny", 16)]:
         prof, _ = profile(model, f"acc_{model}.json", "8,16,32", co_located=2)
         for schedule in ["gpipe", "1f1b"]:
@@ -204,7 +208,7 @@ def accuracy():
             print(f"| {model} | {schedule} | {b} x 8 | {s['predicted_ms']:.2f} / "
                   f"{s['measured_ms']:.2f} | {s['error_percent']:+.1f}% | "
                   f"{s['compute_error_percent']:+.1f}% | {s['schedule_error_percent']:+.1f}% | "
-                  f"{mem[0]:+.1f}% | {mem[1]:+.1f}% |")
+                  f"{c['step_replay']['error_percent']:+.1f}% | {mem[0]:+.1f}% | {mem[1]:+.1f}% |")
 
 
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
