@@ -136,6 +136,10 @@ def scheduling():
     print(f"- the last {replay['steps']} measured steps replayed with their own action times: "
           f"{replay['replayed_ms']:.2f} ms against {replay['measured_ms']:.2f} ms measured "
           f"({replay['error_percent']:+.1f}%)")
+    for rank, (sim, meas) in enumerate(zip(replay["replayed_idle_fraction_by_rank"],
+                                           replay["measured_idle_fraction_by_rank"])):
+        print(f"  - rank {rank} in those steps: idle {meas*100:.1f}% measured, {sim*100:.1f}% "
+              f"replayed ({(meas-sim)*100:+.1f} points)")
     for rank in r["ranks"]:
         sim_idle = c["resimulated_idle_ms_by_rank"][rank["rank"]] / split["resimulated_ms"]
         meas_idle = rank["idle_ms"] / r["iteration_ms"]

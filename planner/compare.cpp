@@ -87,6 +87,8 @@ StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run
   if (steps.empty()) return replay;
   SimulationInput input = measured_simulation_input(plan, run);
   std::vector<double> replayed, measured;
+  const size_t world = run.measured.ranks.size();
+  std::vector<std::vector<double>> replayed_idle(world), measured_idle(world);
   for (size_t idx = 0; idx < steps.size(); ++idx) {
     for (size_t rank = 0; rank < steps[idx].ranks.size(); ++rank)
       PIPEPLAN_CHECK(
@@ -95,12 +97,28 @@ StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run
           "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(), " micro-batches, not the plan's ",
           plan.num_micro_batches);
     input.rank_times = steps[idx].ranks;
-    replayed.push_back(simulate(input, SimulationOptions{/*record_timeline=*/false}).iteration_ms);
+    const SimulationResult result = simulate(input, SimulationOptions{/*record_timeline=*/false});
+    replayed.push_back(result.iteration_ms);
     measured.push_back(steps[idx].iteration_ms);
+    for (size_t rank = 0; rank < world; ++rank) {
+      const RankStepTimes& t = steps[idx].ranks[rank];
+      double busy_ms = t.allreduce_ms + t.optimizer_ms;
+      for (const std::vector<double>* times : {&t.fwd_ms, &t.bwd_ms, &t.recompute_ms})
+        for (double ms : *times) busy_ms += ms;
+      const double iteration_ms = steps[idx].iteration_ms;
+      replayed_idle[rank].push_back(
+          result.iteration_ms > 0 ? result.idle_ms[rank] / result.iteration_ms : 0);
+      measured_idle[rank].push_back(iteration_ms > 0 ? std::max(0.0, 1 - busy_ms / iteration_ms)
+                                                     : 0);
+    }
   }
   replay.steps = static_cast<int>(steps.size());
   replay.replayed_ms = median(std::move(replayed));
   replay.measured_ms = median(std::move(measured));
+  for (size_t rank = 0; rank < world; ++rank) {
+    replay.replayed_idle_fraction.push_back(median(std::move(replayed_idle[rank])));
+    replay.measured_idle_fraction.push_back(median(std::move(measured_idle[rank])));
+  }
   return replay;
 }
 

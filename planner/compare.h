@@ -76,6 +76,10 @@ struct StepReplay {
   int steps = 0;           ///< steps replayed; 0 when the run has no step_times
   double replayed_ms = 0;  ///< median over those steps of the replayed iteration time
   double measured_ms = 0;  ///< median over the same steps of the measured iteration time
+  /// By rank, medians over the steps: the share of the replayed and of the measured iteration
+  /// the rank was not busy (busy: forward, backward, recompute, all-reduce, optimizer).
+  std::vector<double> replayed_idle_fraction;
+  std::vector<double> measured_idle_fraction;
   std::optional<double> error_percent() const {
     return Difference{replayed_ms, measured_ms}.error_percent();
   }

@@ -208,6 +208,8 @@ Json to_json(const Comparison& c) {
                {{"steps", c.replay.steps},
                 {"replayed_ms", c.replay.replayed_ms},
                 {"measured_ms", c.replay.measured_ms},
+                {"replayed_idle_fraction_by_rank", c.replay.replayed_idle_fraction},
+                {"measured_idle_fraction_by_rank", c.replay.measured_idle_fraction},
                 {"error_percent", error_json(c.replay.error_percent())}}}};
 }
 
@@ -224,12 +226,19 @@ std::string to_table(const Comparison& c) {
     stage_rows(&out, c.stages[stage_idx], stage_idx);
   run_rows(&out, c);
   split_lines(&out, c.split, c.resimulated_bubble_fraction);
-  if (c.replay.steps > 0)
+  if (c.replay.steps > 0) {
     out += detail::concat("  (the last ", c.replay.steps,
                           " measured steps replayed, each with its own action times: median ",
                           format_fixed(c.replay.replayed_ms, 3), " ms against ",
                           format_fixed(c.replay.measured_ms, 3), " ms measured, ",
-                          percent_text(c.replay.error_percent()), ")\n");
+                          percent_text(c.replay.error_percent()),
+                          "; idle by rank, replayed/measured:");
+    for (size_t rank = 0; rank < c.replay.replayed_idle_fraction.size(); ++rank)
+      out += detail::concat(rank == 0 ? " " : ", ",
+                            format_fixed(c.replay.replayed_idle_fraction[rank] * kPercent, 1), "/",
+                            format_fixed(c.replay.measured_idle_fraction[rank] * kPercent, 1), "%");
+    out += ")\n";
+  }
   memory_block(&out, c);
   return out;
 }

@@ -54,11 +54,24 @@ std::vector<StepTimes> steps_as_predicted(const Plan& plan, int count, double it
 TEST_F(CompareTest, StepsThatTookThePredictedTimesReplayToThePrediction) {
   pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
   run.measured.step_times = steps_as_predicted(plan_, 3, 1.25 * plan_.predictions.iteration_ms);
-  const StepReplay replay = compare(plan_, "plan.json", run, "run.json").replay;
+  const Comparison c = compare(plan_, "plan.json", run, "run.json");
+  const StepReplay& replay = c.replay;
   EXPECT_EQ(replay.steps, 3);
+  const std::string table = to_table(c);
+  EXPECT_NE(table.find("the last 3 measured steps replayed"), std::string::npos) << table;
+  EXPECT_NE(table.find("-20.0%; idle by rank, replayed/measured: "), std::string::npos) << table;
   EXPECT_NEAR(replay.replayed_ms, plan_.predictions.iteration_ms, 1e-9);
   EXPECT_NEAR(replay.measured_ms, 1.25 * plan_.predictions.iteration_ms, 1e-9);
   EXPECT_NEAR(*replay.error_percent(), -20.0, 1e-9);
+  ASSERT_EQ(replay.replayed_idle_fraction.size(), 2u);
+  ASSERT_EQ(replay.measured_idle_fraction.size(), 2u);
+  const SimulationResult predicted = simulate(simulation_input(plan_));
+  for (int rank = 0; rank < 2; ++rank) {
+    const double busy_ms = predicted.busy_ms[rank];
+    EXPECT_NEAR(replay.replayed_idle_fraction[rank], 1 - busy_ms / predicted.iteration_ms, 1e-9);
+    EXPECT_NEAR(replay.measured_idle_fraction[rank],
+                1 - busy_ms / (1.25 * plan_.predictions.iteration_ms), 1e-9);
+  }
 }
 
 // Each step is replayed with its own times: one slow first forward of stage 0 in the middle
@@ -227,6 +240,7 @@ TEST_F(CompareTest, TableShowsStagesRunAndTheSplit) {
   EXPECT_NE(table.find("-33.3%"), std::string::npos) << table;  // stage 0 forward: 1 / 1.5 − 1
   EXPECT_NE(table.find("iteration error"), std::string::npos) << table;
   EXPECT_NE(table.find("= compute model"), std::string::npos) << table;
+  EXPECT_EQ(table.find("replayed"), std::string::npos) << table;  // the run has no step times
   EXPECT_NE(table.find("activations"), std::string::npos) << table;
 }
 
