@@ -173,7 +173,7 @@ std::vector<StepTimes> step_times(
        it != slowest_iteration_ms.rend() && out.size() < max_steps; ++it) {
     StepTimes step{it->first, it->second, std::vector<RankStepTimes>(ranks.size())};
     bool everyone = true;
-    for (size_t rank = 0; rank < ranks.size() && everyone; ++rank) {
+    for (size_t rank = 0; rank < ranks.size(); ++rank) {
       const auto found = std::find_if(ranks[rank].begin(), ranks[rank].end(),
                                       [&](const StepEvents& s) { return s.step == step.step; });
       everyone = found != ranks[rank].end();
