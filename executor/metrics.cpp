@@ -165,49 +165,57 @@ Timeline measured_timeline(const Plan& plan, const std::vector<std::vector<StepE
   return timeline;
 }
 
+namespace {
+
+// One rank's compute in `step`, action by action.
+RankStepTimes action_times(const StepEvents& step) {
+  RankStepTimes times;
+  for (const TimelineEvent& event : step.events) {
+    const double ms = event.end_ms - event.start_ms;
+    std::vector<double>* per_micro_batch = nullptr;
+    switch (event.kind) {
+      case TimelineKind::kForward:
+        per_micro_batch = &times.fwd_ms;
+        break;
+      case TimelineKind::kBackward:
+        per_micro_batch = &times.bwd_ms;
+        break;
+      case TimelineKind::kRecompute:
+        per_micro_batch = &times.recompute_ms;
+        break;
+      case TimelineKind::kAllReduce:
+        times.allreduce_ms += ms;
+        break;
+      case TimelineKind::kOptimizer:
+        times.optimizer_ms += ms;
+        break;
+      default:
+        break;
+    }
+    if (per_micro_batch == nullptr) continue;
+    const size_t mb = static_cast<size_t>(event.micro_batch);
+    if (per_micro_batch->size() <= mb) per_micro_batch->resize(mb + 1, 0);
+    (*per_micro_batch)[mb] += ms;
+  }
+  return times;
+}
+
+}  // namespace
+
 std::vector<StepTimes> step_times(
     const std::vector<std::vector<StepEvents>>& ranks,
     const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps) {
   std::vector<StepTimes> out;
   for (auto it = slowest_iteration_ms.rbegin();
        it != slowest_iteration_ms.rend() && out.size() < max_steps; ++it) {
-    StepTimes step{it->first, it->second, std::vector<RankStepTimes>(ranks.size())};
-    bool everyone = true;
-    for (size_t rank = 0; rank < ranks.size(); ++rank) {
-      const auto found = std::find_if(ranks[rank].begin(), ranks[rank].end(),
+    StepTimes step{it->first, it->second, {}};
+    for (const std::vector<StepEvents>& reported : ranks) {
+      const auto found = std::find_if(reported.begin(), reported.end(),
                                       [&](const StepEvents& s) { return s.step == step.step; });
-      everyone = found != ranks[rank].end();
-      if (!everyone) break;
-      RankStepTimes& times = step.ranks[rank];
-      for (const TimelineEvent& event : found->events) {
-        const double ms = event.end_ms - event.start_ms;
-        const auto per_micro_batch = [&](std::vector<double>& values) {
-          const size_t mb = static_cast<size_t>(event.micro_batch);
-          if (values.size() <= mb) values.resize(mb + 1, 0);
-          values[mb] += ms;
-        };
-        switch (event.kind) {
-          case TimelineKind::kForward:
-            per_micro_batch(times.fwd_ms);
-            break;
-          case TimelineKind::kBackward:
-            per_micro_batch(times.bwd_ms);
-            break;
-          case TimelineKind::kRecompute:
-            per_micro_batch(times.recompute_ms);
-            break;
-          case TimelineKind::kAllReduce:
-            times.allreduce_ms += ms;
-            break;
-          case TimelineKind::kOptimizer:
-            times.optimizer_ms += ms;
-            break;
-          default:
-            break;
-        }
-      }
+      if (found == reported.end()) break;
+      step.ranks.push_back(action_times(*found));
     }
-    if (everyone) out.push_back(std::move(step));
+    if (step.ranks.size() == ranks.size()) out.push_back(std::move(step));
   }
   std::reverse(out.begin(), out.end());
   return out;

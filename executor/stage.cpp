@@ -7,9 +7,6 @@
 #include "profiler/device.h"
 
 namespace pipeplan::executor {
-namespace {
-
-}  // namespace
 
 torch::Dtype boundary_dtype(const std::string& word, const std::string& field) {
   if (word == "float32") return torch::kFloat32;

@@ -70,6 +70,14 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
     PIPEPLAN_CHECK(rank.stage == plan.ranks[rank.rank].stage, run_path, ": measured.ranks[",
                    rank.rank, "].stage: ", rank.stage, " but ", quote(plan_path), " puts rank ",
                    rank.rank, " on stage ", plan.ranks[rank.rank].stage);
+  const std::vector<StepTimes>& steps = run.measured.step_times;
+  for (size_t idx = 0; idx < steps.size(); ++idx)
+    for (size_t rank = 0; rank < steps[idx].ranks.size(); ++rank)
+      PIPEPLAN_CHECK(
+          static_cast<int>(steps[idx].ranks[rank].fwd_ms.size()) == plan.num_micro_batches,
+          run_path, ": measured.step_times[", idx, "].ranks[", rank,
+          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(), " micro-batches, not the plan's ",
+          plan.num_micro_batches);
 }
 
 SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
@@ -81,7 +89,7 @@ SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
   return input;
 }
 
-StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run_path) {
+StepReplay replay_steps(const Plan& plan, const Run& run) {
   StepReplay replay;
   const std::vector<StepTimes>& steps = run.measured.step_times;
   if (steps.empty()) return replay;
@@ -90,12 +98,6 @@ StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run
   const size_t world = run.measured.ranks.size();
   std::vector<std::vector<double>> replayed_idle(world), measured_idle(world);
   for (size_t idx = 0; idx < steps.size(); ++idx) {
-    for (size_t rank = 0; rank < steps[idx].ranks.size(); ++rank)
-      PIPEPLAN_CHECK(
-          static_cast<int>(steps[idx].ranks[rank].fwd_ms.size()) == plan.num_micro_batches,
-          run_path, ": measured.step_times[", idx, "].ranks[", rank,
-          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(), " micro-batches, not the plan's ",
-          plan.num_micro_batches);
     input.rank_times = steps[idx].ranks;
     const SimulationResult result = simulate(input, SimulationOptions{/*record_timeline=*/false});
     replayed.push_back(result.iteration_ms);
@@ -144,7 +146,7 @@ Comparison compare(const Plan& plan, const std::string& plan_path, const Run& ru
   c.split = {to_ns(p.iteration_ms), to_ns(resimulated.iteration_ms), to_ns(m.iteration_ms)};
   c.resimulated_bubble_fraction = resimulated.bubble_fraction;
   c.resimulated_idle_ms = resimulated.idle_ms;
-  c.replay = replay_steps(plan, run, run_path);
+  c.replay = replay_steps(plan, run);
   c.predicted_timeline = simulate(simulation_input(plan)).timeline;
   c.predicted_timeline.title = short_title("predicted", plan_path);
   c.measured_timeline = m.timeline;

@@ -110,8 +110,8 @@ struct Comparison {
 
 /// Refuses (Error(kBadInput), one line naming the field) a run that is not of `plan`: its
 /// plan.hash must be plan_hash(plan) — or the plan was calibrated from this run (its
-/// calibration's run hash is run_hash(run)) for the same configuration — and its world size
-/// and measured stages must match the plan's.
+/// calibration's run hash is run_hash(run)) for the same configuration — and its world size,
+/// measured stages and the micro-batch count of its step times must match the plan's.
 void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run& run,
                        const std::string& run_path);
 
@@ -120,9 +120,8 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
 SimulationInput measured_simulation_input(const Plan& plan, const Run& run);
 
 /// Replays `run`'s step_times on `plan` (StepReplay); transfers and all-reduces as in
-/// measured_simulation_input. Refuses (Error(kBadInput)) step times whose micro-batch count is
-/// not the plan's.
-StepReplay replay_steps(const Plan& plan, const Run& run, const std::string& run_path);
+/// measured_simulation_input. Call check_run_of_plan first.
+StepReplay replay_steps(const Plan& plan, const Run& run);
 
 /// The comparison of `plan` (read from `plan_path`) and `run` (from `run_path`); call
 /// check_run_of_plan first.

@@ -163,8 +163,8 @@ void run_rows(std::string* out, const Comparison& c) {
   *out += "\n";
   row(out, "run", "iteration_ms", format_fixed(c.iteration_ms.predicted, 3),
       format_fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
-  row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1), format_fixed(c.samples_per_s.measured, 1),
-      percent_text(c.samples_per_s.error_percent()));
+  row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1),
+      format_fixed(c.samples_per_s.measured, 1), percent_text(c.samples_per_s.error_percent()));
   row(out, "", "bubble", format_fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
       format_fixed(c.bubble_fraction.measured * kPercent, 1) + "%",
       percent_text(c.bubble_fraction.error_percent()));

@@ -32,6 +32,21 @@ struct SimRank {
   double transfer_ms[2] = {};         // one message on each outgoing link
   int receiver[2] = {-1, -1};         // sim index of each outgoing link's receiver
   std::vector<TimelineEvent> events;  // rank = stage, peer = peer stage; mapped at the end
+
+  // Its durations: its own times when it has them, else its stage's `costs`.
+  double fwd_ms(const StageCosts& costs, int mb) const {
+    return times ? times->fwd_ms[mb] : costs.fwd_ms;
+  }
+  double bwd_ms(const StageCosts& costs, int mb) const {
+    return times ? times->bwd_ms[mb] : costs.bwd_ms;
+  }
+  double recompute_ms(const StageCosts& costs, int mb) const {
+    if (!times) return costs.recompute_ms;
+    return times->recompute_ms.empty() ? 0 : times->recompute_ms[mb];
+  }
+  double optimizer_ms(const StageCosts& costs) const {
+    return times ? times->optimizer_ms : costs.optimizer_ms;
+  }
 };
 
 class Simulator {
@@ -178,19 +193,14 @@ class Simulator {
       switch (action.kind) {
         case ActionKind::kForward:
           compute(rank, TimelineKind::kForward, action.micro_batch,
-                  rank.times ? rank.times->fwd_ms[action.micro_batch] : costs.fwd_ms);
+                  rank.fwd_ms(costs, action.micro_batch));
           break;
-        case ActionKind::kBackward: {
-          const double recompute_ms = !rank.times ? costs.recompute_ms
-                                      : rank.times->recompute_ms.empty()
-                                          ? 0
-                                          : rank.times->recompute_ms[action.micro_batch];
-          if (recompute_ms > 0)
-            compute(rank, TimelineKind::kRecompute, action.micro_batch, recompute_ms);
+        case ActionKind::kBackward:
+          if (const double ms = rank.recompute_ms(costs, action.micro_batch); ms > 0)
+            compute(rank, TimelineKind::kRecompute, action.micro_batch, ms);
           compute(rank, TimelineKind::kBackward, action.micro_batch,
-                  rank.times ? rank.times->bwd_ms[action.micro_batch] : costs.bwd_ms);
+                  rank.bwd_ms(costs, action.micro_batch));
           break;
-        }
         case ActionKind::kSendActivation:
           send(rank, kActivation, action.micro_batch);
           break;
@@ -207,8 +217,7 @@ class Simulator {
           if (!all_reduce(rank)) return;  // the last replica to arrive resumes it
           continue;                       // all_reduce advanced `next` for every member
         case ActionKind::kOptimizerStep:
-          compute(rank, TimelineKind::kOptimizer, -1,
-                  rank.times ? rank.times->optimizer_ms : costs.optimizer_ms);
+          compute(rank, TimelineKind::kOptimizer, -1, rank.optimizer_ms(costs));
           break;
       }
       ++rank.next;

@@ -82,18 +82,18 @@ TEST_F(CompareTest, ReplayIsTheMedianOfEachStepsOwnReplay) {
   const double predicted = plan_.predictions.iteration_ms;
   run.measured.step_times = steps_as_predicted(plan_, 3, predicted);
   run.measured.step_times[1].ranks[0].fwd_ms[0] += 2;
-  EXPECT_NEAR(replay_steps(plan_, run, "run.json").replayed_ms, predicted, 1e-9);
+  EXPECT_NEAR(replay_steps(plan_, run).replayed_ms, predicted, 1e-9);
   run.measured.step_times[2].ranks[0].fwd_ms[0] += 2;
-  EXPECT_NEAR(replay_steps(plan_, run, "run.json").replayed_ms, predicted + 2, 1e-9);
+  EXPECT_NEAR(replay_steps(plan_, run).replayed_ms, predicted + 2, 1e-9);
 }
 
-TEST_F(CompareTest, ReplayRefusesStepsOfAnotherMicroBatchCount) {
+TEST_F(CompareTest, ARunWhoseStepsHaveAnotherMicroBatchCountIsRefused) {
   pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
   run.measured.step_times = steps_as_predicted(plan_, 1, 1);
   run.measured.step_times[0].ranks[1].fwd_ms.push_back(1);
   run.measured.step_times[0].ranks[1].bwd_ms.push_back(1);
   try {
-    replay_steps(plan_, run, "run.json");
+    check_run_of_plan(plan_, "plan.json", run, "run.json");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("run.json: measured.step_times[0].ranks[1].fwd_ms"),
@@ -193,9 +193,9 @@ TEST_F(CompareTest, APlanCalibratedFromTheRunIsComparedInSample) {
 TEST_F(CompareTest, JsonHasEveryField) {
   const Json json = to_json(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
   EXPECT_EQ(json.at("schema"), kCompareSchema);
-  for (const char* key : {"plan", "run", "in_sample", "configuration", "measured_steps", "stages",
-                          "iteration_ms", "samples_per_s", "bubble_fraction", "iteration_split",
-                          "resimulated_idle_ms_by_rank"})
+  for (const char* key :
+       {"plan", "run", "in_sample", "configuration", "measured_steps", "stages", "iteration_ms",
+        "samples_per_s", "bubble_fraction", "iteration_split", "resimulated_idle_ms_by_rank"})
     EXPECT_TRUE(json.contains(key)) << key;
   const Json& stage = json.at("stages").at(0);
   for (const char* key : {"peak_memory_bytes", "fwd_ms", "bwd_ms", "recompute_ms", "compute_ms",
