@@ -262,11 +262,11 @@ std::optional<SumRatios> median_ratios(const models::Model& model, int64_t batch
 
 // The profile's per-layer times, summed, predict the whole sequence's forward and backward in
 // training within 15% (the backward with kEngineCallMs per layer of slack above), at b=32. Not
-// at b=4: there resnet_tiny's whole forward takes about a millisecond, each layer's chained
-// passes keep its weights in cache while the whole sequence streams through all of them, and
-// when other machines on the host contend for the cache the whole sequence measured up to 1.5x
-// the sum (ratios 0.67 and 0.78 in 3 of 5 runs on 2026-11-22, passing the same day before the
-// host got busy) without this thread losing its CPU: a check CI cannot rely on.
+// at b=4: there resnet_tiny's whole forward takes about a millisecond, and while the host was
+// busy the whole sequence measured up to 1.5x the sum (ratios 0.67 and 0.78 in 3 of 5 runs on
+// 2026-11-22, passing the same day before) without this thread losing its CPU; likely the
+// whole sequence, streaming through every layer's weights, suffers more from neighbours
+// contending for the cache than each layer's chained passes do. A check CI cannot rely on.
 TEST(ModelProfilerTest, SerialSumsOfLayerTimesMatchWholeForwardAndBackward) {
   constexpr double kTolerance = 0.15;
   for (const std::string& name : kModels) {
