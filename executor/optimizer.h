@@ -46,6 +46,10 @@ class FlatOptimizer {
   int64_t steps_taken_ = 0;
 };
 
+/// Whether every element of `gradients` is finite: one float32 sum (a NaN or Inf anywhere makes
+/// it non-finite; so would a finite sum above 3e38, no less broken).
+bool all_finite(const torch::Tensor& gradients);
+
 /// Dynamic loss scaling for amp-fp16 with torch.cuda.amp.GradScaler's policy: start at 2^16,
 /// halve and skip the step when any rank's gradients hold an Inf or NaN, double after 2000
 /// clean steps in a row. Disabled (scale 1, never skips) for other precisions.

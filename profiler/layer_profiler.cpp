@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/stats.h"
+#include "executor/optimizer.h"
 #include "profiler/memory_tracker.h"
 
 namespace pipeplan::profiler {
@@ -18,11 +19,8 @@ namespace {
 
 constexpr double kMedian = 0.5;
 constexpr double kP90 = 0.9;
-// Optimizer hyperparameters change nothing about the time of a step; these are common values.
+// The learning rate changes nothing about the time of an optimizer step.
 constexpr double kLearningRate = 0.01;
-constexpr double kSgdMomentum = 0.9;
-constexpr double kSgdWeightDecay = 1e-4;
-constexpr double kAdamWWeightDecay = 0.01;
 
 // The grad_fn of a layer's input: receives the input gradient and ends backward there, so that
 // backward runs this layer alone and no graph node refers to the input tensor itself (a leaf
@@ -315,33 +313,33 @@ void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& in
   point.bwd_transient_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_backward);
 }
 
-std::map<std::string, double> LayerProfiler::optimizer_step_ms(models::Layer& layer) {
-  std::vector<torch::Tensor> params = layer.parameters();
-  if (params.empty()) return {{"sgd", 0.0}, {"adamw", 0.0}};
-  allocate_gradients(layer);
-  for (const torch::Tensor& param : params) param.grad().normal_();  // a step on zeros is atypical
+std::map<std::string, double> LayerProfiler::flat_optimizer_step_ms(int64_t numel) {
   std::map<std::string, double> step_ms;
-  torch::optim::SGD sgd(
-      params,
-      torch::optim::SGDOptions(kLearningRate).momentum(kSgdMomentum).weight_decay(kSgdWeightDecay));
-  step_ms["sgd"] = time_optimizer(sgd);
-  torch::optim::AdamW adamw(
-      params, torch::optim::AdamWOptions(kLearningRate).weight_decay(kAdamWWeightDecay));
-  step_ms["adamw"] = time_optimizer(adamw);
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamw}) {
+    if (numel == 0) {
+      step_ms[to_string(kind)] = 0.0;
+      continue;
+    }
+    torch::NoGradGuard no_grad;
+    const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(settings_.device);
+    torch::Tensor parameters = torch::randn({numel}, options);
+    torch::Tensor gradients = torch::empty({numel}, options);
+    executor::FlatOptimizer optimizer(OptimizerSettings::defaults_for(kind), parameters, gradients);
+    const int untimed = std::max(1, settings_.warmup);  // the first step touches the fresh state
+    std::vector<double> samples;
+    for (int step = 0; step < untimed + settings_.repeats; ++step) {
+      gradients.normal_();  // a step on zeros is atypical
+      const bool timed = step >= untimed;
+      if (timed) timer_->start();
+      (void)executor::all_finite(gradients);
+      optimizer.step(kLearningRate);
+      gradients.zero_();
+      if (timed) samples.push_back(timer_->stop_ms());
+    }
+    step_ms[to_string(kind)] = quantile(samples, kMedian);
+  }
   (void)timer_->take_kernel_ms();
   return step_ms;
-}
-
-double LayerProfiler::time_optimizer(torch::optim::Optimizer& optimizer) {
-  // The first step creates the optimizer state (momentum, moments): never timed.
-  for (int step = 0; step < std::max(1, settings_.warmup); ++step) optimizer.step();
-  std::vector<double> samples;
-  for (int step = 0; step < settings_.repeats; ++step) {
-    timer_->start();
-    optimizer.step();
-    samples.push_back(timer_->stop_ms());
-  }
-  return quantile(samples, kMedian);
 }
 
 void describe_layer(models::Layer& layer, LayerProfile& profile) {

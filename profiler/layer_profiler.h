@@ -86,11 +86,14 @@ class LayerProfiler {
   LayerMeasurement measure(models::Layer& layer, const torch::Tensor& input,
                            bool input_requires_grad, const LossFn& loss = {});
 
-  /// Median milliseconds (after `warmup`, at least 1, untimed steps that create the optimizer
-  /// state) of one optimizer step over the layer's parameters with gradients present, for "sgd"
-  /// (momentum 0.9, weight decay 1e-4) and "adamw" (weight decay 0.01); 0 for a layer without
-  /// parameters. Changes the parameters: call after measure().
-  std::map<std::string, double> optimizer_step_ms(models::Layer& layer);
+  /// Median milliseconds of one optimizer step as training takes it (executor/optimizer.h: the
+  /// finite check over the flat gradients, FlatOptimizer::step, zeroing the gradients) over
+  /// `numel` float32 parameters in one flat buffer, for "sgd" and "adamw" with the plan's default
+  /// settings, after `warmup` (at least 1) untimed steps; 0 for both when `numel` is 0. The
+  /// gradients are refilled (untimed) before each step, as backward leaves them. A flat buffer
+  /// of a whole stage is what the executor steps; timing each small layer's tensors alone would
+  /// keep them in cache and miss the finite check and the zeroing (about 2x too fast here).
+  std::map<std::string, double> flat_optimizer_step_ms(int64_t numel);
 
   const LayerSettings& settings() const { return settings_; }
 
@@ -110,7 +113,6 @@ class LayerProfiler {
                         std::optional<double>& kernel_ms);
   void measure_memory(models::Layer& layer, const torch::Tensor& input, bool track_input,
                       const LossFn& loss, const torch::Tensor& root_grad, LayerPoint& point) const;
-  double time_optimizer(torch::optim::Optimizer& optimizer);
 
   LayerSettings settings_;
   std::unique_ptr<DeviceTimer> timer_;

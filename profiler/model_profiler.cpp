@@ -94,12 +94,26 @@ std::vector<LayerProfile> profile_chain(const ChainContext& context, const Layer
     }
     activations.inputs[size_idx] = ends_model ? torch::Tensor() : measurements.back().output;
   }
-  if (context.barrier) context.barrier();
-  for (size_t offset = 0; offset < layers.size(); ++offset) {
-    profiles[offset].optimizer_step_ms = context.profiler.optimizer_step_ms(*layers[offset]);
-    profiles[offset].fits = fit_points(profiles[offset].points);
-  }
+  for (LayerProfile& profile : profiles) profile.fits = fit_points(profile.points);
   return profiles;
+}
+
+// Times the optimizer step over the chain's parameters in one flat buffer, as a stage holds
+// them, and gives each layer its share by parameter count (the step is memory-bound, linear in
+// bytes). Called after the chain's layers are released, so that the flat copy fits beside
+// nothing else of the chain.
+void time_optimizer_steps(const ChainContext& context, std::vector<LayerProfile>& profiles) {
+  int64_t chain_params = 0;
+  for (const LayerProfile& profile : profiles) chain_params += profile.param_count;
+  if (context.barrier) context.barrier();
+  const std::map<std::string, double> chain_ms =
+      context.profiler.flat_optimizer_step_ms(chain_params);
+  for (LayerProfile& profile : profiles)
+    for (const auto& [optimizer, ms] : chain_ms)
+      profile.optimizer_step_ms[optimizer] =
+          chain_params > 0
+              ? ms * static_cast<double>(profile.param_count) / static_cast<double>(chain_params)
+              : 0.0;
 }
 
 // Now, in UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
@@ -172,9 +186,11 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   LayerProfiler profiler(settings);
   Activations activations = first_inputs(model, profile.settings.batch_sizes, options.seed, device);
   const ChainContext context{model, options, profiler, progress, barrier};
-  for (const LayerChain& chain : split_into_chains(model, options.chain_budget_bytes))
-    for (LayerProfile& layer : profile_chain(context, chain, activations))
-      profile.layers.push_back(std::move(layer));
+  for (const LayerChain& chain : split_into_chains(model, options.chain_budget_bytes)) {
+    std::vector<LayerProfile> chain_profiles = profile_chain(context, chain, activations);
+    time_optimizer_steps(context, chain_profiles);
+    for (LayerProfile& layer : chain_profiles) profile.layers.push_back(std::move(layer));
+  }
   profile.validate("profile");
   return profile;
 }

@@ -71,7 +71,10 @@ using BarrierFn = std::function<void()>;
 /// i - 1 at the same batch size, so every layer sees realistic shapes and values. Layer 0's
 /// input needs no gradient (it is the data); every later layer's does. The last layer's forward
 /// and backward include the loss (compute_loss against random_batch's target); the last layer
-/// of any other chain starts its backward from a random gradient. Applies `threads` and
+/// of any other chain starts its backward from a random gradient. After a chain is released,
+/// the optimizer step is timed over its parameters in one flat buffer
+/// (LayerProfiler::flat_optimizer_step_ms) and shared among its layers by parameter count.
+/// Applies `threads` and
 /// keep_freed_cpu_memory() for the rest of the process. With `co_located` > 1, `barrier` is
 /// required; it is called before each chain is measured at each batch size and before its
 /// optimizer steps, so that the co-located processes measure the same work at the same time.

@@ -62,7 +62,19 @@ TEST(ModelProfilerTest, LayersAgreeWithTheModel) {
       }
       EXPECT_EQ(layer.optimizer_step_ms.count("sgd"), 1u);
       EXPECT_EQ(layer.optimizer_step_ms.count("adamw"), 1u);
+      if (layer.param_count == 0) {
+        EXPECT_EQ(layer.optimizer_step_ms.at("sgd"), 0.0) << layer.name;
+      }
     }
+    // One chain (small models): one flat step, shared by parameter count.
+    const LayerProfile& first =
+        *std::find_if(profile.layers.begin(), profile.layers.end(),
+                      [](const LayerProfile& layer) { return layer.param_count > 0; });
+    for (const LayerProfile& layer : profile.layers)
+      EXPECT_NEAR(layer.optimizer_step_ms.at("sgd") / first.optimizer_step_ms.at("sgd"),
+                  static_cast<double>(layer.param_count) / static_cast<double>(first.param_count),
+                  1e-9)
+          << name << " " << layer.name;
     EXPECT_EQ(param_bytes, models::parameter_count(model) * kFloatBytes) << name;
     EXPECT_EQ(profile.model.hash, model.hash);
     EXPECT_EQ(profile.device.kind, "cpu");
