@@ -34,12 +34,25 @@ def out(name):
     return os.path.join(ARGS.out, name)
 
 
+def cpu_ticks():
+    """(steal, all) jiffies of every CPU since boot, from /proc/stat (Linux)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return fields[7], sum(fields[:8])
+
+
+STEAL = {}  # output path -> share of the machine's CPU time the hypervisor took meanwhile
+
+
 def profile(model, name, batch_sizes, co_located=1, extra=()):
     path = out(name)
     args = ["profile", "--model", model, "--batch-sizes", batch_sizes, "-o", path, *extra]
     if co_located > 1:
         args += ["--co-located", co_located]
+    steal_before, all_before = cpu_ticks()
     seconds, _ = pipeplan(*args)
+    steal_after, all_after = cpu_ticks()
+    STEAL[path] = (steal_after - steal_before) / max(1, all_after - all_before)
     return path, seconds
 
 
@@ -52,11 +65,14 @@ def plan(profile_path, name, devices, memory, global_batch, *flags):
 
 def train(plan_path, name, nproc, steps, data="synthetic"):
     run_path = out(name)
+    steal_before, all_before = cpu_ticks()
     cmd = ["train", "--plan", plan_path, "--data", data, "--steps", steps, "-o", run_path]
     if nproc > 1:
         seconds, _ = pipeplan("launch", "--nproc", nproc, "--", ARGS.pipeplan, *cmd)
     else:
         seconds, _ = pipeplan(*cmd)
+    steal_after, all_after = cpu_ticks()
+    STEAL[run_path] = (steal_after - steal_before) / max(1, all_after - all_before)
     return run_path, seconds
 
 
@@ -124,33 +140,41 @@ def scheduling():
     fixed = ["--pp", 2, "--dp", 1, "--micro-batch-size", 32, "--schedule", "1f1b",
              "--checkpoint", "none"]
     plan2, _ = plan(prof, "sched_plan_pp2.json", 2, "8GiB", 256, *fixed)
-    run2, _ = train(plan2, "sched_run_pp2.json", 2, 40)
-    c, table = compare(plan2, run2)
-    r = load(run2)["measured"]
-    split = c["iteration_split"]
-    print("```\n" + table.strip() + "\n```\n")
-    print(f"- measured iteration {split['measured_ms']:.2f} ms; simulated with the run's own "
-          f"stage times {split['resimulated_ms']:.2f} ms: schedule/communication/overhead part "
-          f"{split['schedule_error_percent']:+.1f}%")
-    replay = c["step_replay"]
-    print(f"- the last {replay['steps']} measured steps replayed with their own action times: "
-          f"{replay['replayed_ms']:.2f} ms against {replay['measured_ms']:.2f} ms measured "
-          f"({replay['error_percent']:+.1f}%)")
-    for rank, (sim, meas) in enumerate(zip(replay["replayed_idle_fraction_by_rank"],
-                                           replay["measured_idle_fraction_by_rank"])):
-        print(f"  - rank {rank} in those steps: idle {meas*100:.1f}% measured, {sim*100:.1f}% "
-              f"replayed ({(meas-sim)*100:+.1f} points)")
-    for rank in r["ranks"]:
-        sim_idle = c["resimulated_idle_ms_by_rank"][rank["rank"]] / split["resimulated_ms"]
-        meas_idle = rank["idle_ms"] / r["iteration_ms"]
-        print(f"- rank {rank['rank']}: idle {meas_idle*100:.1f}% measured, {sim_idle*100:.1f}% "
-              f"simulated ({(meas_idle-sim_idle)*100:+.1f} points)")
     plan1, _ = plan(prof, "sched_plan_pp1.json", 1, "8GiB", 256, "--pp", 1, "--dp", 1,
                     "--micro-batch-size", 32, "--schedule", "1f1b", "--checkpoint", "none")
-    run1, _ = train(plan1, "sched_run_pp1.json", 1, 40)
-    one = load(run1)["measured"]["iteration_ms"]
-    print(f"- one rank, whole model, same b=32 m=8: {one:.2f} ms; raw speedup of 2 ranks "
-          f"{one / r['iteration_ms']:.2f}x")
+    rows = []
+    for repeat in range(ARGS.repeat):
+        run2, _ = train(plan2, f"sched_run_pp2_{repeat}.json", 2, 40)
+        c, table = compare(plan2, run2)
+        if repeat == 0:
+            print("```\n" + table.strip() + "\n```\n")
+        r = load(run2)["measured"]
+        split = c["iteration_split"]
+        idle_points = []
+        for rank in r["ranks"]:
+            sim_idle = c["resimulated_idle_ms_by_rank"][rank["rank"]] / split["resimulated_ms"]
+            idle_points.append((rank["idle_ms"] / r["iteration_ms"] - sim_idle) * 100)
+        replay = c["step_replay"]
+        replay_points = [(meas - sim) * 100 for sim, meas in
+                         zip(replay["replayed_idle_fraction_by_rank"],
+                             replay["measured_idle_fraction_by_rank"])]
+        run1, _ = train(plan1, f"sched_run_pp1_{repeat}.json", 1, 40)
+        one = load(run1)["measured"]["iteration_ms"]
+        rows.append(f"| {repeat} | {STEAL[run2] * 100:.1f}% | {r['iteration_ms']:.2f} | "
+                    f"{split['resimulated_ms']:.2f} | {split['schedule_error_percent']:+.1f}% | "
+                    + " / ".join(f"{p:+.1f}" for p in idle_points) + " | "
+                    f"{replay['error_percent']:+.1f}% | "
+                    + " / ".join(f"{p:+.1f}" for p in replay_points) + " | "
+                    f"{STEAL[run1] * 100:.1f}% | {one:.2f} | {one / r['iteration_ms']:.2f}x |")
+    print("Each repeat: the 2-rank run, compare, then one rank running the whole model (same b=32,"
+          " m=8). Steal: the share of the machine's CPU time the hypervisor took during that run"
+          " (/proc/stat). Re-simulated: the plan with the run's mean stage times, against the"
+          " median iteration; idle points: measured minus simulated, rank 0 / rank 1; replay:"
+          " the last 20 steps, each with its own action times.\n")
+    print("| repeat | steal | 2-rank iteration ms | re-simulated ms | error | idle points | "
+          "replay | replay idle points | 1-rank steal | 1-rank iteration ms | raw speedup |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 def plain_loop():
@@ -195,8 +219,8 @@ def plan_quality():
 
 def accuracy():
     section("Prediction accuracy: pp=2 on 2 CPU ranks, profiles taken with --co-located 2")
-    print("| model | schedule | b x m | iteration pred / meas ms | error | compute part | schedule part | replay | stage 0 memory error | stage 1 memory error |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | schedule | b x m | iteration pred / meas ms | error | compute part | schedule part | replay | stage 0 memory error | stage 1 memory error | steal profile / run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model, b in [("resnet_tiny", 16), ("vit_tiny", 16), ("gpt_tiny", 16)]:
         prof, _ = profile(model, f"acc_{model}.json", "8,16,32", co_located=2)
         for schedule in ["gpipe", "1f1b"]:
@@ -212,7 +236,8 @@ def accuracy():
             print(f"| {model} | {schedule} | {b} x 8 | {s['predicted_ms']:.2f} / "
                   f"{s['measured_ms']:.2f} | {s['error_percent']:+.1f}% | "
                   f"{s['compute_error_percent']:+.1f}% | {s['schedule_error_percent']:+.1f}% | "
-                  f"{c['step_replay']['error_percent']:+.1f}% | {mem[0]:+.1f}% | {mem[1]:+.1f}% |")
+                  f"{c['step_replay']['error_percent']:+.1f}% | {mem[0]:+.1f}% | {mem[1]:+.1f}% | "
+                  f"{STEAL[prof] * 100:.1f}% / {STEAL[r] * 100:.1f}% |")
 
 
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
@@ -226,6 +251,7 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--out", default="out/bench")
     parser.add_argument("--only", default=",".join(MEASUREMENTS))
+    parser.add_argument("--repeat", type=int, default=1, help="repeats of the scheduling runs")
     ARGS = parser.parse_args()
     ARGS.pipeplan = os.path.abspath(os.path.join(ARGS.build, "cli", "pipeplan"))
     ARGS.plain_loop = os.path.abspath(os.path.join(ARGS.build, "bench", "plain_loop"))
