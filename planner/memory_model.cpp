@@ -9,8 +9,11 @@ int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& setting
                           int first, int last) {
   const int64_t in_bytes = stage_idx > 0 ? table.boundary_bytes(first) : 0;
   const int64_t out_bytes = stage_idx < settings.pp - 1 ? table.boundary_bytes(last) : 0;
-  int64_t bytes = kRecvLookahead * in_bytes + (kRecvLookahead + 1) * out_bytes +
-                  kMaxSendsInFlight * std::max(in_bytes, out_bytes);
+  // GPipe peaks at the stage's first backward: every activation has been received (none is
+  // posted ahead any more) and no gradient has been sent yet.
+  const CommBufferCounts counts = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
+  int64_t bytes =
+      counts.in * in_bytes + counts.out * out_bytes + counts.sends * std::max(in_bytes, out_bytes);
   if (settings.dp > 1)
     bytes +=
         std::min(table.param_count(first, last) * kGradientBytesPerParameter, kGradientBucketBytes);

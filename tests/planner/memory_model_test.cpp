@@ -57,9 +57,21 @@ TEST(MemoryModelTest, EveryTermByHandGpipe) {
   EXPECT_EQ(s1.activation_bytes_per_micro_batch, 160);
   EXPECT_EQ(s1.activations_bytes, 640);
   EXPECT_EQ(s1.transient_bytes, 180);
-  // Two activation receives posted ahead, up to two gradient sends in flight.
-  EXPECT_EQ(s1.comm_buffers_bytes, 2 * 48 + 2 * 48);  // 192
-  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 640 + 180 + 192 + 1000);
+  // At GPipe's peak, the first backward, every activation has been received and no gradient
+  // sent: the last stage holds no communication buffer.
+  EXPECT_EQ(s1.comm_buffers_bytes, 0);
+  EXPECT_EQ(s1.total_bytes, 6000 + 4 + 640 + 180 + 1000);
+}
+
+TEST(MemoryModelTest, OneFOneBCountsReceivesAheadAndSendsInFlightOnBothBoundaries) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, /*micro_batch_size=*/2, OptimizerKind::kSgd);
+  const MemorySettings one_f_one_b = settings(Schedule::kOneFOneB, /*pp=*/2, /*m=*/4);
+  // Stage 0 as under GPipe: gradient receives (two ahead, one consumed), two sends in flight.
+  EXPECT_EQ(stage_memory(table, one_f_one_b, 0, 0, 2, false).comm_buffers_bytes,
+            (2 + 1) * 48 + 2 * 48);
+  // Stage 1: two activation receives posted ahead, up to two gradient sends in flight.
+  EXPECT_EQ(stage_memory(table, one_f_one_b, 1, 2, 3, false).comm_buffers_bytes, 2 * 48 + 2 * 48);
 }
 
 TEST(MemoryModelTest, OneFOneBHoldsMinOfMAndRemainingStages) {
@@ -211,8 +223,14 @@ TEST(MemoryModelTest, LowerBoundNeverExceedsTheTotalAndGrowsWithTheRange) {
   EXPECT_EQ(three.min_inner_boundary_bytes(), 48);
   EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/false), 39476);
   EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 0, 0, 2, /*checkpoint=*/true), 38076);
+  // Under GPipe the last stage holds no communication buffer: exact there too. Under 1f1b its
+  // four (two receives ahead, two sends) count 48 bytes instead of the actual 80.
   EXPECT_EQ(stage_memory_lower_bound(three, gpipe, 1, 1, 3, /*checkpoint=*/false),
-            stage_memory(three, gpipe, 1, 1, 3, /*checkpoint=*/false).total_bytes - 4 * (80 - 48));
+            stage_memory(three, gpipe, 1, 1, 3, /*checkpoint=*/false).total_bytes);
+  const MemorySettings one_f_one_b = settings(Schedule::kOneFOneB, 2, 4);
+  EXPECT_EQ(
+      stage_memory_lower_bound(three, one_f_one_b, 1, 1, 3, /*checkpoint=*/false),
+      stage_memory(three, one_f_one_b, 1, 1, 3, /*checkpoint=*/false).total_bytes - 4 * (80 - 48));
 }
 
 }  // namespace
