@@ -314,18 +314,19 @@ void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& in
 }
 
 std::map<std::string, double> LayerProfiler::flat_optimizer_step_ms(int64_t numel) {
+  const std::vector<OptimizerKind> kinds = {OptimizerKind::kSgd, OptimizerKind::kAdamw};
   std::map<std::string, double> step_ms;
-  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamw}) {
-    if (numel == 0) {
-      step_ms[to_string(kind)] = 0.0;
-      continue;
-    }
-    torch::NoGradGuard no_grad;
-    const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(settings_.device);
+  if (numel == 0) {
+    for (OptimizerKind kind : kinds) step_ms[to_string(kind)] = 0.0;
+    return step_ms;
+  }
+  torch::NoGradGuard no_grad;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(settings_.device);
+  const int untimed = std::max(1, settings_.warmup);  // the first step touches the fresh state
+  for (OptimizerKind kind : kinds) {
     torch::Tensor parameters = torch::randn({numel}, options);
     torch::Tensor gradients = torch::empty({numel}, options);
     executor::FlatOptimizer optimizer(OptimizerSettings::defaults_for(kind), parameters, gradients);
-    const int untimed = std::max(1, settings_.warmup);  // the first step touches the fresh state
     std::vector<double> samples;
     for (int step = 0; step < untimed + settings_.repeats; ++step) {
       gradients.normal_();  // a step on zeros is atypical

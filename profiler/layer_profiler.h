@@ -91,8 +91,9 @@ class LayerProfiler {
   /// `numel` float32 parameters in one flat buffer, for "sgd" and "adamw" with the plan's default
   /// settings, after `warmup` (at least 1) untimed steps; 0 for both when `numel` is 0. The
   /// gradients are refilled (untimed) before each step, as backward leaves them. A flat buffer
-  /// of a whole stage is what the executor steps; timing each small layer's tensors alone would
-  /// keep them in cache and miss the finite check and the zeroing (about 2x too fast here).
+  /// of a whole stage is what the executor steps; timing each small layer's tensors alone keeps
+  /// them in cache and misses the finite check and the zeroing (on the dev VM, 4 layers of
+  /// 1024x1024 with SGD: 7.2 ms per-layer against 12-14 ms flat, one thread).
   std::map<std::string, double> flat_optimizer_step_ms(int64_t numel);
 
   const LayerSettings& settings() const { return settings_; }

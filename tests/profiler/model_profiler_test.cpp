@@ -244,7 +244,7 @@ std::pair<int64_t, int64_t> steal_and_all_jiffies() {
 // round: with more runnable threads than cores, the whole sequence's median includes waits that
 // the short per-layer windows mostly miss, and the round says nothing about the profile. Also
 // nullopt when a hypervisor took more than 3% of the machine's CPU time meanwhile: it does so
-// in bursts (20-35% of a second at a time on the CI VM), which the thread's own CPU time does not
+// in bursts (up to 38% of a second on the dev VM), which the thread's own CPU time does not
 // show, and which slow the whole sequence and the short windows unequally.
 std::optional<SumRatios> round_ratios(const models::Model& model, int64_t batch_size) {
   constexpr double kMinCpuShare = 0.9;
