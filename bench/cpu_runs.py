@@ -219,7 +219,9 @@ def plan_quality():
 
 def accuracy():
     section("Prediction accuracy: pp=2 on 2 CPU ranks, profiles taken with --co-located 2")
-    print("| model | schedule | b x m | iteration pred / meas ms | error | compute part | schedule part | replay | stage 0 memory error | stage 1 memory error | steal profile / run |")
+    print(f"Each plan trained {ARGS.repeat} time(s) in a row after its model's profile; every run "
+          "is listed with the share of the machine's CPU the hypervisor took during it.\n")
+    print("| model | schedule | run | iteration pred / meas ms | error | compute part | schedule part | replay | stage 0 memory error | stage 1 memory error | steal profile / run |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model, b in [("resnet_tiny", 16), ("vit_tiny", 16), ("gpt_tiny", 16)]:
         prof, _ = profile(model, f"acc_{model}.json", "8,16,32", co_located=2)
@@ -227,17 +229,19 @@ def accuracy():
             p, _ = plan(prof, f"acc_plan_{model}_{schedule}.json", 2, "8GiB", 128, "--pp", 2,
                         "--dp", 1, "--micro-batch-size", b, "--schedule", schedule,
                         "--checkpoint", "none")
-            r, _ = train(p, f"acc_run_{model}_{schedule}.json", 2, 40)
-            c, table = compare(p, r)
-            with open(out(f"acc_compare_{model}_{schedule}.txt"), "w") as f:
-                f.write(table)
-            s = c["iteration_split"]
-            mem = [st["peak_memory_bytes"]["error_percent"] for st in c["stages"]]
-            print(f"| {model} | {schedule} | {b} x 8 | {s['predicted_ms']:.2f} / "
-                  f"{s['measured_ms']:.2f} | {s['error_percent']:+.1f}% | "
-                  f"{s['compute_error_percent']:+.1f}% | {s['schedule_error_percent']:+.1f}% | "
-                  f"{c['step_replay']['error_percent']:+.1f}% | {mem[0]:+.1f}% | {mem[1]:+.1f}% | "
-                  f"{STEAL[prof] * 100:.1f}% / {STEAL[r] * 100:.1f}% |")
+            for repeat in range(ARGS.repeat):
+                suffix = f"_{repeat}" if ARGS.repeat > 1 else ""
+                r, _ = train(p, f"acc_run_{model}_{schedule}{suffix}.json", 2, 40)
+                c, table = compare(p, r)
+                with open(out(f"acc_compare_{model}_{schedule}{suffix}.txt"), "w") as f:
+                    f.write(table)
+                s = c["iteration_split"]
+                mem = [st["peak_memory_bytes"]["error_percent"] for st in c["stages"]]
+                print(f"| {model} | {schedule} | {repeat} | {s['predicted_ms']:.2f} / "
+                      f"{s['measured_ms']:.2f} | {s['error_percent']:+.1f}% | "
+                      f"{s['compute_error_percent']:+.1f}% | {s['schedule_error_percent']:+.1f}% | "
+                      f"{c['step_replay']['error_percent']:+.1f}% | {mem[0]:+.1f}% | {mem[1]:+.1f}% | "
+                      f"{STEAL[prof] * 100:.1f}% / {STEAL[r] * 100:.1f}% |", flush=True)
 
 
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
@@ -251,7 +255,7 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--out", default="out/bench")
     parser.add_argument("--only", default=",".join(MEASUREMENTS))
-    parser.add_argument("--repeat", type=int, default=1, help="repeats of the scheduling runs")
+    parser.add_argument("--repeat", type=int, default=1, help="repeats of the scheduling runs and of each accuracy run")
     ARGS = parser.parse_args()
     ARGS.pipeplan = os.path.abspath(os.path.join(ARGS.build, "cli", "pipeplan"))
     ARGS.plain_loop = os.path.abspath(os.path.join(ARGS.build, "bench", "plain_loop"))
