@@ -224,6 +224,8 @@ def accuracy():
     print("| model | schedule | run | iteration pred / meas ms | error | compute part | schedule part | replay | stage 0 memory error | stage 1 memory error | steal profile / run |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model, b in [("resnet_tiny", 16), ("vit_tiny", 16), ("gpt_tiny", 16)]:
+        if model not in ARGS.models.split(","):
+            continue
         prof, _ = profile(model, f"acc_{model}.json", "8,16,32", co_located=2)
         for schedule in ["gpipe", "1f1b"]:
             p, _ = plan(prof, f"acc_plan_{model}_{schedule}.json", 2, "8GiB", 128, "--pp", 2,
@@ -255,6 +257,8 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--out", default="out/bench")
     parser.add_argument("--only", default=",".join(MEASUREMENTS))
+    parser.add_argument("--models", default="resnet_tiny,vit_tiny,gpt_tiny",
+                        help="the models of the accuracy measurement")
     parser.add_argument("--repeat", type=int, default=1, help="repeats of the scheduling runs and of each accuracy run")
     ARGS = parser.parse_args()
     ARGS.pipeplan = os.path.abspath(os.path.join(ARGS.build, "cli", "pipeplan"))
