@@ -45,6 +45,11 @@ int run_simulate(const SimulateOptions& o) {
   std::printf("iteration %.3f ms, %.1f samples/s, bubble %.1f %% (plan predicted %.3f ms)\n",
               result.iteration_ms, throughput, result.bubble_fraction * 100,
               plan.predictions.iteration_ms);
+  if (result.iteration_ms > result.mean_times_iteration_ms)
+    std::printf(
+        "  of which %.3f ms is the variation of the action times (%.3f ms with every "
+        "action at its mean; the timeline shows that iteration)\n",
+        result.iteration_ms - result.mean_times_iteration_ms, result.mean_times_iteration_ms);
   print_ranks(plan, result);
   if (o.trace) {
     write_chrome_trace(*o.trace, result.timeline);

@@ -1,4 +1,4 @@
-// Order statistics of timing samples.
+// Order statistics and spread of timing samples.
 #include "common/stats.h"
 
 #include <algorithm>
@@ -15,6 +15,17 @@ double quantile(std::vector<double> values, double fraction) {
   const size_t lower = static_cast<size_t>(std::floor(position));
   const size_t upper = std::min(lower + 1, values.size() - 1);
   return values[lower] + (position - static_cast<double>(lower)) * (values[upper] - values[lower]);
+}
+
+double coefficient_of_variation(const std::vector<double>& values) {
+  if (values.size() < 2) return 0;
+  double mean = 0;
+  for (double value : values) mean += value;
+  mean /= static_cast<double>(values.size());
+  if (mean <= 0) return 0;
+  double squares = 0;
+  for (double value : values) squares += (value - mean) * (value - mean);
+  return std::sqrt(squares / static_cast<double>(values.size())) / mean;
 }
 
 }  // namespace pipeplan

@@ -1,4 +1,4 @@
-// Order statistics of timing samples.
+// Order statistics and spread of timing samples.
 #pragma once
 
 #include <utility>
@@ -13,5 +13,9 @@ double quantile(std::vector<double> values, double fraction);
 
 /// quantile(values, 0.5).
 inline double median(std::vector<double> values) { return quantile(std::move(values), 0.5); }
+
+/// Population standard deviation over mean of `values`; 0 when there are fewer than two or
+/// their mean is not above 0.
+double coefficient_of_variation(const std::vector<double>& values);
 
 }  // namespace pipeplan

@@ -80,11 +80,25 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
           plan.num_micro_batches);
 }
 
+std::pair<double, double> measured_variation(const Plan& plan, const Run& run, int stage_idx) {
+  std::vector<double> fwd, bwd;
+  for (const StepTimes& step : run.measured.step_times)
+    for (const RankAssignment& assignment : plan.ranks) {
+      if (assignment.stage != stage_idx) continue;
+      const RankStepTimes& times = step.ranks[assignment.rank];
+      fwd.insert(fwd.end(), times.fwd_ms.begin(), times.fwd_ms.end());
+      bwd.insert(bwd.end(), times.bwd_ms.begin(), times.bwd_ms.end());
+    }
+  return {coefficient_of_variation(fwd), coefficient_of_variation(bwd)};
+}
+
 SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
   SimulationInput input = simulation_input(plan);
   for (int stage_idx = 0; stage_idx < plan.pp; ++stage_idx) {
     const StageMeasurement& m = run.measured.stages[stage_idx];
-    input.stages[stage_idx] = {m.fwd_ms, m.bwd_ms, m.recompute_ms, m.allreduce_ms, m.optimizer_ms};
+    const auto [fwd_cv, bwd_cv] = measured_variation(plan, run, stage_idx);
+    input.stages[stage_idx] = {m.fwd_ms,       m.bwd_ms, m.recompute_ms, m.allreduce_ms,
+                               m.optimizer_ms, fwd_cv,   bwd_cv};
   }
   return input;
 }

@@ -116,7 +116,10 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
                        const std::string& run_path);
 
 /// The simulator's input for `plan` with every stage's costs replaced by those `run` measured
-/// (StageMeasurement: fwd, bwd, recompute; optimizer and all-reduce); transfers as predicted.
+/// (StageMeasurement: fwd, bwd, recompute; optimizer and all-reduce), and each stage's
+/// coefficients of variation by those of the forward and backward times in run.step_times
+/// (all of the stage's ranks, steps and micro-batches; 0 without step times); transfers as
+/// predicted.
 SimulationInput measured_simulation_input(const Plan& plan, const Run& run);
 
 /// Replays `run`'s step_times on `plan` (StepReplay); transfers and all-reduces as in

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "common/error.h"
 
@@ -88,6 +89,16 @@ LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size) {
   // Rounding must not let the saved parts exceed what is retained.
   at.saved_input_bytes = std::min(at.saved_input_bytes, at.retained_bytes);
   at.saved_output_bytes = std::min(at.saved_output_bytes, at.retained_bytes);
+  const LayerPoint& nearest = *std::min_element(
+      layer.points.begin(), layer.points.end(), [&](const LayerPoint& a, const LayerPoint& b) {
+        return std::llabs(a.batch_size - micro_batch_size) <
+               std::llabs(b.batch_size - micro_batch_size);
+      });
+  auto relative_spread = [](double median, double p90) {
+    return median > 0 ? std::max(0.0, p90 - median) / median : 0.0;
+  };
+  at.fwd_spread_ms = relative_spread(nearest.fwd_ms, nearest.fwd_ms_p90) * at.fwd_ms;
+  at.bwd_spread_ms = relative_spread(nearest.bwd_ms, nearest.bwd_ms_p90) * at.bwd_ms;
   return at;
 }
 
@@ -116,7 +127,8 @@ LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, Optimiz
 
 void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimizer) {
   const size_t n = layers_.size();
-  for (auto* prefix : {&fwd_ns_, &bwd_ns_, &opt_ns_, &params_, &buffers_, &retained_prefix_})
+  for (auto* prefix : {&fwd_ns_, &bwd_ns_, &opt_ns_, &params_, &buffers_, &retained_prefix_,
+                       &fwd_spread_ns_, &bwd_spread_ns_})
     prefix->assign(n + 1, 0);
   overlap_prefix_.assign(n, 0);
   const std::string optimizer_name = to_string(optimizer);
@@ -130,6 +142,8 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
     const int64_t bwd = to_ns(layers_[idx].bwd_ms);
     fwd_ns_[idx + 1] = fwd_ns_[idx] + fwd;
     bwd_ns_[idx + 1] = bwd_ns_[idx] + bwd;
+    fwd_spread_ns_[idx + 1] = fwd_spread_ns_[idx] + to_ns(layers_[idx].fwd_spread_ms);
+    bwd_spread_ns_[idx + 1] = bwd_spread_ns_[idx] + to_ns(layers_[idx].bwd_spread_ms);
     opt_ns_[idx + 1] = opt_ns_[idx] + to_ns(step->second);
     params_[idx + 1] = params_[idx] + layer.param_count;
     buffers_[idx + 1] = buffers_[idx] + layer.buffer_bytes;

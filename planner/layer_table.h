@@ -34,6 +34,10 @@ struct LayerAt {
   int64_t saved_output_bytes = 0;
   int64_t fwd_transient_bytes = 0;
   int64_t bwd_transient_bytes = 0;
+  /// p90 − median of the forward (backward) time: its relative size at the profiled batch size
+  /// nearest to b, times fwd_ms (bwd_ms). How much one micro-batch's time varies.
+  double fwd_spread_ms = 0;
+  double bwd_spread_ms = 0;
 };
 
 /// `layer` at micro-batch size `micro_batch_size` (>= 1), as documented on LayerAt.
@@ -62,6 +66,14 @@ class LayerTable {
   int64_t fwd_ns(int first, int last) const { return fwd_ns_[last] - fwd_ns_[first]; }
   /// Backward time of the stage's layers per micro-batch.
   int64_t bwd_ns(int first, int last) const { return bwd_ns_[last] - bwd_ns_[first]; }
+  /// Σ fwd_spread_ms (bwd_spread_ms) of the stage's layers, in ns: the spread of the stage's
+  /// forward (backward) when its layers vary together.
+  int64_t fwd_spread_ns(int first, int last) const {
+    return fwd_spread_ns_[last] - fwd_spread_ns_[first];
+  }
+  int64_t bwd_spread_ns(int first, int last) const {
+    return bwd_spread_ns_[last] - bwd_spread_ns_[first];
+  }
   /// Forward plus backward: the stage's compute per micro-batch without recompute.
   int64_t compute_ns(int first, int last) const {
     return fwd_ns(first, last) + bwd_ns(first, last);
@@ -107,6 +119,7 @@ class LayerTable {
   std::string note_;
   std::vector<LayerAt> layers_;
   std::vector<int64_t> fwd_ns_, bwd_ns_, opt_ns_, params_, buffers_;  // prefix sums, size L+1
+  std::vector<int64_t> fwd_spread_ns_, bwd_spread_ns_;                // prefix sums, size L+1
   std::vector<int64_t> retained_prefix_;                              // Σ retained_bytes, size L+1
   std::vector<int64_t> overlap_prefix_;  // Σ overlap between layers i and i+1, size L
   std::vector<std::vector<int64_t>> transient_levels_;  // sparse table for range maxima

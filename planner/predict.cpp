@@ -23,6 +23,8 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
   stage.bwd_ms = to_ms(times.bwd_ns);
   stage.recompute_ms = to_ms(times.recompute_ns);
   stage.optimizer_ms = to_ms(times.optimizer_ns);
+  stage.fwd_cv = coefficient_of_variation(table.fwd_spread_ns(first, last), times.fwd_ns);
+  stage.bwd_cv = coefficient_of_variation(table.bwd_spread_ns(first, last), times.bwd_ns);
   stage.compute_ms = to_ms(compute_ns(times) * candidate.num_micro_batches);
   stage.memory = stage_memory(table, problem.memory, stage_idx, first, last, checkpoint);
   stage.peak_memory_bytes = stage.memory.total_bytes;

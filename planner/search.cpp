@@ -117,6 +117,12 @@ class Search {
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
     for (; idx < entries.size(); ++idx) prove_infeasible(entries[idx].candidate);
+    // Candidates were ranked with every action at its mean time; the plans kept are predicted
+    // with their actions' variation (simulate's draws) and ordered again.
+    for (Plan& plan : result_.plans)
+      predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
+                                              /*merge_identical_replicas=*/true});
+    std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     report_infeasible_families();
     return std::move(result_);
   }
@@ -232,7 +238,8 @@ class Search {
       return;
     }
     predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
-                                            /*merge_identical_replicas=*/true});
+                                            /*merge_identical_replicas=*/true,
+                                            /*variability_draws=*/0});
     ++result_.simulated;
     insert(std::move(plan));
   }

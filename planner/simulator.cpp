@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <random>
 
 #include "common/error.h"
 #include "planner/time_model.h"
@@ -288,11 +290,93 @@ void check_input(const SimulationInput& in) {
                      static_cast<int>(times.recompute_ms.size()) == in.num_micro_batches));
 }
 
+bool times_vary(const SimulationInput& in) {
+  if (!in.rank_times.empty()) return false;  // measured action times: nothing to draw
+  for (const StageCosts& stage : in.stages)
+    if (stage.fwd_cv > 0 || stage.bwd_cv > 0) return true;
+  return false;
+}
+
+// Log-normal multipliers with mean 1, from a fixed-seed generator whose sequence the C++
+// standard fixes (std::lognormal_distribution's is left to the library).
+class Multipliers {
+ public:
+  static constexpr double kTwoPi = 6.283185307179586;
+
+  // One multiplier for a time with coefficient of variation `cv` (1 when cv is 0).
+  double draw(double cv) {
+    if (cv <= 0) return 1.0;
+    const double sigma = std::sqrt(std::log1p(cv * cv));
+    return std::exp(sigma * standard_normal() - sigma * sigma / 2);
+  }
+
+ private:
+  double uniform() {  // in (0, 1)
+    return (static_cast<double>(engine_() >> 11) + 0.5) * 0x1.0p-53;
+  }
+  double standard_normal() {  // Box-Muller; the second value is kept for the next call
+    if (spare_) {
+      const double value = *spare_;
+      spare_.reset();
+      return value;
+    }
+    const double radius = std::sqrt(-2.0 * std::log(uniform()));
+    const double angle = kTwoPi * uniform();
+    spare_ = radius * std::sin(angle);
+    return radius * std::cos(angle);
+  }
+
+  std::mt19937_64 engine_{0x5eed};
+  std::optional<double> spare_;
+};
+
+// Every rank's forward, recompute and backward times for one draw of the iteration.
+void draw_rank_times(const SimulationInput& mean, Multipliers& multipliers,
+                     std::vector<RankStepTimes>& times) {
+  const int m = mean.num_micro_batches;
+  times.resize(static_cast<size_t>(mean.dp) * mean.pp);
+  for (int replica = 0; replica < mean.dp; ++replica)
+    for (int stage = 0; stage < mean.pp; ++stage) {
+      const StageCosts& costs = mean.stages[stage];
+      RankStepTimes& rank = times[mean.ranks[replica][stage]];
+      rank.fwd_ms.resize(m);
+      rank.bwd_ms.resize(m);
+      rank.recompute_ms.assign(costs.recompute_ms > 0 ? m : 0, 0.0);
+      for (int mb = 0; mb < m; ++mb) {
+        rank.fwd_ms[mb] = costs.fwd_ms * multipliers.draw(costs.fwd_cv);
+        rank.bwd_ms[mb] = costs.bwd_ms * multipliers.draw(costs.bwd_cv);
+        if (costs.recompute_ms > 0)
+          rank.recompute_ms[mb] = costs.recompute_ms * multipliers.draw(costs.fwd_cv);
+      }
+      rank.optimizer_ms = costs.optimizer_ms;
+    }
+}
+
 }  // namespace
 
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options) {
   check_input(input);
-  return Simulator(input, options).run();
+  SimulationResult result = Simulator(input, options).run();
+  result.mean_times_iteration_ms = result.iteration_ms;
+  if (options.variability_draws <= 0 || !times_vary(input)) return result;
+  SimulationInput drawn = input;
+  Multipliers multipliers;
+  const SimulationOptions quiet{/*record_timeline=*/false, /*merge_identical_replicas=*/false, 0};
+  double total_ms = 0;
+  for (int draw = 0; draw < options.variability_draws; ++draw) {
+    draw_rank_times(input, multipliers, drawn.rank_times);
+    total_ms += Simulator(drawn, quiet).run().iteration_ms;
+  }
+  const double iteration_ms = std::max(result.iteration_ms, total_ms / options.variability_draws);
+  double idle_total = 0;
+  for (size_t rank = 0; rank < result.busy_ms.size(); ++rank) {
+    result.idle_ms[rank] = iteration_ms - result.busy_ms[rank];
+    idle_total += result.idle_ms[rank];
+  }
+  result.iteration_ms = iteration_ms;
+  result.bubble_fraction = idle_total / (static_cast<double>(result.busy_ms.size()) * iteration_ms);
+  result.timeline.bubble_fraction = result.bubble_fraction;
+  return result;
 }
 
 SimulationInput simulation_input(const Plan& plan) {
@@ -302,8 +386,8 @@ SimulationInput simulation_input(const Plan& plan) {
   in.dp = plan.dp;
   in.num_micro_batches = plan.num_micro_batches;
   for (const StagePrediction& stage : plan.predictions.stages)
-    in.stages.push_back(
-        {stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms, stage.optimizer_ms});
+    in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
+                         stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv});
   in.ranks.assign(plan.dp, std::vector<int>(plan.pp, 0));
   for (const RankAssignment& assignment : plan.ranks)
     in.ranks[assignment.replica][assignment.stage] = assignment.rank;

@@ -17,6 +17,11 @@ struct StageCosts {
   double recompute_ms = 0;  ///< run just before each backward (checkpointed stages)
   double allreduce_ms = 0;  ///< after the last backward, once all replicas have arrived
   double optimizer_ms = 0;  ///< after the all-reduce
+  /// Coefficients of variation of one micro-batch's forward (also its recompute) and backward
+  /// time. With either above 0, simulate() also plays draws of the iteration in which every
+  /// forward, recompute and backward takes a log-normal multiple (mean 1) of its time.
+  double fwd_cv = 0;
+  double bwd_cv = 0;
 };
 
 /// Everything the simulator plays.
@@ -39,17 +44,28 @@ struct SimulationInput {
   std::vector<RankStepTimes> rank_times;
 };
 
+/// Draws of the iteration simulate() plays when action times vary (StageCosts::fwd_cv, bwd_cv).
+inline constexpr int kVariabilityDraws = 32;
+
 /// What the simulator does besides timing.
 struct SimulationOptions {
   bool record_timeline = true;  ///< fill SimulationResult::timeline (the search does not)
   /// Replicas whose transfer times are all equal behave identically; simulate one of each
   /// kind. Results are the same either way (a test checks it); only the work differs.
   bool merge_identical_replicas = true;
+  /// Draws played when action times vary; 0 plays the mean times only (the search does this
+  /// while it ranks candidates, and re-predicts its final plans with the draws).
+  int variability_draws = kVariabilityDraws;
 };
 
 /// One simulated iteration.
 struct SimulationResult {
-  double iteration_ms = 0;      ///< when the last rank finishes its optimizer step
+  /// When the last rank finishes its optimizer step: with varying action times the mean over
+  /// the draws (never below the iteration with mean times: a pipeline waits for its slowest
+  /// path, so variation only delays it).
+  double iteration_ms = 0;
+  /// The iteration with every action at its mean time; the timeline shows this one.
+  double mean_times_iteration_ms = 0;
   std::vector<double> busy_ms;  ///< by rank: forward, backward, recompute, all-reduce, optimizer
   std::vector<double> idle_ms;  ///< by rank: iteration_ms − busy_ms (waits and the bubble)
   double bubble_fraction = 0;   ///< Σ idle_ms / (ranks · iteration_ms)
@@ -62,7 +78,10 @@ struct SimulationResult {
 /// time, and its data arrives at the end of it; a receive blocks the rank until the data
 /// has arrived (a recv-wait event when it had to wait); an all-reduce starts when every
 /// replica of the stage has reached it; then the optimizer step. A schedule that deadlocks
-/// is a bug (PIPEPLAN_ASSERT).
+/// is a bug (PIPEPLAN_ASSERT). When a stage's action times vary and input.rank_times is empty,
+/// the iteration (and with it idle time and bubble) is the mean over options.variability_draws
+/// draws, each action's time drawn independently with a fixed seed: the same input gives the
+/// same result.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 
 /// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer

@@ -22,6 +22,11 @@ double allreduce_ms(int64_t bytes, int dp, double bandwidth_bytes_per_s, double 
          steps / dp * static_cast<double>(bytes) / bandwidth_bytes_per_s * kMsPerSecond;
 }
 
+double coefficient_of_variation(int64_t spread_ns, int64_t mean_ns) {
+  constexpr double kZ90 = 1.2815515655446004;  // the standard normal's 90th percentile
+  return mean_ns > 0 ? static_cast<double>(spread_ns) / static_cast<double>(mean_ns) / kZ90 : 0.0;
+}
+
 StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint) {
   StageTimes times;
   times.fwd_ns = table.fwd_ns(first, last);

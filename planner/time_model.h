@@ -43,6 +43,11 @@ struct StageTimes {
 /// The times of layers [first, last), summed over the stage's layers at the table's b.
 StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint);
 
+/// The coefficient of variation of an action whose p90 lies `spread_ns` above its mean time
+/// `mean_ns`, taking the time as normal (p90 = mean + 1.2816 standard deviations): the profile
+/// keeps medians and p90s, not the standard deviation. 0 when mean_ns is 0.
+double coefficient_of_variation(int64_t spread_ns, int64_t mean_ns);
+
 /// Per micro-batch: forward + backward + recompute.
 inline int64_t compute_ns(const StageTimes& times) {
   return times.fwd_ns + times.bwd_ns + times.recompute_ns;

@@ -119,6 +119,11 @@ struct StagePrediction {
   double optimizer_ms = 0;  ///< one optimizer step over the stage's parameters
   double busy_ms = 0;       ///< simulated, per iteration
   double idle_ms = 0;       ///< simulated, per iteration
+  /// Spread of one micro-batch's forward (backward) time from one micro-batch to the next, as
+  /// a coefficient of variation (standard deviation / mean), from the profile's p90 against its
+  /// median; 0 in plans made before it existed. The simulator draws action times with it.
+  double fwd_cv = 0;
+  double bwd_cv = 0;
   int64_t peak_memory_bytes = 0;
   MemoryTerms memory;
 };

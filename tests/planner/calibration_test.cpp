@@ -25,7 +25,9 @@ Profile scaled(Profile profile, const std::vector<double>& fwd, const std::vecto
   for (size_t idx = 0; idx < profile.layers.size(); ++idx) {
     for (LayerPoint& point : profile.layers[idx].points) {
       point.fwd_ms *= fwd[idx];
+      point.fwd_ms_p90 *= fwd[idx];  // the same spread, relative
       point.bwd_ms *= bwd[idx];
+      point.bwd_ms_p90 *= bwd[idx];
     }
     profile.layers[idx].fits.fwd_ms.slope *= fwd[idx];
     profile.layers[idx].fits.bwd_ms.slope *= bwd[idx];

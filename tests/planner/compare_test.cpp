@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "planner/layer_table.h"
 #include "tests/planner/test_runs.h"
 #include "tests/plans/xml_check.h"
@@ -85,6 +86,22 @@ TEST_F(CompareTest, ReplayIsTheMedianOfEachStepsOwnReplay) {
   EXPECT_NEAR(replay_steps(plan_, run).replayed_ms, predicted, 1e-9);
   run.measured.step_times[2].ranks[0].fwd_ms[0] += 2;
   EXPECT_NEAR(replay_steps(plan_, run).replayed_ms, predicted + 2, 1e-9);
+}
+
+// The re-simulation draws each stage's actions with the spread the run measured for them.
+TEST_F(CompareTest, ResimulationTakesTheMeasuredSpreadOfEachStage) {
+  pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  EXPECT_EQ(measured_simulation_input(plan_, run).stages[0].fwd_cv, 0.0);  // no step times
+  run.measured.step_times = steps_as_predicted(plan_, 2, plan_.predictions.iteration_ms);
+  std::vector<double>& fwd = run.measured.step_times[1].ranks[0].fwd_ms;
+  fwd[0] *= 2;
+  std::vector<double> stage0 = run.measured.step_times[0].ranks[0].fwd_ms;
+  stage0.insert(stage0.end(), fwd.begin(), fwd.end());
+  const SimulationInput input = measured_simulation_input(plan_, run);
+  EXPECT_DOUBLE_EQ(input.stages[0].fwd_cv, coefficient_of_variation(stage0));
+  EXPECT_GT(input.stages[0].fwd_cv, 0.0);
+  EXPECT_EQ(input.stages[0].bwd_cv, 0.0);
+  EXPECT_EQ(input.stages[1].fwd_cv, 0.0);
 }
 
 TEST_F(CompareTest, ARunWhoseStepsHaveAnotherMicroBatchCountIsRefused) {

@@ -1,5 +1,6 @@
-// Tests for planner/simulator.h: the m/(m+pp−1) utilisation of equal stages, and timelines
-// worked out by hand for unequal stages, communication, link serialisation and all-reduce.
+// Tests for planner/simulator.h: the m/(m+pp−1) utilisation of equal stages, timelines
+// worked out by hand for unequal stages, communication, link serialisation and all-reduce,
+// and the draws of varying action times.
 #include "planner/simulator.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +142,49 @@ TEST(SimulatorTest, VaryingActionTimesCostMoreThanTheirMean) {
   const double steady = simulate(in).iteration_ms;
   in.rank_times = {{{1, 1, 1, 1}, {2, 2, 2, 2}, {}, 0, 0}, {{1, 1, 1, 1}, {3, 1, 3, 1}, {}, 0, 0}};
   EXPECT_GT(simulate(in).iteration_ms, steady);
+}
+
+// With a coefficient of variation on the stages' actions, simulate() also plays draws of the
+// iteration: a balanced pipeline then waits on its slowest path, so the mean over the draws
+// lies above the iteration at mean times, which the timeline and busy times keep. The draws
+// have a fixed seed; without draws, or with measured rank times, nothing is drawn.
+TEST(SimulatorTest, VaryingStageTimesAreDrawnAndDelayTheIteration) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+    const std::vector<StageCosts> steady_stages(2, StageCosts{1, 2, 0, 0, 0.5});
+    const SimulationResult steady = simulate(pipeline(schedule, 2, 8, steady_stages));
+    const std::vector<StageCosts> stages(2, StageCosts{1, 2, 0, 0, 0.5, 0.2, 0.2});
+    const SimulationInput in = pipeline(schedule, 2, 8, stages);
+    const SimulationResult varying = simulate(in);
+    EXPECT_GT(varying.iteration_ms, steady.iteration_ms * 1.01) << to_string(schedule);
+    EXPECT_LT(varying.iteration_ms, steady.iteration_ms * 1.3) << to_string(schedule);
+    EXPECT_DOUBLE_EQ(varying.mean_times_iteration_ms, steady.iteration_ms);
+    EXPECT_EQ(varying.busy_ms, steady.busy_ms);
+    EXPECT_EQ(varying.timeline.events.size(), steady.timeline.events.size());
+    for (size_t rank = 0; rank < 2; ++rank)
+      EXPECT_DOUBLE_EQ(varying.idle_ms[rank], varying.iteration_ms - varying.busy_ms[rank]);
+    EXPECT_DOUBLE_EQ(varying.bubble_fraction,
+                     (varying.idle_ms[0] + varying.idle_ms[1]) / (2 * varying.iteration_ms));
+    EXPECT_EQ(simulate(in).iteration_ms, varying.iteration_ms);  // the same draws every time
+
+    SimulationOptions no_draws;
+    no_draws.variability_draws = 0;
+    EXPECT_DOUBLE_EQ(simulate(in, no_draws).iteration_ms, steady.iteration_ms);
+    SimulationInput measured = in;
+    measured.rank_times = {{std::vector<double>(8, 1), std::vector<double>(8, 2), {}, 0, 0.5},
+                           {std::vector<double>(8, 1), std::vector<double>(8, 2), {}, 0, 0.5}};
+    EXPECT_DOUBLE_EQ(simulate(measured).iteration_ms, steady.iteration_ms);
+  }
+}
+
+// One rank waits for nobody: its drawn iterations average to about its mean time, and the
+// result never falls below the iteration at mean times.
+TEST(SimulatorTest, VaryingTimesOnOneRankStayAtTheMean) {
+  const SimulationResult steady =
+      simulate(pipeline(Schedule::kOneFOneB, 1, 16, {StageCosts{1, 2, 0, 0, 0}}));
+  const SimulationResult varying =
+      simulate(pipeline(Schedule::kOneFOneB, 1, 16, {StageCosts{1, 2, 0, 0, 0, 0.2, 0.2}}));
+  EXPECT_GE(varying.iteration_ms, steady.iteration_ms);
+  EXPECT_LT(varying.iteration_ms, steady.iteration_ms * 1.02);
 }
 
 TEST(SimulatorTest, AllReduceWaitsForTheLastReplicaThenTheOptimizerRuns) {

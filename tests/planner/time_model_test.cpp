@@ -26,6 +26,21 @@ TEST(TimeModelTest, StageTimesSumTheLayersAtTheMicroBatchSize) {
   EXPECT_EQ(stage_times(adamw, 1, 3, false).optimizer_ns, 1'800'000);
 }
 
+// A layer's p90 above its median, relative, carries over to any micro-batch size; a stage's
+// spread is the sum of its layers' (they vary together), and its coefficient of variation
+// takes the time as normal: p90 = mean + 1.2816 standard deviations.
+TEST(TimeModelTest, SpreadComesFromTheProfilesP90) {
+  Profile profile = testing::three_layer_profile();
+  for (LayerPoint& point : profile.layers[0].points) point.fwd_ms_p90 = 1.25 * point.fwd_ms;
+  for (LayerPoint& point : profile.layers[1].points) point.bwd_ms_p90 = 1.5 * point.bwd_ms;
+  const LayerTable table(profile, 2, OptimizerKind::kSgd);
+  EXPECT_EQ(table.fwd_spread_ns(0, 2), 500'000);    // 0.25 · 2 ms of layer 0
+  EXPECT_EQ(table.bwd_spread_ns(0, 3), 3'000'000);  // 0.5 · 6 ms of layer 1
+  EXPECT_EQ(table.fwd_spread_ns(1, 3), 0);
+  EXPECT_NEAR(coefficient_of_variation(1'281'552, 10'000'000), 0.1, 1e-6);
+  EXPECT_EQ(coefficient_of_variation(5, 0), 0.0);
+}
+
 TEST(TimeModelTest, TransferIsLatencyPlusBytesOverBandwidthAndFreeWhenUnmeasured) {
   EXPECT_DOUBLE_EQ(transfer_ms(48, 1e6, 0.5), 0.548);
   EXPECT_DOUBLE_EQ(transfer_ms(48, 0, 0.5), 0.0);

@@ -58,6 +58,8 @@ Plan full_plan() {
     s.optimizer_ms = 2.25;
     s.busy_ms = 11.125;
     s.idle_ms = 3.0 / 7;
+    s.fwd_cv = 0.125 * (stage_idx + 1);
+    s.bwd_cv = 0.0625;
     s.peak_memory_bytes = 123456789;
     MemoryTerms& m = s.memory;
     m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, /*calibration_bytes=*/-13, 14};
@@ -84,6 +86,8 @@ TEST(PlanTest, JsonRoundTripIsEqual) {
   EXPECT_EQ(plan_hash(back), plan_hash(plan));
   EXPECT_EQ(back.predictions.stages[1].memory.in_flight, 7);
   EXPECT_EQ(back.predictions.stages[0].idle_ms, 3.0 / 7);
+  EXPECT_EQ(back.predictions.stages[1].fwd_cv, 0.25);
+  EXPECT_EQ(back.predictions.stages[0].bwd_cv, 0.0625);
   EXPECT_EQ(back.stages[1].output_dtype, "bfloat16");
   EXPECT_EQ(back.precision, Precision::kAmpBf16);
   EXPECT_EQ(back.optimizer.kind, OptimizerKind::kAdamw);
@@ -100,10 +104,21 @@ TEST(PlanTest, PlansWithoutCalibrationReadAsBefore) {
   Json json = to_json(plan);
   EXPECT_TRUE(json.at("calibration").is_null());
   json.erase("calibration");
-  for (Json& stage : json["predictions"]["stages"]) stage["memory"].erase("calibration_bytes");
+  for (Json& stage : json["predictions"]["stages"]) {
+    stage["memory"].erase("calibration_bytes");
+    stage.erase("fwd_cv");  // nor the spread of the action times
+    stage.erase("bwd_cv");
+  }
   const Plan back = plan_from_json(json, "plan.json");
   EXPECT_FALSE(back.calibration.has_value());
   EXPECT_EQ(back.predictions.stages[0].memory.calibration_bytes, 0);
+  EXPECT_EQ(back.predictions.stages[1].fwd_cv, 0.0);
+  EXPECT_EQ(back.predictions.stages[1].bwd_cv, 0.0);
+  // Such a plan written again has no spread fields: its hash is the one its runs recorded.
+  Plan without_spread = full_plan();
+  for (StagePrediction& stage : without_spread.predictions.stages) stage.fwd_cv = stage.bwd_cv = 0;
+  for (const Json& stage : to_json(without_spread)["predictions"]["stages"])
+    EXPECT_FALSE(stage.contains("fwd_cv") || stage.contains("bwd_cv"));
 }
 
 TEST(PlanTest, CalibrationMemoryCorrectionsFollowTheStageCount) {
