@@ -4,14 +4,17 @@
 // same layers (one stage of a pp=1 plan; M micro-batches forward, then M backward, as GPipe
 // does; mean per micro-batch). Both build their layers with the same seed. Prints one line per
 // round and the median ratio stage / profile. The machine's speed drifts over minutes (steal,
-// the host's other guests), so only rounds taken next to each other are compared.
-//   profile_vs_stage PLAN.json ROUNDS [REPEATS] [M]
+// the host's other guests), so only rounds taken next to each other are compared. With GAP_US
+// above 0, each round also times the stage sleeping GAP_US before every action, as a rank that
+// waits for its neighbour's message does, and prints that ratio too.
+//   profile_vs_stage PLAN.json ROUNDS [REPEATS] [M] [GAP_US]
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/blas_env.h"
@@ -35,13 +38,14 @@ int main(int argc, char** argv) {
   using namespace pipeplan;
   reexec_with_best_blas_kernels(argv);
   if (argc < 3) {
-    std::fprintf(stderr, "usage: profile_vs_stage PLAN.json ROUNDS [REPEATS] [M]\n");
+    std::fprintf(stderr, "usage: profile_vs_stage PLAN.json ROUNDS [REPEATS] [M] [GAP_US]\n");
     return 2;
   }
   const Plan plan = read_plan(argv[1]);
   const int rounds = std::atoi(argv[2]);
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 10;
   const int micro_batches = argc > 4 ? std::atoi(argv[4]) : 8;
+  const int gap_us = argc > 5 ? std::atoi(argv[5]) : 0;
   at::set_num_threads(1);
   const models::Model model = models::make_model_from_config(plan.model.name, plan.model.config);
   const int num_layers = static_cast<int>(model.layers.size());
@@ -63,7 +67,37 @@ int main(int argc, char** argv) {
   };
   executor::StageRuntime stage(model, plan, 0, torch::Device(torch::kCPU), 0);
 
-  std::vector<double> ratios;
+  // The stage's mean forward and backward per micro-batch, sleeping `gap` before each action.
+  struct StageTimes {
+    double fwd = 0, bwd = 0, median_fwd = 0, median_bwd = 0;
+  };
+  const auto time_stage = [&](std::chrono::microseconds gap) {
+    std::vector<double> fwd, bwd;
+    for (int pass = 0; pass < 1 + repeats / micro_batches + 1; ++pass) {
+      stage.begin_iteration(micro_batches);
+      for (int mb = 0; mb < micro_batches; ++mb) {
+        if (gap.count() > 0) std::this_thread::sleep_for(gap);
+        const double start = now_ms();
+        stage.forward(mb, input, target, 1);
+        if (pass > 0) fwd.push_back(now_ms() - start);
+      }
+      for (int mb = 0; mb < micro_batches; ++mb) {
+        if (gap.count() > 0) std::this_thread::sleep_for(gap);
+        const double start = now_ms();
+        stage.backward(mb, torch::Tensor(), 1.0 / micro_batches);
+        if (pass > 0) bwd.push_back(now_ms() - start);
+      }
+      stage.gradients().zero_();
+    }
+    StageTimes times;
+    for (double v : fwd) times.fwd += v / static_cast<double>(fwd.size());
+    for (double v : bwd) times.bwd += v / static_cast<double>(bwd.size());
+    times.median_fwd = median(fwd);
+    times.median_bwd = median(bwd);
+    return times;
+  };
+
+  std::vector<double> ratios, gap_ratios;
   for (int round = 0; round < rounds; ++round) {
     const auto measured = layer_profiler.measure_chain(layers, input, false, loss);
     double profile_fwd = 0, profile_bwd = 0;
@@ -71,32 +105,26 @@ int main(int argc, char** argv) {
       profile_fwd += m.point.fwd_ms;
       profile_bwd += m.point.bwd_ms;
     }
-    std::vector<double> fwd, bwd;
-    for (int pass = 0; pass < 1 + repeats / micro_batches + 1; ++pass) {
-      stage.begin_iteration(micro_batches);
-      for (int mb = 0; mb < micro_batches; ++mb) {
-        const double start = now_ms();
-        stage.forward(mb, input, target, 1);
-        if (pass > 0) fwd.push_back(now_ms() - start);
-      }
-      for (int mb = 0; mb < micro_batches; ++mb) {
-        const double start = now_ms();
-        stage.backward(mb, torch::Tensor(), 1.0 / micro_batches);
-        if (pass > 0) bwd.push_back(now_ms() - start);
-      }
-      stage.gradients().zero_();
-    }
-    double stage_fwd = 0, stage_bwd = 0;
-    for (double v : fwd) stage_fwd += v / fwd.size();
-    for (double v : bwd) stage_bwd += v / bwd.size();
-    const double ratio = (stage_fwd + stage_bwd) / (profile_fwd + profile_bwd);
+    const StageTimes times = time_stage(std::chrono::microseconds(0));
+    const double ratio = (times.fwd + times.bwd) / (profile_fwd + profile_bwd);
     ratios.push_back(ratio);
     std::printf(
         "round %d profile fwd %.3f bwd %.3f | stage mean fwd %.3f bwd %.3f median fwd %.3f bwd "
-        "%.3f | ratio %.3f\n",
-        round, profile_fwd, profile_bwd, stage_fwd, stage_bwd, median(fwd), median(bwd), ratio);
+        "%.3f | ratio %.3f",
+        round, profile_fwd, profile_bwd, times.fwd, times.bwd, times.median_fwd, times.median_bwd,
+        ratio);
+    if (gap_us > 0) {
+      const StageTimes gapped = time_stage(std::chrono::microseconds(gap_us));
+      gap_ratios.push_back((gapped.fwd + gapped.bwd) / (profile_fwd + profile_bwd));
+      std::printf(" | with %d us gaps: mean fwd %.3f bwd %.3f | ratio %.3f", gap_us, gapped.fwd,
+                  gapped.bwd, gap_ratios.back());
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
+  if (gap_us > 0)
+    std::printf("median ratio stage with %d us gaps/profile %.3f over %d rounds\n", gap_us,
+                median(gap_ratios), rounds);
   std::printf("median ratio stage/profile %.3f over %d rounds\n", median(ratios), rounds);
   return 0;
 }
