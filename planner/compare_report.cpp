@@ -13,6 +13,8 @@ namespace pipeplan {
 namespace {
 
 constexpr double kPercent = 100.0;
+// A compute-model error of this share of the measured iteration or more gets the calibration hint.
+constexpr double kCalibrationHintPercent = 10.0;
 
 // The per-stage differences, in the order of the table and the JSON.
 const std::pair<const char*, Difference StageComparison::*> kStageTimes[] = {
@@ -226,6 +228,14 @@ std::string to_table(const Comparison& c) {
     stage_rows(&out, c.stages[stage_idx], stage_idx);
   run_rows(&out, c);
   split_lines(&out, c.split, c.resimulated_bubble_fraction);
+  const std::optional<double> compute_percent =
+      share_percent(c.split.compute_error_ns(), c.split.measured_ns);
+  if (!c.in_sample && compute_percent && std::abs(*compute_percent) >= kCalibrationHintPercent)
+    out += detail::concat(
+        "  (the compute model misses by ", percent_text(compute_percent),
+        " of the iteration: the profile's layer times are not this run's (another device, load "
+        "or minute of a shared host); `pipeplan plan --calibrate ",
+        c.run_path, "` with the same profile scales them to this run)\n");
   if (c.replay.steps > 0) {
     out += detail::concat("  (the last ", c.replay.steps,
                           " measured steps replayed, each with its own action times: median ",

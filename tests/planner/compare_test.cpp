@@ -261,5 +261,25 @@ TEST_F(CompareTest, TableShowsStagesRunAndTheSplit) {
   EXPECT_NE(table.find("activations"), std::string::npos) << table;
 }
 
+// A compute model off by 10% or more of the iteration points at calibration; a run as predicted
+// and a plan calibrated from the run do not.
+TEST_F(CompareTest, ALargeComputeErrorPointsAtCalibration) {
+  const pipeplan::Run run = imperfect_run(plan_);
+  const std::string table = to_table(compare(plan_, "plan.json", run, "run.json"));
+  EXPECT_NE(table.find("`pipeplan plan --calibrate run.json` with the same profile"),
+            std::string::npos)
+      << table;
+  const pipeplan::Run exact = testing::run_as_predicted(plan_, plan_);
+  EXPECT_EQ(to_table(compare(plan_, "plan.json", exact, "run.json")).find("--calibrate"),
+            std::string::npos);
+  Plan calibrated = plan_;
+  calibrated.calibration = Calibration();
+  calibrated.calibration->run_hash = run_hash(run);
+  calibrated.calibration->configuration = plan_configuration(plan_);
+  calibrated.calibration->stages = {{0, 4, 1, 1, 1, 0}};
+  EXPECT_EQ(to_table(compare(calibrated, "calibrated.json", run, "run.json")).find("--calibrate"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipeplan
