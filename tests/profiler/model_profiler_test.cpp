@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -297,6 +298,12 @@ std::optional<SumRatios> median_ratios(const models::Model& model, int64_t batch
   return SumRatios{quantile(fwd, 0.5), quantile(bwd, 0.5), quantile(bwd_less_engine_calls, 0.5)};
 }
 
+// Whether `ratios` are within `tolerance` as the test below requires.
+bool sums_match(const SumRatios& ratios, double tolerance) {
+  return std::abs(ratios.fwd - 1.0) <= tolerance && ratios.bwd >= 1.0 - tolerance &&
+         ratios.bwd_less_engine_calls <= 1.0 + tolerance;
+}
+
 // The profile's per-layer times, summed, predict the whole sequence's forward and backward in
 // training within 15% (the backward with kEngineCallMs per layer of slack above), at b=32. Not
 // at b=4: there resnet_tiny's whole forward takes about a millisecond, and while the host was
@@ -304,13 +311,24 @@ std::optional<SumRatios> median_ratios(const models::Model& model, int64_t batch
 // 2026-11-22, passing the same day before) without this thread losing its CPU; likely the
 // whole sequence, streaming through every layer's weights, suffers more from neighbours
 // contending for the cache than each layer's chained passes do. A check CI cannot rely on.
+// A miss is measured twice: once, in a full test run, every undisturbed round of mlp_tiny gave
+// the layers 16-18% more than the whole (median 1.163 forward, 1.177 backward) and three runs
+// right after 0.96-1.04, so a host condition can last a whole measurement; a real error lasts
+// two.
 TEST(ModelProfilerTest, SerialSumsOfLayerTimesMatchWholeForwardAndBackward) {
   constexpr double kTolerance = 0.15;
+  constexpr int kMeasurements = 2;
   for (const std::string& name : kModels) {
     const models::Model model = models::make_model(name);
     for (int64_t batch_size : {32}) {
-      const std::optional<SumRatios> ratios = median_ratios(model, batch_size);
       const std::string point = name + " b=" + std::to_string(batch_size);
+      std::optional<SumRatios> ratios;
+      for (int measurement = 0; measurement < kMeasurements; ++measurement) {
+        ratios = median_ratios(model, batch_size);
+        if (!ratios || sums_match(*ratios, kTolerance) || measurement + 1 == kMeasurements) break;
+        std::printf("%s: fwd %.3f, bwd %.3f, bwd less engine calls %.3f; measuring again\n",
+                    point.c_str(), ratios->fwd, ratios->bwd, ratios->bwd_less_engine_calls);
+      }
       if (!ratios)
         GTEST_SKIP() << point << ": this thread rarely had a CPU to itself (machine "
                      << "oversubscribed or its hypervisor taking CPU time), so no timing can be "
