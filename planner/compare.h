@@ -136,7 +136,9 @@ Comparison compare(const Plan& plan, const std::string& plan_path, const Run& ru
 Json to_json(const Comparison& comparison);
 
 /// The table `pipeplan compare` prints: per stage memory (predicted terms, measured peak) and
-/// times, per run iteration, samples/s, bubble, and the iteration-error split (ms and %).
+/// times, per run iteration, samples/s, bubble, and the iteration-error split (ms and %), with
+/// the `plan --calibrate` command when the compute part is 10% or more of the iteration and the
+/// plan was not calibrated from this run.
 std::string to_table(const Comparison& comparison);
 
 /// compare.svg: per stage, predicted (stacked by memory term) beside measured peak memory,
