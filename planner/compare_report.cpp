@@ -1,4 +1,5 @@
 // The comparison as compare.json and as the table `pipeplan compare` prints.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <utility>

@@ -36,6 +36,16 @@ pipeplan::Run imperfect_run(const Plan& plan) {
   return run;
 }
 
+// `plan` as if it had been calibrated from `run` (for its own configuration, with unit scales).
+Plan calibrated_from_run(const Plan& plan, const pipeplan::Run& run) {
+  Plan calibrated = plan;
+  calibrated.calibration = Calibration();
+  calibrated.calibration->run_hash = run_hash(run);
+  calibrated.calibration->configuration = plan_configuration(plan);
+  calibrated.calibration->stages = {{0, 4, 1, 1, 1, 0}};
+  return calibrated;
+}
+
 // `count` steps in which every rank took exactly its stage's predicted times, each measured at
 // `iteration_ms`.
 std::vector<StepTimes> steps_as_predicted(const Plan& plan, int count, double iteration_ms) {
@@ -195,12 +205,8 @@ TEST_F(CompareTest, ARunOfAnotherPlanIsRefusedNamingTheHash) {
 
 TEST_F(CompareTest, APlanCalibratedFromTheRunIsComparedInSample) {
   const pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
-  Plan calibrated = plan_;
+  Plan calibrated = calibrated_from_run(plan_, run);
   calibrated.predictions.iteration_ms *= 2;
-  calibrated.calibration = Calibration();
-  calibrated.calibration->run_hash = run_hash(run);
-  calibrated.calibration->configuration = plan_configuration(plan_);
-  calibrated.calibration->stages = {{0, 4, 1, 1, 1, 0}};
   EXPECT_NO_THROW(check_run_of_plan(calibrated, "calibrated.json", run, "run.json"));
   EXPECT_TRUE(compare(calibrated, "calibrated.json", run, "run.json").in_sample);
   calibrated.calibration->configuration = "dp=1 pp=2 b=4 m=4 1f1b stages 0:1,1:4";
@@ -272,11 +278,7 @@ TEST_F(CompareTest, ALargeComputeErrorPointsAtCalibration) {
   const pipeplan::Run exact = testing::run_as_predicted(plan_, plan_);
   EXPECT_EQ(to_table(compare(plan_, "plan.json", exact, "run.json")).find("--calibrate"),
             std::string::npos);
-  Plan calibrated = plan_;
-  calibrated.calibration = Calibration();
-  calibrated.calibration->run_hash = run_hash(run);
-  calibrated.calibration->configuration = plan_configuration(plan_);
-  calibrated.calibration->stages = {{0, 4, 1, 1, 1, 0}};
+  const Plan calibrated = calibrated_from_run(plan_, run);
   EXPECT_EQ(to_table(compare(calibrated, "calibrated.json", run, "run.json")).find("--calibrate"),
             std::string::npos);
 }
