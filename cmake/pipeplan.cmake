@@ -7,9 +7,8 @@ function(pipeplan_defaults target)
 endfunction()
 
 # A library of one folder: pipeplan_library(NAME SOURCES ... [TORCH]).
-# TORCH targets reuse one precompiled <torch/torch.h> (a LibTorch translation unit costs ~17 s here).
-# Loading that header costs a file 6-11 s, so a TORCH target's files that include no LibTorch
-# header, directly or through ours, set SKIP_PRECOMPILE_HEADERS (the folders' CMakeLists).
+# TORCH targets reuse one precompiled <torch/torch.h> (a LibTorch translation unit costs ~17 s here);
+# their files that include no LibTorch header are named to pipeplan_without_torch_pch.
 function(pipeplan_library name)
   cmake_parse_arguments(ARG "TORCH" "" "SOURCES" ${ARGN})
   add_library(pipeplan_${name} STATIC ${ARG_SOURCES})
@@ -30,6 +29,13 @@ function(pipeplan_use_torch_pch target)
     target_precompile_headers(pipeplan_torch_pch PRIVATE <torch/torch.h>)
   endif()
   target_precompile_headers(${target} REUSE_FROM pipeplan_torch_pch)
+endfunction()
+
+# Files of a TORCH target (in the calling folder) that include no LibTorch header, directly or
+# through ours: they compile without the precompiled <torch/torch.h>, whose 570 MB cost a file
+# 6-11 s to load (models/config.cpp: 14.4 s with it, 3.5 s without).
+function(pipeplan_without_torch_pch)
+  set_source_files_properties(${ARGN} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
 endfunction()
 
 # Sets PIPEPLAN_HAS_CUDA (cache) and a compile definition when the LibTorch found has CUDA.
@@ -55,9 +61,7 @@ function(pipeplan_test name)
   target_link_libraries(${name}_test PRIVATE ${ARG_LIBS} pipeplan::common GTest::gtest GTest::gmock)
   if(ARG_TORCH)
     pipeplan_use_torch_pch(${name}_test)
-    # The main needs no LibTorch; with the precompiled header it took 10-18 s instead of 1.3 s.
-    set_source_files_properties(${PROJECT_SOURCE_DIR}/tests/test_main.cpp
-                                PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    pipeplan_without_torch_pch(${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
   endif()
   target_compile_definitions(${name}_test PRIVATE
     PIPEPLAN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PIPEPLAN_BINARY_DIR="${PROJECT_BINARY_DIR}")
