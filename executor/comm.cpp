@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -113,26 +112,6 @@ std::shared_ptr<::gloo::transport::Device> make_gloo_device(const RendezvousEnv&
 }
 
 }  // namespace
-
-std::string to_string(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::kSingleProcess: return "single-process";
-    case CommBackend::kGloo: return "gloo";
-    case CommBackend::kNccl: return "nccl";
-    case CommBackend::kGlooHostStaging: return "gloo-host-staging";
-  }
-  return "?";
-}
-
-CommBackend choose_backend(const Plan& plan) {
-  if (plan.ranks.size() == 1) return CommBackend::kSingleProcess;
-  if (plan.cluster.device_kind != "cuda") return CommBackend::kGloo;
-  std::set<std::pair<int, std::string>> devices;
-  for (const RankAssignment& assignment : plan.ranks)
-    if (!devices.insert({assignment.node, assignment.device}).second)
-      return CommBackend::kGlooHostStaging;
-  return CommBackend::kNccl;
-}
 
 // One posted receive: its buffer, where it goes on this device, and its Work.
 struct PostedRecv {

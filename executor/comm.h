@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor/rendezvous.h"
+#include "plans/comm_backend.h"
 #include "plans/plan.h"
 #include "plans/schedule.h"
 
@@ -28,21 +29,6 @@ struct LinkTimings {
   };
   std::vector<Point> points;
 };
-
-/// What carries a run's pipeline and data-parallel traffic.
-enum class CommBackend {
-  kSingleProcess,    ///< world size 1: nothing to communicate
-  kGloo,             ///< CPU tensors over Gloo
-  kNccl,             ///< CUDA tensors over NCCL; every rank has a GPU of its own
-  kGlooHostStaging,  ///< ranks share a GPU: GPU -> host -> Gloo -> host -> GPU
-};
-
-/// "single-process", "gloo", "nccl", "gloo-host-staging".
-std::string to_string(CommBackend backend);
-
-/// The backend `plan` needs: kGloo on CPU; on CUDA kNccl when every rank has its own
-/// (node, device) in the rank map and kGlooHostStaging when some ranks share one.
-CommBackend choose_backend(const Plan& plan);
 
 /// The store and process groups of one rank, built once by `connect`:
 ///   world   all ranks, Gloo on CPU tensors: metric sums and barriers;

@@ -1,9 +1,8 @@
-// Tests for executor/stage.h and the backend choice of executor/comm.h.
+// Tests for executor/stage.h.
 #include "executor/stage.h"
 
 #include <gtest/gtest.h>
 
-#include "executor/comm.h"
 #include "models/model.h"
 #include "tests/executor/train_harness.h"
 
@@ -51,20 +50,6 @@ TEST(StageTest, MicroBatchSeedsDifferByStepAndMicroBatch) {
   EXPECT_EQ(micro_batch_seed(1, 2, 3), micro_batch_seed(1, 2, 3));
   EXPECT_NE(micro_batch_seed(1, 2, 3), micro_batch_seed(1, 3, 3));
   EXPECT_NE(micro_batch_seed(1, 2, 3), micro_batch_seed(1, 2, 4));
-}
-
-TEST(StageTest, BackendFollowsTheRankMapDevices) {
-  Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/2, /*pp=*/1));
-  EXPECT_EQ(choose_backend(plan), CommBackend::kGloo);
-  plan.cluster.device_kind = "cuda";
-  plan.ranks[0].device = "cuda:0";
-  plan.ranks[1].device = "cuda:1";
-  EXPECT_EQ(choose_backend(plan), CommBackend::kNccl);
-  plan.ranks[1].device = "cuda:0";
-  EXPECT_EQ(choose_backend(plan), CommBackend::kGlooHostStaging);
-  plan.ranks[1].node = 1;
-  EXPECT_EQ(choose_backend(plan), CommBackend::kNccl);
-  EXPECT_EQ(choose_backend(testing::make_test_plan(testing::TestPlanSpec())), CommBackend::kSingleProcess);
 }
 
 }  // namespace
