@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "planner/time_model.h"
+#include "plans/comm_backend.h"
 #include "plans/schedule.h"
 
 namespace pipeplan {
@@ -147,6 +148,7 @@ class Simulator {
     rank.outbox[direction][micro_batch] = link_free;
     const int peer_stage = direction == kActivation ? rank.stage + 1 : rank.stage - 1;
     record(rank, TimelineKind::kSend, micro_batch, start, link_free, peer_stage);
+    if (in_.send_occupies_sender) rank.clock_ms = link_free;
     SimRank& receiver = ranks_[rank.receiver[direction]];
     if (receiver.waits_for_message) {
       receiver.waits_for_message = false;
@@ -385,6 +387,7 @@ SimulationInput simulation_input(const Plan& plan) {
   in.pp = plan.pp;
   in.dp = plan.dp;
   in.num_micro_batches = plan.num_micro_batches;
+  in.send_occupies_sender = send_occupies_sender(choose_backend(plan));
   for (const StagePrediction& stage : plan.predictions.stages)
     in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
                          stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv});

@@ -42,6 +42,9 @@ struct SimulationInput {
   /// and optimizer time, replacing its stage's (compare replays measured steps with them). The
   /// all-reduce keeps the stage's time. With them, every replica is simulated.
   std::vector<RankStepTimes> rank_times;
+  /// Whether a send keeps its rank until the transfer ends (send_occupies_sender of the plan's
+  /// backend: Gloo). Otherwise the rank goes on at once and only the link is occupied.
+  bool send_occupies_sender = false;
 };
 
 /// Draws of the iteration simulate() plays when action times vary (StageCosts::fwd_cv, bwd_cv).
@@ -73,9 +76,11 @@ struct SimulationResult {
 };
 
 /// Plays stage_actions(schedule, pp, s, m, dp > 1) on every rank: compute actions run one at
-/// a time in list order; a send is asynchronous: it starts when the rank reaches it and the
-/// directed link from that rank to its peer is free, occupies the link for its transfer
-/// time, and its data arrives at the end of it; a receive blocks the rank until the data
+/// a time in list order; a send starts when the rank reaches it and the directed link from
+/// that rank to its peer is free, occupies the link for its transfer time, and its data
+/// arrives at the end of it; the rank goes on at once, or with input.send_occupies_sender
+/// when the transfer ends (idle time, not busy: the executor counts sends as neither compute
+/// nor optimizer); a receive blocks the rank until the data
 /// has arrived (a recv-wait event when it had to wait); an all-reduce starts when every
 /// replica of the stage has reached it; then the optimizer step. A schedule that deadlocks
 /// is a bug (PIPEPLAN_ASSERT). When a stage's action times vary and input.rank_times is empty,
@@ -86,7 +91,8 @@ SimulationResult simulate(const SimulationInput& input, const SimulationOptions&
 
 /// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer
 /// times from the stages' boundary shapes × micro_batch_size over the cluster's intra- or
-/// inter-node link (by the nodes of the two ranks), and the rank map.
+/// inter-node link (by the nodes of the two ranks), the rank map, and whether sends occupy
+/// their sender (plans/comm_backend.h: on Gloo they do).
 SimulationInput simulation_input(const Plan& plan);
 
 }  // namespace pipeplan

@@ -96,6 +96,29 @@ TEST(SimulatorTest, CommunicationByHand) {
   EXPECT_DOUBLE_EQ(result.bubble_fraction, 6.0 / 14);
 }
 
+TEST(SimulatorTest, SendsThatOccupyTheSenderDelayItsNextAction) {
+  // As CommunicationByHand, but every send keeps its rank until the transfer ends (Gloo):
+  //   stage 0: F0 [0,1] send [1,1.5] F1 [1.5,2.5] send [2.5,3] wait [3,5.5] B0 [5.5,6.5]
+  //            wait [6.5,7] B1 [7,8]
+  //   stage 1: wait [0,1.5] F0 [1.5,2.5] wait [2.5,3] F1 [3,4] B0 [4,5] send [5,5.5]
+  //            B1 [5.5,6.5] send [6.5,7]
+  const std::vector<StageCosts> stages(2, StageCosts{1, 1, 0, 0, 0});
+  SimulationInput in = pipeline(Schedule::kGpipe, 2, 2, stages, 0.5);
+  in.send_occupies_sender = true;
+  const SimulationResult result = simulate(in);
+  EXPECT_DOUBLE_EQ(result.iteration_ms, 8);
+  EXPECT_EQ(events(result, 0, TimelineKind::kForward), (Spans{{0, 0, 1}, {1, 1.5, 2.5}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kSend), (Spans{{0, 1, 1.5}, {1, 2.5, 3}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kForward), (Spans{{0, 1.5, 2.5}, {1, 3, 4}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kBackward), (Spans{{0, 4, 5}, {1, 5.5, 6.5}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kBackward), (Spans{{0, 5.5, 6.5}, {1, 7, 8}}));
+  // Sends are not busy time: 4 ms of compute on each rank, half of the 8 ms idle.
+  EXPECT_DOUBLE_EQ(result.busy_ms[0], 4);
+  EXPECT_DOUBLE_EQ(result.bubble_fraction, 0.5);
+  // The lower bound, which charges no sender, still holds.
+  EXPECT_LE(iteration_lower_bound_ms(in), result.iteration_ms);
+}
+
 TEST(SimulatorTest, TransfersOnOneLinkAreSerialised) {
   // Each activation takes 1.5 ms, longer than a forward: the second waits for the first.
   //   stage 0 sends mb 0 at [1, 2.5] and mb 1 at [2.5, 4] (not [2, 3.5]).
@@ -252,6 +275,11 @@ TEST(SimulatorTest, InputFromAPlanUsesShapesBatchAndTheLinkBetweenNodes) {
   EXPECT_EQ(in.ranks[1], (std::vector<int>{2, 3}));
   EXPECT_DOUBLE_EQ(in.stages[0].fwd_ms, 1);
   EXPECT_DOUBLE_EQ(in.stages[1].allreduce_ms, 3);
+  EXPECT_TRUE(in.send_occupies_sender);  // a CPU plan: Gloo
+  plan.cluster.device_kind = "cuda";
+  for (RankAssignment& assignment : plan.ranks)
+    assignment.device = "cuda:" + std::to_string(assignment.local_rank);
+  EXPECT_FALSE(simulation_input(plan).send_occupies_sender);  // a GPU each: NCCL
 }
 
 }  // namespace
