@@ -9,8 +9,9 @@
 
 namespace pipeplan {
 
-/// What a rank does. Sends are asynchronous (they never block the rank); a receive blocks the
-/// rank's next compute until the data has arrived.
+/// What a rank does. Sends are asynchronous: the rank never waits for its peer to receive,
+/// though on Gloo the send call itself writes the message (plans/comm_backend.h); a receive
+/// blocks the rank's next compute until the data has arrived.
 enum class ActionKind {
   kRecvActivation,  ///< input activation of a micro-batch, from the previous stage
   kForward,
