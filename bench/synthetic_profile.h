@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan::bench {
 

@@ -11,7 +11,7 @@
 #include "common/json.h"
 #include "executor/comm.h"
 #include "executor/rendezvous.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan::cli {
 namespace {

@@ -24,7 +24,7 @@
 #include "executor/rendezvous.h"
 #include "models/zoo.h"
 #include "profiler/model_profiler.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan::cli {
 namespace {

@@ -47,7 +47,7 @@ std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stag
 }
 
 void save_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, const FlatOptimizer& optimizer) {
+                           StageRuntime& stage, const runtime::FlatOptimizer& optimizer) {
   const std::string path = checkpoint_stage_path(dir, step, stage.stage());
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
@@ -72,7 +72,7 @@ void save_stage_checkpoint(const std::string& dir, int64_t step, const std::stri
 }
 
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, FlatOptimizer& optimizer) {
+                           StageRuntime& stage, runtime::FlatOptimizer& optimizer) {
   const std::string path = checkpoint_stage_path(dir, step, stage.stage());
   const std::string fix = "; delete that checkpoint folder or start without --resume";
   torch::serialize::InputArchive archive;

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "executor/optimizer.h"
+#include "runtime/optimizer.h"
 #include "executor/stage.h"
 #include "plans/run.h"
 
@@ -35,7 +35,7 @@ struct CheckpointManifest {
   uint64_t seed = 0;
   std::string data;             ///< data set kind
   int pp = 1;
-  int64_t optimizer_steps = 0;  ///< FlatOptimizer::steps_taken (fp16 may skip steps)
+  int64_t optimizer_steps = 0;  ///< runtime::FlatOptimizer::steps_taken (fp16 may skip steps)
   double loss_scale = 1;
   int64_t loss_scale_clean_steps = 0;
   double loss = 0;              ///< global-batch loss of `step`
@@ -50,11 +50,11 @@ std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stag
 /// Writes `stage`'s parameters, buffers and `optimizer` state to the stage file of `step`
 /// through a temporary file and a rename. Throws Error(kRuntime) when it cannot write.
 void save_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, const FlatOptimizer& optimizer);
+                           StageRuntime& stage, const runtime::FlatOptimizer& optimizer);
 /// Loads the stage file of `step` into `stage` and `optimizer`. Throws Error(kBadInput) naming
 /// the file when it is unreadable or corrupt, or made for another plan or stage.
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, FlatOptimizer& optimizer);
+                           StageRuntime& stage, runtime::FlatOptimizer& optimizer);
 
 /// Writes the manifest (atomically), completing the checkpoint of `manifest.step`, and removes
 /// all but the newest `keep` complete checkpoints.

@@ -26,7 +26,7 @@
 #include "common/stats.h"
 #include "models/torch_compat.h"
 #include "models/torch_error.h"
-#include "profiler/device.h"
+#include "runtime/device.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -448,7 +448,7 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
   // Half a ping-pong of `tensor` (on `device`): rank 0 sends, rank 1 sends it back.
   auto p2p_ms = [&](torch::Tensor& tensor, int tag) {
     const int64_t bytes = tensor.numel() * tensor.element_size();
-    profiler::synchronize(device);
+    runtime::synchronize(device);
     const auto start = std::chrono::steady_clock::now();
     for (int leg = 0; leg < 2; ++leg) {
       const bool sending = (leg == 0) == (env.rank == 0);
@@ -456,7 +456,7 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
       wait(sending ? group->send(buffer, peer, tag) : group->recv(buffer, peer, tag),
            "a send/recv", bytes);
       if (!sending && d.stages_via_host()) tensor.copy_(buffer[0]);
-      profiler::synchronize(device);
+      runtime::synchronize(device);
     }
     return ms_since(start) / 2;
   };
@@ -465,12 +465,12 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
     std::vector<at::Tensor> one{
         torch::zeros({1}, torch::TensorOptions().device(d.transfer_device()))};
     wait(group->allreduce(one), "a start-line all-reduce", 4);  // both ranks start together
-    profiler::synchronize(device);
+    runtime::synchronize(device);
     const auto start = std::chrono::steady_clock::now();
     std::vector<at::Tensor> buffer{d.stages_via_host() ? tensor.to(torch::kCPU) : tensor};
     wait(group->allreduce(buffer), "an all-reduce", bytes);
     if (d.stages_via_host()) tensor.copy_(buffer[0]);
-    profiler::synchronize(device);
+    runtime::synchronize(device);
     return ms_since(start);
   };
   LinkTimings timings;

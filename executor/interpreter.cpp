@@ -19,7 +19,7 @@ int queue_index(ActionKind kind) { return kind == ActionKind::kRecvActivation ? 
 }  // namespace
 
 Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
-                         FlatOptimizer& optimizer, LossScaler& scaler, Recorder& recorder,
+                         runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler, Recorder& recorder,
                          uint64_t seed)
     : plan_(plan),
       rank_(rank),

@@ -11,7 +11,7 @@
 
 #include "executor/comm.h"
 #include "executor/metrics.h"
-#include "executor/optimizer.h"
+#include "runtime/optimizer.h"
 #include "executor/stage.h"
 #include "plans/plan.h"
 #include "plans/schedule.h"
@@ -57,7 +57,7 @@ class Interpreter {
   static constexpr int64_t kGradientBucketBytes = 25 * 1024 * 1024;
 
   Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
-              FlatOptimizer& optimizer, LossScaler& scaler, Recorder& recorder, uint64_t seed);
+              runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler, Recorder& recorder, uint64_t seed);
 
   /// One training iteration of `actions` (this rank's list from expand_schedule) at learning
   /// rate `lr`. Timed into the recorder's current step.
@@ -93,8 +93,8 @@ class Interpreter {
   int replica_;
   StageRuntime& stage_;
   Comm& comm_;
-  FlatOptimizer& optimizer_;
-  LossScaler& scaler_;
+  runtime::FlatOptimizer& optimizer_;
+  runtime::LossScaler& scaler_;
   Recorder& recorder_;
   uint64_t seed_;
   bool timing_ = false;

@@ -4,7 +4,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/units.h"
-#include "profiler/device.h"
+#include "runtime/device.h"
 
 namespace pipeplan::executor {
 
@@ -73,7 +73,7 @@ void StageRuntime::begin_iteration(int num_micro_batches) {
 
 // The stage's layers one after another; each layer's random numbers come from its own seed.
 torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed) {
-  const profiler::AutocastScope autocast(device_, precision_);
+  const runtime::AutocastScope autocast(device_, precision_);
   for (size_t position = 0; position < layers_.size(); ++position) {
     torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(first_ + position)));
     input = layers_[position]->forward(input);

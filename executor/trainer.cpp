@@ -17,14 +17,14 @@
 #include "executor/data.h"
 #include "executor/interpreter.h"
 #include "executor/metrics.h"
-#include "executor/optimizer.h"
+#include "runtime/optimizer.h"
 #include "executor/plan_checks.h"
 #include "executor/stage.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
 #include "plans/timeline.h"
 #include "models/torch_compat.h"
-#include "profiler/memory_tracker.h"
+#include "runtime/memory_tracker.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -97,11 +97,11 @@ class Trainer {
   // Declared before the tracking scope so that it is freed after the scope ends (freeing
   // memory allocated before tracking, while tracking, makes LibTorch print a warning).
   std::unique_ptr<DataSource> data_;
-  std::shared_ptr<profiler::MemoryTracker> tracker_;
-  std::unique_ptr<profiler::MemoryTrackingScope> tracking_;
+  std::shared_ptr<runtime::MemoryTracker> tracker_;
+  std::unique_ptr<runtime::MemoryTrackingScope> tracking_;
   std::unique_ptr<StageRuntime> stage_;
-  std::unique_ptr<FlatOptimizer> optimizer_;
-  std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<runtime::FlatOptimizer> optimizer_;
+  std::unique_ptr<runtime::LossScaler> scaler_;
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<Interpreter> interpreter_;
@@ -157,12 +157,12 @@ void Trainer::check_inputs() {
 
 void Trainer::build() {
   if (device_.is_cuda()) device_guard_.emplace(device_);
-  tracker_ = std::make_shared<profiler::MemoryTracker>();
-  tracking_ = std::make_unique<profiler::MemoryTrackingScope>(tracker_);
+  tracker_ = std::make_shared<runtime::MemoryTracker>();
+  tracking_ = std::make_unique<runtime::MemoryTrackingScope>(tracker_);
   const RankAssignment& me = plan_.ranks[env_.rank];
   stage_ = std::make_unique<StageRuntime>(model_, plan_, me.stage, device_, options_.seed);
-  optimizer_ = std::make_unique<FlatOptimizer>(plan_.optimizer, stage_->parameters(), stage_->gradients());
-  scaler_ = std::make_unique<LossScaler>(plan_.precision == Precision::kAmpFp16);
+  optimizer_ = std::make_unique<runtime::FlatOptimizer>(plan_.optimizer, stage_->parameters(), stage_->gradients());
+  scaler_ = std::make_unique<runtime::LossScaler>(plan_.precision == Precision::kAmpFp16);
   actions_ = expand_schedule(plan_)[env_.rank];
   pass_.rows.assign(static_cast<size_t>(plan_.num_micro_batches), plan_.micro_batch_size);
   pass_.load = [this](int micro_batch) {

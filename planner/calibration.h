@@ -10,7 +10,7 @@
 #include "plans/calibration.h"
 #include "plans/plan.h"
 #include "plans/run.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "plans/plan.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan {
 

@@ -13,7 +13,7 @@
 #include "planner/simulator.h"
 #include "planner/stage_cost.h"
 #include "plans/plan.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan {
 

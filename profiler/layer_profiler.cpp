@@ -11,8 +11,8 @@
 
 #include "common/error.h"
 #include "common/stats.h"
-#include "executor/optimizer.h"
-#include "profiler/memory_tracker.h"
+#include "runtime/optimizer.h"
+#include "runtime/memory_tracker.h"
 
 namespace pipeplan::profiler {
 namespace {
@@ -126,8 +126,8 @@ LayerProfiler::LayerProfiler(LayerSettings settings) : settings_(std::move(setti
   PIPEPLAN_CHECK(settings_.warmup >= 0, "--warmup: ", settings_.warmup,
                  " is negative (use 0 or more)");
   PIPEPLAN_CHECK(settings_.repeats >= 1, "--repeats: ", settings_.repeats, " is below 1");
-  check_precision(settings_.device, settings_.precision);
-  timer_ = make_device_timer(settings_.device);
+  runtime::check_precision(settings_.device, settings_.precision);
+  timer_ = runtime::make_device_timer(settings_.device);
 }
 
 LayerProfiler::Pass LayerProfiler::make_pass(const torch::Tensor& input, bool track_input,
@@ -142,7 +142,7 @@ LayerProfiler::Pass LayerProfiler::make_pass(const torch::Tensor& input, bool tr
 }
 
 void LayerProfiler::forward(models::Layer& layer, Pass& pass, const LossFn& loss) const {
-  const AutocastScope autocast(settings_.device, settings_.precision);
+  const runtime::AutocastScope autocast(settings_.device, settings_.precision);
   pass.output = layer.forward(pass.input);
   pass.root = loss ? loss(pass.output) : pass.output;
 }
@@ -267,7 +267,7 @@ std::vector<LayerMeasurement> LayerProfiler::finish_chain(
     measurement.output = outputs[layer_idx];
     point.output_shape = measurement.output.sizes().vec();
     point.output_bytes = static_cast<int64_t>(measurement.output.nbytes());
-    measurement.output_dtype = dtype_name(measurement.output.scalar_type());
+    measurement.output_dtype = runtime::dtype_name(measurement.output.scalar_type());
     models::Layer& layer = *chain.layers[layer_idx];
     measure_memory(layer, layer_idx == 0 ? input : outputs[layer_idx - 1],
                    chain.track_input[layer_idx], chain.loss_of(layer_idx), chain.seeds[layer_idx],
@@ -281,23 +281,23 @@ void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& in
                                    bool track_input, const LossFn& loss,
                                    const torch::Tensor& root_grad, LayerPoint& point) const {
   const c10::Device& device = settings_.device;
-  auto tracker = std::make_shared<MemoryTracker>();
-  MemoryMeter meter(device, tracker);
-  synchronize(device);
-  const MemoryTrackingScope scope(tracker);
+  auto tracker = std::make_shared<runtime::MemoryTracker>();
+  runtime::MemoryMeter meter(device, tracker);
+  runtime::synchronize(device);
+  const runtime::MemoryTrackingScope scope(tracker);
   const int64_t base_bytes = meter.current_bytes();
   Pass pass = make_pass(input, track_input, /*copy_input=*/true);  // tracked: visible if saved
   const void* input_base = storage_base(pass.input);
-  synchronize(device);
+  runtime::synchronize(device);
   meter.reset_peak();
   forward(layer, pass, loss);
-  synchronize(device);
+  runtime::synchronize(device);
   point.fwd_transient_bytes = std::max<int64_t>(0, meter.peak_bytes() - meter.current_bytes());
   const void* output_base = storage_base(pass.output);
   std::optional<torch::autograd::Edge> root;
   if (pass.root.requires_grad()) root = torch::autograd::impl::gradient_edge(pass.root);
   pass = Pass();  // from here only the graph (through `root`) keeps anything alive
-  synchronize(device);
+  runtime::synchronize(device);
   point.saved_input_bytes = tracker->live_bytes(input_base);
   point.saved_output_bytes = output_base == input_base ? 0 : tracker->live_bytes(output_base);
   // On CUDA the allocator's counters also see frees of blocks allocated before tracking began;
@@ -309,7 +309,7 @@ void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& in
   meter.reset_peak();
   const int64_t before_backward = meter.current_bytes();
   run_backward(*root, root_grad);
-  synchronize(device);
+  runtime::synchronize(device);
   point.bwd_transient_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_backward);
 }
 
@@ -326,7 +326,7 @@ std::map<std::string, double> LayerProfiler::flat_optimizer_step_ms(int64_t nume
   for (OptimizerKind kind : kinds) {
     torch::Tensor parameters = torch::randn({numel}, options);
     torch::Tensor gradients = torch::empty({numel}, options);
-    executor::FlatOptimizer optimizer(OptimizerSettings::defaults_for(kind), parameters, gradients);
+    runtime::FlatOptimizer optimizer(OptimizerSettings::defaults_for(kind), parameters, gradients);
     std::vector<double> samples;
     for (int step = 0; step < untimed + settings_.repeats; ++step) {
       gradients.normal_();  // a step on zeros is atypical

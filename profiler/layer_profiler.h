@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "models/model.h"
-#include "profiler/device.h"
-#include "profiler/report.h"
+#include "runtime/device.h"
+#include "plans/profile.h"
 
 namespace pipeplan::profiler {
 
@@ -32,7 +32,7 @@ using LossFn = std::function<torch::Tensor(const torch::Tensor& output)>;
 /// What measuring one layer at one micro-batch size produced.
 struct LayerMeasurement {
   LayerPoint point;          ///< every LayerPoint field (kernel times only on CUDA with CUPTI)
-  std::string output_dtype;  ///< dtype_name of the output ("bfloat16" under amp-bf16)
+  std::string output_dtype;  ///< runtime::dtype_name of the output ("bfloat16" under amp-bf16)
   torch::Tensor output;      ///< the output of the last timed forward, detached: the next input
 };
 
@@ -59,7 +59,7 @@ struct LayerMeasurement {
 /// Memory: per layer, after the timed passes (caches and workspaces are in place), one more
 /// untimed forward and backward of the layer alone on a fresh copy of its input from the last
 /// pass (with the sink as above, so that no graph node holds the input itself), with the
-/// allocator's accounting (MemoryMeter) and a MemoryTracker installed, backward from a random
+/// allocator's accounting (runtime::MemoryMeter) and a runtime::MemoryTracker installed, backward from a random
 /// output gradient (the loss for the chain's last layer when given):
 ///  - fwd_transient_bytes = peak during forward minus the bytes alive right after it;
 ///  - retained_bytes = bytes still alive when the caller's references to the input and output
@@ -86,7 +86,7 @@ class LayerProfiler {
   LayerMeasurement measure(models::Layer& layer, const torch::Tensor& input,
                            bool input_requires_grad, const LossFn& loss = {});
 
-  /// Median milliseconds of one optimizer step as training takes it (executor/optimizer.h: the
+  /// Median milliseconds of one optimizer step as training takes it (runtime/optimizer.h: the
   /// finite check over the flat gradients, FlatOptimizer::step, zeroing the gradients) over
   /// `numel` float32 parameters in one flat buffer, for "sgd" and "adamw" with the plan's default
   /// settings, after `warmup` (at least 1) untimed steps; 0 for both when `numel` is 0. The
@@ -116,7 +116,7 @@ class LayerProfiler {
                       const LossFn& loss, const torch::Tensor& root_grad, LayerPoint& point) const;
 
   LayerSettings settings_;
-  std::unique_ptr<DeviceTimer> timer_;
+  std::unique_ptr<runtime::DeviceTimer> timer_;
 };
 
 /// Parameter count and bytes and buffer bytes of a built layer, into `profile`.

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
-#include "profiler/device.h"
+#include "runtime/device.h"
 #include "profiler/layer_profiler.h"
 
 namespace pipeplan::profiler {
@@ -129,7 +129,7 @@ std::string utc_timestamp() {
 }  // namespace
 
 void ProfileOptions::validate() const {
-  check_precision(parse_device(device), parse_precision(precision, "--precision"));
+  runtime::check_precision(runtime::parse_device(device), parse_precision(precision, "--precision"));
   PIPEPLAN_CHECK(!batch_sizes.empty(), "--batch-sizes: empty (give sizes such as 1,2,4,8)");
   for (int64_t batch_size : batch_sizes)
     PIPEPLAN_CHECK(batch_size >= 1, "--batch-sizes: ", batch_size, " is below 1");
@@ -162,8 +162,8 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   options.validate();
   PIPEPLAN_ASSERT(options.co_located == 1 || barrier, "co-located processes need a barrier");
   if (options.threads) at::set_num_threads(*options.threads);
-  keep_freed_cpu_memory();
-  const c10::Device device = parse_device(options.device);
+  runtime::keep_freed_cpu_memory();
+  const c10::Device device = runtime::parse_device(options.device);
   LayerSettings settings;
   settings.device = device;
   settings.precision = parse_precision(options.precision, "--precision");
@@ -181,7 +181,7 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   profile.settings.repeats = options.repeats;
   profile.settings.co_located = options.co_located;
   profile.settings.seed = options.seed;
-  profile.device = describe_device(device);
+  profile.device = runtime::describe_device(device);
 
   LayerProfiler profiler(settings);
   Activations activations = first_inputs(model, profile.settings.batch_sizes, options.seed, device);

@@ -10,7 +10,7 @@
 
 #include "common/units.h"
 #include "models/model.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan::profiler {
 

@@ -23,7 +23,7 @@
 #include "executor/launcher.h"
 #include "models/model.h"
 #include "plans/plan.h"
-#include "profiler/device.h"
+#include "runtime/device.h"
 
 extern char** environ;
 
@@ -42,7 +42,7 @@ std::vector<std::pair<std::vector<int64_t>, std::string>> layer_outputs(const mo
   std::vector<std::pair<std::vector<int64_t>, std::string>> outputs;
   for (const models::LayerPtr& layer : layers) {
     x = layer->forward(x);
-    outputs.push_back({x.sizes().slice(1).vec(), profiler::dtype_name(x.scalar_type())});
+    outputs.push_back({x.sizes().slice(1).vec(), runtime::dtype_name(x.scalar_type())});
   }
   return outputs;
 }

@@ -12,7 +12,7 @@
 #include "common/hash.h"
 #include "common/units.h"
 #include "models/zoo.h"
-#include "profiler/memory_tracker.h"
+#include "runtime/memory_tracker.h"
 #include "tests/models/torchscript_files.h"
 
 namespace pipeplan::models {
@@ -257,8 +257,8 @@ TEST_F(TorchScriptTest, TrainAndEvalModesReachBatchNorm) {
 
 TEST_F(TorchScriptTest, AStageKeepsOnlyItsLayers) {
   const Model model = make_model(file("big_first.pt"), {"input_shape=1024"});
-  auto tracker = std::make_shared<profiler::MemoryTracker>();
-  profiler::MemoryTrackingScope scope(tracker);
+  auto tracker = std::make_shared<runtime::MemoryTracker>();
+  runtime::MemoryTrackingScope scope(tracker);
   {
     const auto later = build_layers(model, 1, 3, /*seed=*/0);
     EXPECT_GE(tracker->peak_bytes(c10::DeviceType::CPU), 4 * kMiB);  // the whole file, once

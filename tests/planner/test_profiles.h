@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan::testing {
 

@@ -6,7 +6,7 @@
 
 #include "plans/plan.h"
 #include "plans/run.h"
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan::testing {
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 namespace pipeplan {
 namespace {

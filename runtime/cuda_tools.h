@@ -1,4 +1,4 @@
-// CUDA-toolkit-only helpers for the profiler (no LibTorch): device facts, CUDA-event wall time
+// CUDA-toolkit-only helpers for device timing (no LibTorch): device facts, CUDA-event wall time
 // and CUPTI kernel activity records. Built whenever CMake finds CUPTI, so it is compile-checked
 // even where LibTorch has no CUDA; LibTorch's CUDA path drives it with its own streams.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace pipeplan::profiler::cuda {
+namespace pipeplan::runtime::cuda {
 
 /// What the CUDA runtime says about one device.
 struct GpuInfo {
@@ -64,4 +64,4 @@ class WindowTimer {
 double busy_ms(std::vector<std::pair<uint64_t, uint64_t>> intervals_ns, uint64_t begin_ns,
                uint64_t end_ns);
 
-}  // namespace pipeplan::profiler::cuda
+}  // namespace pipeplan::runtime::cuda

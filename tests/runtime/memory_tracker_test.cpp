@@ -1,10 +1,10 @@
-// Tests for profiler/memory_tracker.h: LibTorch's allocation reporting reaches the tracker.
-#include "profiler/memory_tracker.h"
+// Tests for runtime/memory_tracker.h: LibTorch's allocation reporting reaches the tracker.
+#include "runtime/memory_tracker.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-namespace pipeplan::profiler {
+namespace pipeplan::runtime {
 namespace {
 
 TEST(MemoryTrackerTest, CountsCpuAllocationsAndFrees) {
@@ -42,4 +42,4 @@ TEST(MemoryTrackerTest, SeesWhatAutogradKeepsForBackward) {
 }
 
 }  // namespace
-}  // namespace pipeplan::profiler
+}  // namespace pipeplan::runtime

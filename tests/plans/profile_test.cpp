@@ -1,6 +1,6 @@
-// Tests for profiler/report.h (no LibTorch): exact JSON round trips, rejected documents name the
+// Tests for plans/profile.h (no LibTorch): exact JSON round trips, rejected documents name the
 // field, and the linear fits.
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 #include <gtest/gtest.h>
 

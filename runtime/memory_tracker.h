@@ -10,7 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace pipeplan::profiler {
+namespace pipeplan::runtime {
 
 /// Counts the bytes LibTorch allocates and frees while installed (see MemoryTrackingScope), per
 /// device type. Only allocations made while tracking count: freeing memory allocated before
@@ -58,4 +58,4 @@ class MemoryTrackingScope {
   c10::DebugInfoGuard guard_;
 };
 
-}  // namespace pipeplan::profiler
+}  // namespace pipeplan::runtime

@@ -1,5 +1,5 @@
-// The device a profile is measured on: parsing --device and --precision, device facts, timers,
-// allocator-level memory readings and autocast, for the CPU and (when built with it) CUDA.
+// The device that profiling and training run on: parsing --device and --precision, device
+// facts, timers, allocator-level memory readings and autocast, for the CPU and CUDA.
 #pragma once
 
 #include <torch/torch.h>
@@ -11,10 +11,10 @@
 
 #include "models/torch_compat.h"
 #include "plans/plan.h"
-#include "profiler/memory_tracker.h"
-#include "profiler/report.h"
+#include "runtime/memory_tracker.h"
+#include "plans/profile.h"
 
-namespace pipeplan::profiler {
+namespace pipeplan::runtime {
 
 /// Parses "cpu", "cuda" (device 0) or "cuda:N" and checks that this build and machine have it.
 /// Throws Error(kBadInput) naming --device: unknown device, CUDA on a build without CUDA, no
@@ -92,4 +92,4 @@ class AutocastScope {
   std::optional<compat::CudaAutocastScope> cuda_;
 };
 
-}  // namespace pipeplan::profiler
+}  // namespace pipeplan::runtime

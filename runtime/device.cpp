@@ -1,5 +1,5 @@
-// The profiled device: flag parsing, facts, timers, memory readings and autocast.
-#include "profiler/device.h"
+// The device that profiling and training run on: flags, facts, timers, memory, autocast.
+#include "runtime/device.h"
 
 #include <unistd.h>
 
@@ -18,10 +18,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "profiler/cuda_tools.h"
+#include "runtime/cuda_tools.h"
 #endif
 
-namespace pipeplan::profiler {
+namespace pipeplan::runtime {
 namespace {
 
 #ifdef __GLIBC__
@@ -233,4 +233,4 @@ AutocastScope::AutocastScope(const c10::Device& device, Precision precision) {
   cuda_.emplace(/*enabled=*/true, precision == Precision::kAmpBf16 ? at::kBFloat16 : at::kHalf);
 }
 
-}  // namespace pipeplan::profiler
+}  // namespace pipeplan::runtime

@@ -1,12 +1,12 @@
 // The optimizer, the learning-rate schedule and loss scaling.
-#include "executor/optimizer.h"
+#include "runtime/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
 
-namespace pipeplan::executor {
+namespace pipeplan::runtime {
 namespace {
 
 // torch.cuda.amp.GradScaler's defaults.
@@ -107,4 +107,4 @@ void LossScaler::restore(double scale, int64_t clean_steps) {
   clean_steps_ = clean_steps;
 }
 
-}  // namespace pipeplan::executor
+}  // namespace pipeplan::runtime

@@ -11,7 +11,7 @@
 
 #include "plans/plan.h"
 
-namespace pipeplan::executor {
+namespace pipeplan::runtime {
 
 /// The learning rate of optimizer step `step` (1-based) of a run of `total_steps`:
 /// peak = base_lr · global_batch / base_batch; linear warm-up peak·step/warmup_steps for
@@ -71,4 +71,4 @@ class LossScaler {
   int64_t clean_steps_ = 0;
 };
 
-}  // namespace pipeplan::executor
+}  // namespace pipeplan::runtime

@@ -1,9 +1,9 @@
 // Memory accounting from LibTorch's allocation reporting.
-#include "profiler/memory_tracker.h"
+#include "runtime/memory_tracker.h"
 
 #include <algorithm>
 
-namespace pipeplan::profiler {
+namespace pipeplan::runtime {
 
 void MemoryTracker::reportMemoryUsage(void* ptr, int64_t alloc_size, int64_t /*total_allocated*/,
                                       int64_t /*total_reserved*/, c10::Device device) {
@@ -63,4 +63,4 @@ int64_t MemoryTracker::live_bytes(const void* ptr) const {
 MemoryTrackingScope::MemoryTrackingScope(std::shared_ptr<MemoryTracker> tracker)
     : guard_(c10::DebugInfoKind::PROFILER_STATE, std::move(tracker)) {}
 
-}  // namespace pipeplan::profiler
+}  // namespace pipeplan::runtime

@@ -1,5 +1,5 @@
 // The Profile: JSON I/O, validation and linear fits.
-#include "profiler/report.h"
+#include "plans/profile.h"
 
 #include <cmath>
 

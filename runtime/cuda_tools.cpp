@@ -1,5 +1,5 @@
 // CUDA-toolkit-only helpers: device facts, CUDA-event windows and CUPTI kernel activity records.
-#include "profiler/cuda_tools.h"
+#include "runtime/cuda_tools.h"
 
 #include <cuda_runtime_api.h>
 #include <cupti.h>
@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-namespace pipeplan::profiler::cuda {
+namespace pipeplan::runtime::cuda {
 namespace {
 
 // CUPTI asks for activity buffers of this size; records are ~200 bytes, so one buffer holds
@@ -210,4 +210,4 @@ double busy_ms(std::vector<std::pair<uint64_t, uint64_t>> intervals_ns, uint64_t
   return static_cast<double>(busy_ns) / kNsPerMs;
 }
 
-}  // namespace pipeplan::profiler::cuda
+}  // namespace pipeplan::runtime::cuda

@@ -1,9 +1,9 @@
-// Tests for executor/optimizer.h: PyTorch's update rules, the lr schedule, loss scaling.
-#include "executor/optimizer.h"
+// Tests for runtime/optimizer.h: PyTorch's update rules, the lr schedule, loss scaling.
+#include "runtime/optimizer.h"
 
 #include <gtest/gtest.h>
 
-namespace pipeplan::executor {
+namespace pipeplan::runtime {
 namespace {
 
 constexpr int64_t kGlobalBatch = 512;
@@ -86,4 +86,4 @@ TEST(OptimizerTest, LossScalerSkipsAndHalvesOnOverflowAndGrowsAfterCleanSteps) {
 }
 
 }  // namespace
-}  // namespace pipeplan::executor
+}  // namespace pipeplan::runtime

@@ -1,12 +1,12 @@
-// Tests for profiler/cuda_tools.h (CUDA toolkit only): the busy-time arithmetic everywhere, and on
+// Tests for runtime/cuda_tools.h (CUDA toolkit only): the busy-time arithmetic everywhere, and on
 // a GPU, CUDA-event wall times against CUPTI kernel times of cuBLAS matrix products.
-#include "profiler/cuda_tools.h"
+#include "runtime/cuda_tools.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-namespace pipeplan::profiler::cuda {
+namespace pipeplan::runtime::cuda {
 namespace {
 
 constexpr uint64_t kMs = 1000000;  // nanoseconds
@@ -90,4 +90,4 @@ TEST(CudaToolsTest, GpuKernelTimeLiesWithinWallTimeAndScalesWithWork) {
 }
 
 }  // namespace
-}  // namespace pipeplan::profiler::cuda
+}  // namespace pipeplan::runtime::cuda
