@@ -253,14 +253,22 @@ MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
 
 def main():
     global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--build", default="build")
-    parser.add_argument("--out", default="out/bench")
-    parser.add_argument("--only", default=",".join(MEASUREMENTS))
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build",
+                        help="build folder holding cli/pipeplan and bench/plain_loop")
+    parser.add_argument("--out", default="out/bench",
+                        help="folder for every profile, plan and run the measurements make")
+    parser.add_argument("--only", default=",".join(MEASUREMENTS),
+                        help="comma-separated measurements to make, of: " + ",".join(MEASUREMENTS))
     parser.add_argument("--models", default="resnet_tiny,vit_tiny,gpt_tiny",
                         help="the models of the accuracy measurement")
     parser.add_argument("--repeat", type=int, default=1, help="repeats of the scheduling runs and of each accuracy run")
     ARGS = parser.parse_args()
+    unknown = [name for name in ARGS.only.split(",") if name not in MEASUREMENTS]
+    if unknown:
+        parser.error(f"--only: unknown measurement {unknown[0]!r}; expected some of "
+                     + ",".join(MEASUREMENTS))
     ARGS.pipeplan = os.path.abspath(os.path.join(ARGS.build, "cli", "pipeplan"))
     ARGS.plain_loop = os.path.abspath(os.path.join(ARGS.build, "bench", "plain_loop"))
     os.makedirs(ARGS.out, exist_ok=True)

@@ -14,10 +14,24 @@
 #include "common/stats.h"
 #include "models/model.h"
 
+namespace {
+
+constexpr const char* kUsage =
+    "usage: plain_loop MODEL BATCH STEPS [WARMUP]\n"
+    "Trains zoo model MODEL (whole, one process) on random batches of BATCH samples for STEPS\n"
+    "steps and prints the median step time after WARMUP untimed steps (default 3).\n"
+    "bench/cpu_runs.py --only plain_loop runs it beside `pipeplan train` (bench/RESULTS.md).\n";
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   pipeplan::reexec_with_best_blas_kernels(argv);
   if (argc < 4) {
-    std::fprintf(stderr, "usage: plain_loop MODEL BATCH STEPS [WARMUP]\n");
+    std::fputs(kUsage, stderr);
     return 2;
   }
   const std::string name = argv[1];

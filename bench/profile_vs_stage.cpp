@@ -32,13 +32,25 @@ double now_ms() {
       .count();
 }
 
+constexpr const char* kUsage =
+    "usage: profile_vs_stage PLAN.json ROUNDS [REPEATS] [M] [GAP_US]\n"
+    "Alternates ROUNDS rounds of the profiler's chain measurement of every layer of the pp=1\n"
+    "plan's model (REPEATS repeats, default 10) with the executor's stage over the same layers\n"
+    "(M micro-batches forward then backward, default 8), one thread, and prints each round's\n"
+    "stage / profile ratio and their median. GAP_US > 0 (default 0) also times the stage\n"
+    "sleeping GAP_US microseconds before every action. Figures: bench/RESULTS.md.\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace pipeplan;
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   reexec_with_best_blas_kernels(argv);
   if (argc < 3) {
-    std::fprintf(stderr, "usage: profile_vs_stage PLAN.json ROUNDS [REPEATS] [M] [GAP_US]\n");
+    std::fputs(kUsage, stderr);
     return 2;
   }
   const Plan plan = read_plan(argv[1]);
