@@ -7,8 +7,9 @@ function(pipeplan_defaults target)
 endfunction()
 
 # A library of one folder: pipeplan_library(NAME SOURCES ... [TORCH]).
-# TORCH targets reuse one precompiled <torch/torch.h> (a LibTorch translation unit costs ~17 s here);
-# their files that include no LibTorch header are named to pipeplan_without_torch_pch.
+# TORCH targets reuse one precompiled <torch/torch.h>, since parsing it dominates the compile time
+# of a LibTorch translation unit; their files that include no LibTorch header are named to
+# pipeplan_without_torch_pch.
 function(pipeplan_library name)
   cmake_parse_arguments(ARG "TORCH" "" "SOURCES" ${ARGN})
   add_library(pipeplan_${name} STATIC ${ARG_SOURCES})
@@ -32,8 +33,8 @@ function(pipeplan_use_torch_pch target)
 endfunction()
 
 # Files of a TORCH target (in the calling folder) that include no LibTorch header, directly or
-# through ours: they compile without the precompiled <torch/torch.h>, whose 570 MB cost a file
-# 6-11 s to load (models/config.cpp: 14.4 s with it, 3.5 s without).
+# through ours: they compile without the precompiled <torch/torch.h>, since loading it costs such
+# a file more than compiling it (figures: bench/history/2026-11-24-session-7.md).
 function(pipeplan_without_torch_pch)
   set_source_files_properties(${ARGN} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
 endfunction()

@@ -1,5 +1,5 @@
 // BLAS checks: which BLAS this process loaded, and a fix for OpenBLAS misdetecting a
-// virtualised CPU (it falls back to generic "Prescott" kernels, ~6x slower matrix products).
+// virtualised CPU (it falls back to generic "Prescott" kernels, far slower at matrix products).
 #pragma once
 
 #include <string>

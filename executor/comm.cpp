@@ -483,7 +483,8 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
     std::vector<double> p2p_samples;
     std::vector<double> allreduce_samples;
     // Untimed rounds first; more before the first size, whose first messages also set up the
-    // connection (measured: 0.85 ms for 4 KiB after one round, against 0.15 ms for 16 KiB).
+    // connection, which would otherwise inflate the fitted latency
+    // (bench/history/2026-11-22-sessions-1-3.md).
     const int untimed = bytes == sizes.front() ? 5 : 1;
     for (int round = 0; round < untimed + repeats; ++round) {
       const double p2p = p2p_ms(tensor, tag++);

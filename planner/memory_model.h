@@ -81,10 +81,9 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
 /// retained activations count). Sends: at most S tensors are kept alive by sends in flight,
 /// each at most the larger boundary the stage sends across. GPipe's peak is the stage's first
 /// backward, when every activation receive has been consumed and no gradient has been sent:
-/// only the gradient receives and the activation sends count (the last stage has none; a
-/// resnet_tiny gpipe run measured its last stage 7.6% below the prediction that counted the
-/// 1f1b terms). The last term is DP's gradient
-/// bucket: the only per-device memory DP without sharding adds.
+/// only the gradient receives and the activation sends count (the last stage has none; counting
+/// the 1f1b terms there over-predicts its peak: bench/history/2026-11-22-session-4.md). The last
+/// term is DP's gradient bucket: the only per-device memory DP without sharding adds.
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                           int first, int last);
 

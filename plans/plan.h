@@ -121,7 +121,8 @@ struct StagePrediction {
   double idle_ms = 0;       ///< simulated, per iteration
   /// Spread of one micro-batch's forward (backward) time from one micro-batch to the next, as
   /// a coefficient of variation (standard deviation / mean), from the profile's p90 against its
-  /// median; 0 in plans made before it existed. The simulator draws action times with it.
+  /// median; 0 when plan.json has no fwd_cv / bwd_cv (both are written when either is above 0).
+  /// The simulator draws action times with it.
   double fwd_cv = 0;
   double bwd_cv = 0;
   int64_t peak_memory_bytes = 0;

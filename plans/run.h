@@ -89,7 +89,7 @@ struct Measurements {
   /// iteration_ms is that step's slowest rank's, bubble_fraction its idle share.
   Timeline timeline;
   /// The last measured steps every rank kept (at most 20), action by action, in step order;
-  /// empty in runs that measured none (and in run.json files written before it existed).
+  /// empty when no step was measured or run.json has no step_times (an optional key).
   std::vector<StepTimes> step_times;
 };
 

@@ -42,7 +42,7 @@ struct LayerMeasurement {
 /// runs one micro-batch: every layer's forward in order, then every layer's backward in reverse
 /// order, each forward and each backward timed on its own. A layer thus finds the caches as its
 /// predecessor left them, not warm with its own weights and input as when one layer is timed
-/// again and again (that underestimates, e.g. the forward of gpt_tiny at b=32 by ~15% on a CPU).
+/// again and again (which underestimates the time the layer takes in a stage).
 /// Steady clock on the CPU; CUDA events, and CUPTI kernel records for the *_kernel_ms fields, on
 /// CUDA. Medians and p90 over the timed passes.
 ///  - The first layer gets a fresh copy of the chain's input; every later layer a fresh tensor
@@ -92,8 +92,8 @@ class LayerProfiler {
   /// settings, after `warmup` (at least 1) untimed steps; 0 for both when `numel` is 0. The
   /// gradients are refilled (untimed) before each step, as backward leaves them. A flat buffer
   /// of a whole stage is what the executor steps; timing each small layer's tensors alone keeps
-  /// them in cache and misses the finite check and the zeroing (on the dev VM, 4 layers of
-  /// 1024x1024 with SGD: 7.2 ms per-layer against 12-14 ms flat, one thread).
+  /// them in cache and misses the finite check and the zeroing, and so underestimates the step
+  /// (bench/history/2026-11-22-session-4.md).
   std::map<std::string, double> flat_optimizer_step_ms(int64_t numel);
 
   const LayerSettings& settings() const { return settings_; }

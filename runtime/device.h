@@ -39,10 +39,10 @@ DeviceProfile describe_device(const c10::Device& device);
 /// Makes this process's CPU allocations reuse freed memory instead of faulting in fresh pages:
 /// glibc malloc keeps blocks up to 32 MiB on its heap and never returns the heap's free top to
 /// the system. By default it gives memory back between a training step's backward and the next
-/// forward, whose activations then page-fault (~20% of gpt_tiny's step time on the dev VM, and
-/// varying with the heap's layout). profile_model calls it. The executor does not: training
-/// gpt_tiny (pp=1, b=32) with and without it measured the same step time within the noise
-/// (bench/RESULTS.md), as its steps reuse the heap anyway. The process keeps its peak heap.
+/// forward, whose activations then page-fault at a cost that varies with the heap's layout:
+/// noise a profile must not carry. profile_model calls it. The executor does not: its steps
+/// reuse the heap anyway, so the setting does not change a run's step time
+/// (bench/history/2026-11-22-sessions-1-3.md). The process keeps its peak heap.
 /// No-op without glibc.
 void keep_freed_cpu_memory();
 

@@ -74,7 +74,7 @@ void FlatOptimizer::step(double lr) {
 }
 
 bool all_finite(const torch::Tensor& gradients) {
-  // One float32 pass: a float64 sum converts every element and costs 15x more.
+  // One float32 pass: a float64 sum would convert every element first, at many times the cost.
   return std::isfinite(gradients.sum().item<double>());
 }
 

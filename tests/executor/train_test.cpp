@@ -17,7 +17,8 @@
 namespace pipeplan::testing {
 namespace {
 
-// Models of the split-equivalence test; the GPT family adds "gpt_tiny" when it merges.
+// Models of the split-equivalence test: float image input (mlp_tiny) and int64 token input with
+// a next-token loss (gpt_tiny).
 const std::vector<std::string> kEquivalenceModels = {"mlp_tiny", "gpt_tiny"};
 constexpr int kSteps = 5;
 constexpr double kLossRelativeTolerance = 1e-5;

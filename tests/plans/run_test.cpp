@@ -100,7 +100,7 @@ TEST(RunTest, ValidationNamesTheField) {
   }
 }
 
-// run.json files written before step_times existed still read, with no steps to replay.
+// step_times is optional: a run.json without it reads, with no steps to replay.
 TEST(RunTest, RunsWithoutStepTimesStillRead) {
   Json json = to_json(sample_run());
   json["measured"].erase("step_times");

@@ -207,9 +207,9 @@ WholeTimes whole_times(const models::Model& model, int64_t batch_size,
 }
 
 // Each layer's backward is timed as its own autograd engine call, which the whole sequence
-// enters once: measured ~3-5 us per call on the 2-vCPU dev VM, ~15% of mlp_tiny's 0.2 ms
-// backward at b=4 and nothing for layers of milliseconds. The backward check allows this much
-// per layer on top of its relative tolerance.
+// enters once: a few microseconds per call on a CPU, a visible share of a tiny layer's backward
+// and nothing for layers of milliseconds. The backward check allows this much per layer on top
+// of its relative tolerance.
 constexpr double kEngineCallMs = 0.005;
 
 // CPU time the calling thread has used, in milliseconds.
@@ -245,7 +245,7 @@ std::pair<int64_t, int64_t> steal_and_all_jiffies() {
 // round: with more runnable threads than cores, the whole sequence's median includes waits that
 // the short per-layer windows mostly miss, and the round says nothing about the profile. Also
 // nullopt when a hypervisor took more than 3% of the machine's CPU time meanwhile: it does so
-// in bursts (up to 38% of a second on the dev VM), which the thread's own CPU time does not
+// in bursts (bench/history/2026-11-22-session-4.md), which the thread's own CPU time does not
 // show, and which slow the whole sequence and the short windows unequally.
 std::optional<SumRatios> round_ratios(const models::Model& model, int64_t batch_size) {
   constexpr double kMinCpuShare = 0.9;
@@ -306,15 +306,11 @@ bool sums_match(const SumRatios& ratios, double tolerance) {
 
 // The profile's per-layer times, summed, predict the whole sequence's forward and backward in
 // training within 15% (the backward with kEngineCallMs per layer of slack above), at b=32. Not
-// at b=4: there resnet_tiny's whole forward takes about a millisecond, and while the host was
-// busy the whole sequence measured up to 1.5x the sum (ratios 0.67 and 0.78 in 3 of 5 runs on
-// 2026-11-22, passing the same day before) without this thread losing its CPU; likely the
+// at b=4: there resnet_tiny's whole forward takes about a millisecond, and on a busy host the
 // whole sequence, streaming through every layer's weights, suffers more from neighbours
-// contending for the cache than each layer's chained passes do. A check CI cannot rely on.
-// A miss is measured twice: once, in a full test run, every undisturbed round of mlp_tiny gave
-// the layers 16-18% more than the whole (median 1.163 forward, 1.177 backward) and three runs
-// right after 0.96-1.04, so a host condition can last a whole measurement; a real error lasts
-// two.
+// contending for the cache than each layer's chained passes do, without this thread losing its
+// CPU: a check CI cannot rely on. A miss is measured again before the test fails: a host
+// condition can last a whole measurement; a real error lasts two.
 TEST(ModelProfilerTest, SerialSumsOfLayerTimesMatchWholeForwardAndBackward) {
   constexpr double kTolerance = 0.15;
   constexpr int kMeasurements = 2;
