@@ -67,7 +67,7 @@ class Comm {
   /// Starts sending `tensor` (`kind` kSendActivation or kSendGradient) to neighbour `peer`; the
   /// transfer completes in the background and is waited by wait_sends.
   void send(ActionKind kind, int peer, int micro_batch, const torch::Tensor& tensor);
-  /// Waits for the oldest sends until at most `keep_outstanding` are still in flight (0: all),
+  /// Waits for the oldest sends until at most `keep_outstanding` are still outstanding (0: all),
   /// so that a rank never holds more than that many sent tensors alive.
   void wait_sends(int keep_outstanding = 0);
 

@@ -43,14 +43,14 @@ struct IterationOutcome {
 /// receiver has posted). Memory cost: kRecvLookahead extra boundary tensors per kind beyond the
 /// in-flight activations. Sends are asynchronous (with blocking sends, 1f1b deadlocks: stage 0
 /// sends its next activation while stage 1 sends a gradient back); at most kMaxOutstandingSends
-/// are in flight (a further send first waits for the oldest) and the rest are waited at the
+/// are outstanding (a further send first waits for the oldest) and the rest are waited at the
 /// end of the pass, so sent tensors never pile up (a forward-only evaluation pass would
 /// otherwise hold every test micro-batch's activation).
 class Interpreter {
  public:
   /// The policy is plans/schedule.h's, which the memory model's communication buffers count.
   static constexpr int kRecvLookahead = pipeplan::kRecvLookahead;
-  /// Sends in flight at most; a further send first waits for the oldest, so a rank holds at
+  /// Outstanding sends at most; a further send first waits for the oldest, so a rank holds at
   /// most this many sent tensors.
   static constexpr int kMaxOutstandingSends = pipeplan::kMaxSendsInFlight;
   /// Gradient all-reduce bucket size (as DDP's default).

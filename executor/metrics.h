@@ -152,7 +152,7 @@ class StepReducer {
 
   Comm& comm_;
   const Plan& plan_;
-  torch::Tensor values_;  // float64 [loss_sum, iteration_ms[w], loss_flag[w], gradient_flag[w]]
+  torch::Tensor values_;  // float64 [loss_sum, iteration_ms[r], loss_flag[r], gradient_flag[r]]
   int64_t pending_step_ = 0;
 };
 

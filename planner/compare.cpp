@@ -109,14 +109,14 @@ StepReplay replay_steps(const Plan& plan, const Run& run) {
   if (steps.empty()) return replay;
   SimulationInput input = measured_simulation_input(plan, run);
   std::vector<double> replayed, measured;
-  const size_t world = run.measured.ranks.size();
-  std::vector<std::vector<double>> replayed_idle(world), measured_idle(world);
+  const size_t num_ranks = run.measured.ranks.size();
+  std::vector<std::vector<double>> replayed_idle(num_ranks), measured_idle(num_ranks);
   for (size_t idx = 0; idx < steps.size(); ++idx) {
     input.rank_times = steps[idx].ranks;
     const SimulationResult result = simulate(input, SimulationOptions{/*record_timeline=*/false});
     replayed.push_back(result.iteration_ms);
     measured.push_back(steps[idx].iteration_ms);
-    for (size_t rank = 0; rank < world; ++rank) {
+    for (size_t rank = 0; rank < num_ranks; ++rank) {
       const RankStepTimes& t = steps[idx].ranks[rank];
       double busy_ms = t.allreduce_ms + t.optimizer_ms;
       for (const std::vector<double>* times : {&t.fwd_ms, &t.bwd_ms, &t.recompute_ms})
@@ -131,7 +131,7 @@ StepReplay replay_steps(const Plan& plan, const Run& run) {
   replay.steps = static_cast<int>(steps.size());
   replay.replayed_ms = median(std::move(replayed));
   replay.measured_ms = median(std::move(measured));
-  for (size_t rank = 0; rank < world; ++rank) {
+  for (size_t rank = 0; rank < num_ranks; ++rank) {
     replay.replayed_idle_fraction.push_back(median(std::move(replayed_idle[rank])));
     replay.measured_idle_fraction.push_back(median(std::move(measured_idle[rank])));
   }

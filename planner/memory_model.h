@@ -20,7 +20,7 @@ inline constexpr int64_t kGradientBytesPerParameter = 4;
 inline constexpr int64_t kSgdStateBytesPerParameter = 4;    ///< momentum: total 12
 inline constexpr int64_t kAdamwStateBytesPerParameter = 8;  ///< two moments: total 16
 inline constexpr int64_t kAutocastCopyBytesPerParameter = 2;
-/// DP without sharding keeps one flat gradient bucket per rank for the all-reduce in flight
+/// DP without sharding keeps one flat gradient bucket per rank for the all-reduce under way
 /// (PyTorch DDP's default bucket_cap_mb = 25); a stage smaller than that needs only its size.
 inline constexpr int64_t kGradientBucketBytes = 25 * kMiB;
 
@@ -78,7 +78,7 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
 /// stage s − 1, gradients from stage s + 1 — and the received output gradient a backward is
 /// consuming is one more, which no other term counts (the profile's backward transient
 /// excludes the output gradient; a consumed activation becomes the stage input, which the
-/// retained activations count). Sends: at most S tensors are kept alive by sends in flight,
+/// retained activations count). Sends: at most S tensors are kept alive by outstanding sends,
 /// each at most the larger boundary the stage sends across. GPipe's peak is the stage's first
 /// backward, when every activation receive has been consumed and no gradient has been sent:
 /// only the gradient receives and the activation sends count (the last stage has none; counting

@@ -16,7 +16,7 @@ enum class TimelineKind {
   kForward,
   kBackward,
   kRecompute,  ///< the extra forward of a checkpointed stage, just before its backward
-  /// A transfer: simulated, the time it is in flight (the rank computes meanwhile); measured,
+  /// A transfer: simulated, the time it occupies the link (the rank computes meanwhile); measured,
   /// the time the rank took to hand it to the backend (the transfer itself is not observable).
   kSend,
   kRecvWait,  ///< the rank is blocked until a receive's data arrives (idle)

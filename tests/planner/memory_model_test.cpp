@@ -46,7 +46,7 @@ TEST(MemoryModelTest, EveryTermByHandGpipe) {
   EXPECT_EQ(s0.recompute_bytes, 0);
   EXPECT_EQ(s0.transient_bytes, 70 * 2);
   // Boundary 2 is 6 floats per sample: 48 bytes at b = 2. Stage 0 receives gradients: two
-  // posted ahead and the one its backward consumes; up to two activation sends in flight.
+  // posted ahead and the one its backward consumes; up to two outstanding activation sends.
   EXPECT_EQ(s0.comm_buffers_bytes, (2 + 1) * 48 + 2 * 48);  // 240
   EXPECT_EQ(s0.runtime_overhead_bytes, 1000);
   EXPECT_EQ(s0.total_bytes, 36000 + 16 + 2080 + 140 + 240 + 1000);
@@ -67,10 +67,10 @@ TEST(MemoryModelTest, OneFOneBCountsReceivesAheadAndSendsInFlightOnBothBoundarie
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, /*micro_batch_size=*/2, OptimizerKind::kSgd);
   const MemorySettings one_f_one_b = settings(Schedule::kOneFOneB, /*pp=*/2, /*m=*/4);
-  // Stage 0 as under GPipe: gradient receives (two ahead, one consumed), two sends in flight.
+  // Stage 0 as under GPipe: gradient receives (two ahead, one consumed), two outstanding sends.
   EXPECT_EQ(stage_memory(table, one_f_one_b, 0, 0, 2, false).comm_buffers_bytes,
             (2 + 1) * 48 + 2 * 48);
-  // Stage 1: two activation receives posted ahead, up to two gradient sends in flight.
+  // Stage 1: two activation receives posted ahead, up to two outstanding gradient sends.
   EXPECT_EQ(stage_memory(table, one_f_one_b, 1, 2, 3, false).comm_buffers_bytes, 2 * 48 + 2 * 48);
 }
 
