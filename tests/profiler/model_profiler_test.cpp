@@ -307,10 +307,11 @@ bool sums_match(const SumRatios& ratios, double tolerance) {
 // The profile's per-layer times, summed, predict the whole sequence's forward and backward in
 // training within 15% (the backward with kEngineCallMs per layer of slack above), at b=32. Not
 // at b=4: there resnet_tiny's whole forward takes about a millisecond, and on a busy host the
+// whole sequence can take far longer than the sum while this thread keeps its CPU (likely the
 // whole sequence, streaming through every layer's weights, suffers more from neighbours
-// contending for the cache than each layer's chained passes do, without this thread losing its
-// CPU: a check CI cannot rely on. A miss is measured again before the test fails: a host
-// condition can last a whole measurement; a real error lasts two.
+// contending for the cache than each layer's chained passes do): a check CI cannot rely on.
+// A miss is measured again before the test fails: a host condition can last a whole
+// measurement; a real error lasts two.
 TEST(ModelProfilerTest, SerialSumsOfLayerTimesMatchWholeForwardAndBackward) {
   constexpr double kTolerance = 0.15;
   constexpr int kMeasurements = 2;
