@@ -138,7 +138,7 @@ void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
   timed(TimelineKind::kOptimizer, -1, [&] {
     torch::Tensor& gradients = stage_.gradients();
     if (scaler_.enabled()) gradients.mul_(1.0 / scaler_.scale());
-    const bool finite = all_finite(gradients);
+    const bool finite = runtime::all_finite(gradients);
     if (scaler_.enabled()) {
       // Every rank must agree on skipping, or the stages would step out of lockstep.
       torch::Tensor found_inf = torch::full({1}, finite ? 0.0 : 1.0, torch::kFloat64);

@@ -332,7 +332,7 @@ std::map<std::string, double> LayerProfiler::flat_optimizer_step_ms(int64_t nume
       gradients.normal_();  // a step on zeros is atypical
       const bool timed = step >= untimed;
       if (timed) timer_->start();
-      (void)executor::all_finite(gradients);
+      (void)runtime::all_finite(gradients);
       optimizer.step(kLearningRate);
       gradients.zero_();
       if (timed) samples.push_back(timer_->stop_ms());
