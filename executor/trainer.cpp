@@ -260,7 +260,7 @@ void Trainer::run_step(int64_t step) {
     order_ = epoch_order(data_->size(Split::kTrain), options_.seed, epoch);
     order_epoch_ = epoch;
   }
-  const double lr = learning_rate(plan_.optimizer, plan_.global_batch, step, total_steps_);
+  const double lr = runtime::learning_rate(plan_.optimizer, plan_.global_batch, step, total_steps_);
   recorder_->begin_step(step);
   pass_.step = step;
   const IterationOutcome outcome = interpreter_->train(actions_, pass_, lr);
@@ -286,7 +286,7 @@ void Trainer::on_report(const StepReport& report) {
     OrderedJson line{{"step", report.step},
                      {"epoch", (report.step - 1) / steps_per_epoch_ + 1},
                      {"loss", report.loss},
-                     {"lr", learning_rate(plan_.optimizer, plan_.global_batch, report.step, total_steps_)},
+                     {"lr", runtime::learning_rate(plan_.optimizer, plan_.global_batch, report.step, total_steps_)},
                      {"iteration_ms", report.slowest_iteration_ms},
                      {"samples_per_s", samples_per_s}};
     log_ << line.dump() << '\n' << std::flush;
