@@ -62,8 +62,7 @@ PartitionObjective objective(const PartitionResult& result);
 /// With no split under any bound, the least-memory split (a min-max DP over memory) names
 /// the stage that does not fit. All times are whole nanoseconds, so there is no tolerance.
 /// Cost: each DP visits O(Σ_s |band_s| · |window|) (start, end) pairs — at most O(pp · L²),
-/// in practice about L · (L / pp) · (band share), e.g. 10^4..10^5 evaluations of O(1) each
-/// for L = 1000 — plus O(L · probes) for the greedy bound.
+/// far fewer as bands and windows are narrow — plus O(L · probes) for the greedy bound.
 PartitionResult optimal_partition(const StageEvaluator& evaluator);
 
 /// Phase 0 of optimal_partition alone, O(pp · log L): true with `proof` set to the infeasible

@@ -118,8 +118,8 @@ const std::pair<const char*, double StagePrediction::*> kStageTimeFields[] = {
 Json stage_prediction_json(const StagePrediction& s) {
   Json json{{"peak_memory_bytes", s.peak_memory_bytes}, {"memory", to_json(s.memory)}};
   for (const auto& [key, field] : kStageTimeFields) json[key] = s.*field;
-  // Written only when there is a spread, so that a plan made before it existed keeps its hash
-  // (runs name their plan by it).
+  // Optional: written only when there is a spread, so that a plan without one keeps the hash
+  // its runs recorded.
   if (s.fwd_cv > 0 || s.bwd_cv > 0) {
     json["fwd_cv"] = s.fwd_cv;
     json["bwd_cv"] = s.bwd_cv;
@@ -130,14 +130,14 @@ Json stage_prediction_json(const StagePrediction& s) {
 StagePrediction stage_prediction_from(const JsonReader& r) {
   StagePrediction s;
   for (const auto& [key, field] : kStageTimeFields) s.*field = r.non_negative(key);
-  // Absent from plans made before the simulator drew action times: no spread.
+  // Optional: absent means no spread.
   if (r.has("fwd_cv")) s.fwd_cv = r.non_negative("fwd_cv");
   if (r.has("bwd_cv")) s.bwd_cv = r.non_negative("bwd_cv");
   s.peak_memory_bytes = r.integer_at_least("peak_memory_bytes", 0);
   const JsonReader memory = r.object("memory");
   s.memory.in_flight = static_cast<int>(memory.integer_at_least("in_flight", 0));
   for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.integer_at_least(key, 0);
-  // Signed, and absent from plans made before calibration existed.
+  // Signed; optional: absent means 0 (no calibration).
   if (memory.has("calibration_bytes")) s.memory.calibration_bytes = memory.integer("calibration_bytes");
   return s;
 }

@@ -128,7 +128,7 @@ Measurements measured_from(const JsonReader& reader) {
   const JsonReader timeline = reader.object("timeline");
   m.timeline_step = timeline.integer_at_least("step", 0);
   m.timeline = timeline_from_json(timeline);
-  if (reader.has("step_times"))  // absent from run.json files written before it existed
+  if (reader.has("step_times"))  // optional: absent means no steps to replay
     for (const JsonReader& step : reader.objects("step_times"))
       m.step_times.push_back(step_times_from(step));
   return m;
