@@ -1,12 +1,14 @@
 // pipeplan's entry point: the dispatch table of subcommands and the one place errors are caught.
 #include <c10/util/Exception.h>
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
 #include "common/blas_env.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/version.h"
 
 namespace {
@@ -44,6 +46,9 @@ int fail(const std::string& message, int exit_code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the checked writes
+  // report naming the file, instead of the signal killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   pipeplan::reexec_with_best_blas_kernels(argv);
   CLI::App app{"pipeplan: measure a network, plan its pipeline x data-parallel split, train it, "
                "and compare the plan with what was measured.",
@@ -74,8 +79,13 @@ int main(int argc, char** argv) {
     return fail(e.what(), 2);
   }
   try {
-    for (auto& [sub_app, runner] : runners)
-      if (sub_app->parsed()) return runner();
+    for (auto& [sub_app, runner] : runners) {
+      if (!sub_app->parsed()) continue;
+      const int exit_code = runner();
+      // Tables and "wrote" lines are output too: a full disk or a closed file must not exit 0.
+      pipeplan::check_stream_written(stdout, "standard output");
+      return exit_code;
+    }
     return fail("no subcommand given (try --help)", 2);
   } catch (const pipeplan::Error& e) {
     return fail(e.what(), e.exit_code());

@@ -1,8 +1,6 @@
 // JSON helpers: file I/O with clear errors and field access that names the path.
 #include "common/json.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -28,41 +26,8 @@ Json read_json_file(const std::string& path) {
   return json;
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  PIPEPLAN_CHECK(file != nullptr, "cannot write ", quote(path), ": ", std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
-  const bool closed = std::fclose(file) == 0;
-  if (!(written && flushed && closed)) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    PIPEPLAN_CHECK(false, "cannot write ", quote(path), ": ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    PIPEPLAN_CHECK(false, "cannot write ", quote(path), ": ", std::strerror(err));
-  }
-}
-
 void write_json_file(const std::string& path, const Json& json) {
   write_file_atomic(path, json.dump(2) + "\n");
-}
-
-void check_writable(const std::string& path, std::string_view field) {
-  PIPEPLAN_CHECK(!path.empty(), field, ": empty output path");
-  namespace fs = std::filesystem;
-  const fs::path parent = fs::path(path).parent_path();
-  const fs::path folder = parent.empty() ? fs::path(".") : parent;
-  std::error_code ec;
-  PIPEPLAN_CHECK(fs::is_directory(folder, ec), field, ": cannot write ", quote(path),
-                 ": folder ", quote(folder.string()), " does not exist");
-  PIPEPLAN_CHECK(!fs::is_directory(path, ec), field, ": cannot write ", quote(path),
-                 ": it is a folder");
-  PIPEPLAN_CHECK(::access(folder.c_str(), W_OK) == 0, field, ": cannot write ", quote(path),
-                 ": ", std::strerror(errno));
 }
 
 JsonReader::JsonReader(const Json& json, std::string document, std::string prefix)

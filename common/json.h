@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace pipeplan {
 
@@ -19,16 +20,8 @@ using Json = nlohmann::json;
 /// unreadable or not JSON.
 Json read_json_file(const std::string& path);
 
-/// Writes text to `path` through a temporary file in the same folder and a rename, so a crash
-/// never leaves a half-written file. Throws Error(kBadInput) naming the path when it cannot.
-void write_file_atomic(const std::string& path, const std::string& text);
-
-/// `write_file_atomic(path, json.dump(2) + "\n")`.
+/// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
 void write_json_file(const std::string& path, const Json& json);
-
-/// Checks that the parent folder of `path` exists and that a file can be created there;
-/// `field` names the flag in the error. Call before long work so that it fails fast.
-void check_writable(const std::string& path, std::string_view field);
 
 /// Reads the fields of one JSON object; every error names the document and the field path, e.g.
 /// "profile.json: layers[3].fwd_ms_median: missing". Copyable; holds a pointer to `json`.

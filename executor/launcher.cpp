@@ -47,20 +47,22 @@ constexpr int kExitLauncherGone = 1;
 // Exit code of a child whose command could not be executed (as sh and torchrun use it).
 constexpr int kExitCannotExecute = 127;
 
-// Writes everything unless the reader is gone; relayed output is best effort, exit codes are not.
-void write_all(int fd, const char* data, size_t size) {
+// Writes everything; returns 0, or the errno of the write that failed (the rest is dropped: a
+// rank's lines must not stop the launch, which reports the error once the ranks are done).
+int write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t written = ::write(fd, data, size);
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;
+    if (written <= 0) return written < 0 ? errno : ENOSPC;
     data += written;
     size -= static_cast<size_t>(written);
   }
+  return 0;
 }
 
-void write_line(int fd, const std::string& text) {
+int write_line(int fd, const std::string& text) {
   const std::string line = text + "\n";
-  write_all(fd, line.data(), line.size());
+  return write_all(fd, line.data(), line.size());
 }
 
 // One pipe from a rank: reads what is there and writes whole lines, each with the rank's prefix
@@ -76,6 +78,8 @@ class LineRelay {
   /// The pipe's read end, or -1 once it reached end of file.
   int fd() const { return fd_; }
   const std::string& last_line() const { return last_line_; }
+  /// The errno of the first relayed line that could not be written, or 0.
+  int write_errno() const { return write_errno_; }
 
   /// Reads at most `max_reads` chunks without blocking; at end of file relays a partial last
   /// line and closes. Returns false when nothing more is there now.
@@ -115,7 +119,8 @@ class LineRelay {
   }
 
   void emit(const std::string& line) {
-    write_line(out_fd_, prefix_ + line);
+    const int err = write_line(out_fd_, prefix_ + line);
+    if (write_errno_ == 0) write_errno_ = err;
     if (line.find_first_not_of(" \t\r") != std::string::npos) last_line_ = line;
   }
 
@@ -129,6 +134,7 @@ class LineRelay {
   std::string prefix_;
   std::string pending_;
   std::string last_line_;
+  int write_errno_ = 0;
 };
 
 // Blocks SIGINT, SIGTERM and SIGCHLD in the calling thread for the launch and reads them from a
@@ -213,7 +219,7 @@ struct ExecPlan {
   // launcher inherited (a background shell job ignores SIGINT).
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE}) ::sigaction(sig, &default_action, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGXFSZ}) ::sigaction(sig, &default_action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -456,6 +462,8 @@ class Launch {
         relay->finish();
       }
       rank.exit.last_stderr_line = rank.err->last_line();
+      for (const LineRelay* relay : {rank.out.get(), rank.err.get()})
+        if (result_.output_errno == 0) result_.output_errno = relay->write_errno();
       result_.ranks[static_cast<size_t>(rank.exit.rank)] = rank.exit;
     }
     if (const int sig = signals_.take_interrupt(); sig != 0 && result_.interrupt_signal == 0)
@@ -517,6 +525,9 @@ std::string describe_failure(const LaunchResult& result) {
 
 int launch(const LaunchOptions& options) {
   const LaunchResult result = run_ranks(options);
+  PIPEPLAN_RUNTIME_CHECK(!result.ok() || result.output_errno == 0,
+                         "launch: cannot write the ranks' output: ",
+                         std::strerror(result.output_errno), " (their lines were lost)");
   if (result.ok()) return 0;
   const bool bad_input = result.failed_rank >= 0 &&
                          result.ranks[static_cast<size_t>(result.failed_rank)].signal == 0 &&

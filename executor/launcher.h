@@ -51,6 +51,7 @@ struct LaunchResult {
   std::vector<RankExit> ranks;  ///< indexed by rank
   int failed_rank = -1;         ///< the first rank seen failing; -1 when none failed
   int interrupt_signal = 0;     ///< SIGINT or SIGTERM the launcher received and forwarded; or 0
+  int output_errno = 0;         ///< errno of the first relayed line that could not be written
   /// True when every rank exited 0 and the launcher was not interrupted.
   bool ok() const { return failed_rank < 0 && interrupt_signal == 0; }
 };
@@ -67,9 +68,10 @@ LaunchResult run_ranks(const LaunchOptions& options);
 /// "interrupted by signal 2, SIGINT; stopped all 2 ranks". "" when `result.ok()`.
 std::string describe_failure(const LaunchResult& result);
 
-/// `pipeplan launch`: run_ranks, then 0 when every rank succeeded. Otherwise throws Error with
-/// describe_failure's line: kBadInput (exit 2) when the failed rank exited 2, kRuntime (exit 1)
-/// for any other exit code, a signal or an interruption.
+/// `pipeplan launch`: run_ranks, then 0 when every rank succeeded and their output was relayed.
+/// Otherwise throws Error with describe_failure's line: kBadInput (exit 2) when the failed rank
+/// exited 2, kRuntime (exit 1) for any other exit code, a signal or an interruption, and
+/// kRuntime naming errno when the ranks succeeded but their lines could not be written.
 int launch(const LaunchOptions& options);
 
 /// A TCP port that is free now on this machine (bound to port 0 and released); another process

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "executor/checkpoint.h"
@@ -118,7 +119,7 @@ class Trainer {
   std::vector<EpochAccuracy> accuracy_;
   double last_loss_ = 0;
   std::vector<std::pair<int64_t, double>> slowest_iteration_ms_;  // rank 0: (step, ms) measured
-  std::ofstream log_;
+  std::unique_ptr<OutputFile> log_;  // rank 0 with --log
   std::unique_ptr<ProgressLine> progress_;
 };
 
@@ -220,8 +221,7 @@ void Trainer::open_log() {
   progress_ = std::make_unique<ProgressLine>();
   if (options_.log_path.empty()) return;
   if (start_step_ > 0) truncate_log_after(options_.log_path, start_step_);
-  log_.open(options_.log_path, start_step_ > 0 ? std::ios::app : std::ios::trunc);
-  PIPEPLAN_CHECK(log_.good(), "--log: cannot write ", quote(options_.log_path));
+  log_ = std::make_unique<OutputFile>(options_.log_path, /*append=*/start_step_ > 0, "--log");
 }
 
 std::pair<torch::Tensor, torch::Tensor> Trainer::load(Split split,
@@ -282,14 +282,14 @@ void Trainer::on_report(const StepReport& report) {
     slowest_iteration_ms_.push_back({report.step, report.slowest_iteration_ms});
   const double samples_per_s = static_cast<double>(plan_.global_batch) * 1000.0 /
                                std::max(report.slowest_iteration_ms, 1e-9);
-  if (log_.is_open()) {
+  if (log_) {
     OrderedJson line{{"step", report.step},
                      {"epoch", (report.step - 1) / steps_per_epoch_ + 1},
                      {"loss", report.loss},
                      {"lr", runtime::learning_rate(plan_.optimizer, plan_.global_batch, report.step, total_steps_)},
                      {"iteration_ms", report.slowest_iteration_ms},
                      {"samples_per_s", samples_per_s}};
-    log_ << line.dump() << '\n' << std::flush;
+    log_->write(line.dump() + "\n");
   }
   char text[128];
   std::snprintf(text, sizeof text, "step %lld/%lld  loss %.4f  %.1f samples/s",
@@ -325,8 +325,8 @@ void Trainer::evaluate(int64_t step, int64_t epoch) {
   comm_->world_sum(counts);
   const double accuracy = counts[0].item<double>() / std::max(counts[1].item<double>(), 1.0);
   accuracy_.push_back({epoch, step, accuracy});
-  if (is_rank0() && log_.is_open())
-    log_ << OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() << '\n' << std::flush;
+  if (is_rank0() && log_)
+    log_->write(OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() + "\n");
 }
 
 // Stage files from each stage's replica 0, a barrier, then rank 0's manifest completes it.
@@ -398,6 +398,7 @@ void Trainer::finish() {
       parse_rank_report(Json::parse(comm_->store_get("report/" + std::to_string(rank))),
                         &ranks[rank], &steps[rank]);
     write_outputs(std::move(ranks), steps, timeline_step);
+    if (log_) log_->close();
     progress_.reset();
   }
   comm_->barrier();

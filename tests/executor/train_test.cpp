@@ -236,6 +236,17 @@ TEST(TrainRefusalTest, RefusesAWorldSizeOtherThanThePlans) {
   expect_one_line_error(exits.at(0), 2, "WORLD_SIZE=1");
 }
 
+TEST(TrainRefusalTest, ALogThatCannotBeWrittenEndsTheRunNamingIt) {
+  const Plan plan = make_test_plan(TestPlanSpec());
+  const TrainRun run = in_dir(fresh_dir("log"));
+  write_plan(run.dir + "/plan.json", plan);
+  const auto exits = run_ranks(0, {"train", "--plan", run.dir + "/plan.json", "--data",
+                                   "synthetic", "--steps", "2", "--log", "/dev/full", "-o",
+                                   run.run_json});
+  expect_one_line_error(exits.at(0), 1, "cannot write '/dev/full': No space left on device");
+  EXPECT_FALSE(std::filesystem::exists(run.run_json));
+}
+
 TEST(TrainRefusalTest, RefusesMalformedRendezvousVariables) {
   const Plan plan = make_test_plan(TestPlanSpec());
   const TrainRun run = in_dir(fresh_dir("env"));

@@ -1,0 +1,178 @@
+// Output files: checked writes, temporary file and rename for regular files, in-place writes for
+// devices, and the output-is-an-input check.
+#include "common/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail_write(const std::string& path, int err) {
+  throw Error(ErrorKind::kRuntime,
+              detail::concat("cannot write ", quote(path), ": ", std::strerror(err)));
+}
+
+// True when `path` exists and, followed through links, is something other than a regular file
+// or a folder: a device, a pipe or a socket, which are written in place.
+bool is_special_target(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return false;
+  return !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode);
+}
+
+// Opens `path` with `flags`, retrying EINTR (opening a pipe waits for its reader); errors name
+// `shown` (the file the user named). A path the user can fix (no such folder, no permission) is
+// bad input; anything else (no space left for a new file, too many open files) a runtime failure.
+int open_checked(const std::string& path, const std::string& shown, int flags,
+                 std::string_view field) {
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd >= 0) return fd;
+  const int err = errno;
+  const bool users_path = err == ENOENT || err == ENOTDIR || err == EACCES || err == EPERM ||
+                          err == EISDIR || err == EROFS || err == ENAMETOOLONG || err == ELOOP;
+  throw Error(users_path ? ErrorKind::kBadInput : ErrorKind::kRuntime,
+              detail::concat(field, field.empty() ? "" : ": ", "cannot write ", quote(shown), ": ",
+                             std::strerror(err)));
+}
+
+void write_in_place(const std::string& path, std::string_view bytes) {
+  const int fd = open_checked(path, path, O_WRONLY | O_TRUNC, "");
+  try {
+    write_fd_fully(fd, bytes, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) fail_write(path, errno);
+}
+
+// The temporary file is removed on any failure; what `path` held before stays.
+void write_through_rename(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = open_checked(tmp, path, O_WRONLY | O_CREAT | O_TRUNC, "");
+  int err = 0;
+  try {
+    write_fd_fully(fd, bytes, path);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err == 0) return;
+  ::unlink(tmp.c_str());
+  fail_write(path, err);
+}
+
+// Two paths name the same file: the same inode, or (for files not created yet) the same
+// absolute path once `.`, `..` and links of existing parents are resolved.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  const fs::path canonical_a = fs::weakly_canonical(a, ec);
+  if (ec) return false;
+  const fs::path canonical_b = fs::weakly_canonical(b, ec);
+  return !ec && canonical_a == canonical_b;
+}
+
+}  // namespace
+
+void write_fd_fully(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t written = ::write(fd, bytes.data(), bytes.size());
+    if (written < 0 && errno == EINTR) continue;
+    // A write of 0 bytes to a regular file means no space was left to write one more.
+    if (written <= 0) fail_write(path, written < 0 ? errno : ENOSPC);
+    bytes.remove_prefix(static_cast<size_t>(written));
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  if (is_special_target(path)) return write_in_place(path, bytes);
+  std::error_code ec;
+  const fs::path target = fs::is_symlink(path, ec) ? fs::canonical(path, ec) : fs::path(path);
+  write_through_rename(ec ? path : target.string(), bytes);
+}
+
+void check_writable(const std::string& path, std::string_view field) {
+  PIPEPLAN_CHECK(!path.empty(), field, ": empty output path");
+  if (is_special_target(path)) {
+    PIPEPLAN_CHECK(::access(path.c_str(), W_OK) == 0, field, ": cannot write ", quote(path), ": ",
+                   std::strerror(errno));
+    return;
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  const fs::path folder = parent.empty() ? fs::path(".") : parent;
+  std::error_code ec;
+  PIPEPLAN_CHECK(fs::is_directory(folder, ec), field, ": cannot write ", quote(path), ": folder ",
+                 quote(folder.string()), " does not exist");
+  PIPEPLAN_CHECK(!fs::is_directory(path, ec), field, ": cannot write ", quote(path),
+                 ": it is a folder");
+  PIPEPLAN_CHECK(::access(folder.c_str(), W_OK) == 0, field, ": cannot write ", quote(path), ": ",
+                 std::strerror(errno));
+}
+
+void check_outputs_distinct(const std::vector<PathFlag>& outputs,
+                            const std::vector<PathFlag>& inputs) {
+  for (size_t out_idx = 0; out_idx < outputs.size(); ++out_idx) {
+    const PathFlag& out = outputs[out_idx];
+    if (out.path.empty() || is_special_target(out.path)) continue;
+    for (const PathFlag& in : inputs)
+      PIPEPLAN_CHECK(in.path.empty() || !fs::exists(in.path) || !same_file(out.path, in.path),
+                     out.flag, ": ", quote(out.path), " is the ", in.flag,
+                     " file; writing it would replace that input, give another path");
+    for (size_t other_idx = out_idx + 1; other_idx < outputs.size(); ++other_idx) {
+      const PathFlag& other = outputs[other_idx];
+      PIPEPLAN_CHECK(other.path.empty() || !same_file(out.path, other.path), out.flag, ": ",
+                     quote(out.path), " is also the ", other.flag,
+                     " file; give each output its own path");
+    }
+  }
+}
+
+OutputFile::OutputFile(const std::string& path, bool append, std::string_view field)
+    : path_(path),
+      fd_(open_checked(path, path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), field)) {}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::write(std::string_view text) {
+  PIPEPLAN_ASSERT(fd_ >= 0, "write to closed ", path_);
+  write_fd_fully(fd_, text, path_);
+}
+
+void OutputFile::close() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail_write(path_, errno);
+}
+
+void check_stream_written(std::FILE* stream, std::string_view name) {
+  errno = 0;
+  const bool flushed = std::fflush(stream) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stream)) return;
+  throw Error(ErrorKind::kRuntime,
+              detail::concat("cannot write ", name, ": ",
+                             err != 0 ? std::strerror(err) : "an earlier write failed"));
+}
+
+}  // namespace pipeplan
