@@ -22,6 +22,8 @@ struct CompareOptions {
 };
 
 int run_compare(const CompareOptions& o) {
+  check_outputs_distinct({{"--json", o.json.value_or("")}, {"--svg", o.svg.value_or("")}},
+                         {{"--plan", o.plan}, {"--run", o.run}});
   if (o.json) check_writable(*o.json, "--json");
   if (o.svg) check_writable(*o.svg, "--svg");
   const Plan plan = read_plan(o.plan);

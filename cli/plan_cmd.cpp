@@ -167,6 +167,8 @@ Calibration calibration_from(const std::string& run_path, const Profile& profile
 }
 
 int run_plan(const PlanOptions& o) {
+  check_outputs_distinct({{"-o", o.output}},
+                         {{"--profile", o.profile}, {"--calibrate", o.calibrate.value_or("")}});
   check_writable(o.output, "-o");
   const Profile measured = read_profile(o.profile);
   std::optional<Calibration> calibration;

@@ -34,6 +34,8 @@ void print_ranks(const Plan& plan, const SimulationResult& result) {
 }
 
 int run_simulate(const SimulateOptions& o) {
+  check_outputs_distinct({{"--trace", o.trace.value_or("")}, {"--svg", o.svg.value_or("")}},
+                         {{"--plan", o.plan}});
   if (o.trace) check_writable(*o.trace, "--trace");
   if (o.svg) check_writable(*o.svg, "--svg");
   const Plan plan = read_plan(o.plan);

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "executor/trainer.h"
 
 namespace pipeplan::cli {
@@ -26,6 +27,8 @@ int run_train(TrainFlags& flags) {
                  "--resume needs --checkpoint-dir (the folder to resume from)");
   PIPEPLAN_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "--checkpoint-every ",
                  o.checkpoint_every, " needs --checkpoint-dir");
+  check_outputs_distinct({{"-o", o.output_path}, {"--log", o.log_path}, {"--trace", o.trace_path}},
+                         {{"--plan", o.plan_path}});
   o.steps = flags.steps;
   o.epochs = flags.epochs;
   executor::train(o);

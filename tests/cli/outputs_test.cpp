@@ -68,5 +68,24 @@ TEST_F(CliTest, LaunchFailsWhenTheRanksOutputCannotBeWritten) {
                         "launch: cannot write the ranks' output: No space left on device");
 }
 
+TEST_F(CliTest, RefusesAnOutputThatIsAnInput) {
+  ASSERT_EQ(run(plan_args("--pp 2 -o plan.json")).exit_code, 0);
+  fs::copy_file(testing::kFixture, dir_ / "p.json");
+  const std::string before = slurp(dir_ / "p.json");
+  expect_bad_input(
+      "plan --profile p.json --devices 2 --device-memory 4GiB --global-batch 32 -o ./p.json",
+      "-o: './p.json' is the --profile file");
+  EXPECT_EQ(slurp(dir_ / "p.json"), before);
+  expect_bad_input("simulate --plan plan.json --svg plan.json", "--svg: 'plan.json' is the --plan");
+  expect_bad_input("simulate --plan plan.json --trace t.json --svg t.json",
+                   "--trace: 't.json' is also the --svg file");
+  expect_bad_input("train --plan plan.json --data synthetic -o plan.json",
+                   "-o: 'plan.json' is the --plan file");
+  expect_bad_input("compare --plan plan.json --run run.json --json plan.json",
+                   "--json: 'plan.json' is the --plan file");
+  expect_bad_input("profile --model plan.json --no-comm -o plan.json",
+                   "-o: 'plan.json' is the --model file");
+}
+
 }  // namespace
 }  // namespace pipeplan
