@@ -21,9 +21,11 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t seed) {
   return hash;
 }
 
-std::string content_hash(std::string_view bytes) {
+std::string content_hash(std::string_view bytes) { return format_hash(fnv1a64(bytes)); }
+
+std::string format_hash(uint64_t hash) {
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   return std::string("fnv1a64:") + hex;
 }
 

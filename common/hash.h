@@ -13,6 +13,9 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t seed = 14695981039346656037ULL
 /// "fnv1a64:" followed by 16 lower-case hex digits. Identifies content; not cryptographic.
 std::string content_hash(std::string_view bytes);
 
+/// `hash` (an fnv1a64 result, possibly chained over several pieces) as content_hash writes it.
+std::string format_hash(uint64_t hash);
+
 /// content_hash of a file's bytes; throws Error(kBadInput) naming the path if unreadable.
 std::string file_hash(const std::string& path);
 

@@ -1,11 +1,16 @@
-// Checkpoints: stage files through torch's archives, manifests as JSON.
+// Checkpoints: stage files through torch's archives, manifests as JSON, both checksummed.
 #include "executor/checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "common/hash.h"
 #include "models/torch_error.h"
 
 namespace pipeplan::executor {
@@ -15,6 +20,10 @@ namespace fs = std::filesystem;
 
 constexpr const char* kManifestName = "checkpoint.json";
 constexpr const char* kStepDirPrefix = "step-";
+// Digits a step folder's number may have: more cannot be a step (stoll would overflow).
+constexpr size_t kMaxStepDigits = 18;
+// What every refusal of a checkpoint tells the user to do.
+constexpr const char* kFix = "; delete that checkpoint folder or start without --resume";
 
 // Calls `visit(name, tensor)` for every parameter ("layerN.NAME") and buffer ("bufferN.NAME").
 template <typename Visit>
@@ -27,11 +36,115 @@ void for_each_stage_tensor(StageRuntime& stage, Visit&& visit) {
   }
 }
 
+// Every tensor a stage file holds, in file order: the stage's, then the optimizer's.
+template <typename Visit>
+void for_each_checkpoint_tensor(StageRuntime& stage, const runtime::FlatOptimizer& optimizer,
+                                Visit&& visit) {
+  for_each_stage_tensor(stage, visit);
+  for (const auto& [name, tensor] : optimizer.state()) visit("optimizer." + name, tensor);
+}
+
+// FNV-1a over each tensor's name and bytes (CPU, contiguous), in the order they are added.
+class TensorChecksum {
+ public:
+  void add(const std::string& name, const torch::Tensor& cpu_tensor) {
+    hash_ = fnv1a64(name, hash_);
+    const torch::Tensor bytes = cpu_tensor.contiguous();
+    hash_ = fnv1a64(std::string_view(static_cast<const char*>(bytes.data_ptr()), bytes.nbytes()), hash_);
+  }
+  std::string text() const { return format_hash(hash_); }
+
+ private:
+  uint64_t hash_ = fnv1a64("");
+};
+
 Json accuracy_json(const std::vector<EpochAccuracy>& accuracy) {
   Json rows = Json::array();
   for (const EpochAccuracy& a : accuracy)
     rows.push_back(Json{{"epoch", a.epoch}, {"step", a.step}, {"test_accuracy", a.test_accuracy}});
   return rows;
+}
+
+// The step of a checkpoint folder named "step-00000010"; nullopt for any other name.
+std::optional<int64_t> step_of_folder(const std::string& name) {
+  if (name.rfind(kStepDirPrefix, 0) != 0) return std::nullopt;
+  const std::string digits = name.substr(std::string(kStepDirPrefix).size());
+  if (digits.empty() || digits.size() > kMaxStepDigits ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
+// The steps of the complete checkpoints (those with a manifest) in `dir`, newest first.
+std::vector<int64_t> complete_steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::optional<int64_t> step = step_of_folder(entry.path().filename().string());
+    if (step && fs::exists(entry.path() / kManifestName, ec)) steps.push_back(*step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+// `tensor`, or a copy of it when it is a view into a larger storage (parameters are views into
+// the stage's flat buffer): an archive writes a tensor's whole storage.
+torch::Tensor own_storage(const torch::Tensor& tensor) {
+  const bool whole = tensor.storage_offset() == 0 && tensor.is_contiguous() &&
+                     tensor.storage().nbytes() == tensor.nbytes();
+  return whole ? tensor : tensor.clone();
+}
+
+// The file's bytes: serialized in memory, so that a failing write is an error we report and not
+// one LibTorch's archive writer throws from its destructor (which aborts the process).
+std::string serialize_stage(int64_t step, const std::string& plan_hash, StageRuntime& stage,
+                            const runtime::FlatOptimizer& optimizer, std::string* checksum) {
+  torch::NoGradGuard no_grad;
+  torch::serialize::OutputArchive archive;
+  TensorChecksum sum;
+  for_each_checkpoint_tensor(stage, optimizer, [&](const std::string& name, const torch::Tensor& tensor) {
+    const torch::Tensor cpu = own_storage(tensor.detach().to(torch::kCPU));
+    sum.add(name, cpu);
+    archive.write(name, cpu);
+  });
+  *checksum = sum.text();
+  archive.write("meta.plan_hash", c10::IValue(plan_hash));
+  archive.write("meta.stage", c10::IValue(static_cast<int64_t>(stage.stage())));
+  archive.write("meta.step", c10::IValue(step));
+  archive.write("meta.checksum", c10::IValue(*checksum));
+  std::string bytes;
+  archive.save_to([&bytes](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return bytes;
+}
+
+// A "meta.*" value of a stage file as text ("?" when missing or of another type).
+std::string meta_text(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  if (!archive.try_read(key, value)) return "?";
+  if (value.isString()) return value.toStringRef();
+  return value.isInt() ? std::to_string(value.toInt()) : "?";
+}
+
+// Checks that the stage file at `path` is the one the manifest of `step` records.
+void check_stage_meta(torch::serialize::InputArchive& archive, const std::string& path,
+                      int64_t step, int stage_idx, const std::string& plan_hash,
+                      const std::string& expected_checksum) {
+  const std::string file_hash = meta_text(archive, "meta.plan_hash");
+  PIPEPLAN_CHECK(file_hash == plan_hash, "checkpoint ", quote(path), " was made for another plan (hash ",
+                 quote(file_hash), ", this plan ", quote(plan_hash), ")", kFix);
+  const std::string file_stage = meta_text(archive, "meta.stage");
+  PIPEPLAN_CHECK(file_stage == std::to_string(stage_idx), "checkpoint ", quote(path), " holds stage ",
+                 quote(file_stage), ", not stage ", stage_idx, kFix);
+  const std::string file_step = meta_text(archive, "meta.step");
+  PIPEPLAN_CHECK(file_step == std::to_string(step), "checkpoint ", quote(path), " holds step ",
+                 quote(file_step), ", not step ", step, " of its manifest (a stage file of another step)", kFix);
+  const std::string file_checksum = meta_text(archive, "meta.checksum");
+  PIPEPLAN_CHECK(file_checksum == expected_checksum, "checkpoint ", quote(path), " has checksum ",
+                 quote(file_checksum), " but its manifest records ", quote(expected_checksum),
+                 " (a stage file of another run or step)", kFix);
 }
 
 }  // namespace
@@ -46,90 +159,101 @@ std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stag
   return (fs::path(checkpoint_step_dir(dir, step)) / ("stage-" + std::to_string(stage_idx) + ".pt")).string();
 }
 
-void save_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, const runtime::FlatOptimizer& optimizer) {
+std::string save_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
+                                  StageRuntime& stage, const runtime::FlatOptimizer& optimizer) {
   const std::string path = checkpoint_stage_path(dir, step, stage.stage());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string checksum;
+  std::string bytes;
   try {
-    torch::NoGradGuard no_grad;
-    fs::create_directories(checkpoint_step_dir(dir, step));
-    torch::serialize::OutputArchive archive;
-    archive.write("meta.plan_hash", c10::IValue(plan_hash));
-    archive.write("meta.stage", c10::IValue(static_cast<int64_t>(stage.stage())));
-    archive.write("meta.step", c10::IValue(step));
-    for_each_stage_tensor(stage, [&](const std::string& name, const torch::Tensor& tensor) {
-      archive.write(name, tensor.detach().to(torch::kCPU).clone());
-    });
-    for (const auto& [name, tensor] : optimizer.state()) archive.write("optimizer." + name, tensor.to(torch::kCPU));
-    archive.save_to(tmp);
+    bytes = serialize_stage(step, plan_hash, stage, optimizer, &checksum);
   } catch (const std::exception& e) {
-    std::remove(tmp.c_str());
     throw Error(ErrorKind::kRuntime, detail::concat("cannot write checkpoint ", quote(path), ": ",
                                                     models::error_line(e)));
   }
-  PIPEPLAN_RUNTIME_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot write checkpoint ",
-                         quote(path), ": rename failed");
+  std::error_code ec;
+  fs::create_directories(checkpoint_step_dir(dir, step), ec);
+  PIPEPLAN_RUNTIME_CHECK(!ec, "cannot write checkpoint ", quote(path), ": ", ec.message());
+  write_file_atomic(path, bytes);
+  return checksum;
 }
 
+// Every tensor is read and checksummed before any is copied into the stage: a file that does not
+// match its manifest changes nothing.
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, runtime::FlatOptimizer& optimizer) {
+                           const std::string& expected_checksum, StageRuntime& stage,
+                           runtime::FlatOptimizer& optimizer) {
   const std::string path = checkpoint_stage_path(dir, step, stage.stage());
-  const std::string fix = "; delete that checkpoint folder or start without --resume";
   torch::serialize::InputArchive archive;
-  c10::IValue value;
   try {
     archive.load_from(path);
-    archive.read("meta.plan_hash", value);
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kBadInput,
-                detail::concat("checkpoint ", quote(path),
-                               " is unreadable or corrupt: ", models::error_line(e), fix));
+    throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path), " is unreadable or corrupt: ",
+                                                     models::error_line(e), kFix));
   }
-  PIPEPLAN_CHECK(value.isString() && value.toStringRef() == plan_hash, "checkpoint ", quote(path),
-                 " was made for another plan (hash ", quote(value.isString() ? value.toStringRef() : "?"),
-                 ", this plan ", quote(plan_hash), ")", fix);
+  check_stage_meta(archive, path, step, stage.stage(), plan_hash, expected_checksum);
   torch::NoGradGuard no_grad;
-  auto load = [&](const std::string& name, const torch::Tensor& target) {
+  TensorChecksum sum;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (target, saved)
+  for_each_checkpoint_tensor(stage, optimizer, [&](const std::string& name, const torch::Tensor& target) {
     torch::Tensor saved;
     try {
       archive.read(name, saved);
     } catch (const std::exception& e) {
       throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path), ": ", quote(name),
-                                                       " is missing or corrupt", fix));
+                                                       " is missing or corrupt", kFix));
     }
     PIPEPLAN_CHECK(saved.sizes() == target.sizes(), "checkpoint ", quote(path), ": ", quote(name),
-                   " has shape ", saved.sizes(), ", this stage needs ", target.sizes(), fix);
-    target.copy_(saved);
-  };
-  for_each_stage_tensor(stage, load);
-  for (const auto& [name, tensor] : optimizer.state()) load("optimizer." + name, tensor);
+                   " has shape ", saved.sizes(), ", this stage needs ", target.sizes(), kFix);
+    sum.add(name, saved);
+    copies.emplace_back(target, saved);
+  });
+  PIPEPLAN_CHECK(sum.text() == expected_checksum, "checkpoint ", quote(path), ": its tensors hash to ",
+                 quote(sum.text()), ", not to the recorded ", quote(expected_checksum),
+                 " (the file is corrupt)", kFix);
+  for (auto& [target, saved] : copies) target.copy_(saved);
 }
 
 void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& m, int keep) {
-  const Json json{{"schema", kCheckpointSchema},
-                  {"plan_hash", m.plan_hash},
-                  {"step", m.step},
-                  {"total_steps", m.total_steps},
-                  {"seed", m.seed},
-                  {"data", m.data},
-                  {"pp", m.pp},
-                  {"optimizer_steps", m.optimizer_steps},
-                  {"loss_scale", m.loss_scale},
-                  {"loss_scale_clean_steps", m.loss_scale_clean_steps},
-                  {"loss", m.loss},
-                  {"test_accuracy", accuracy_json(m.test_accuracy)}};
+  Json json{{"schema", kCheckpointSchema},
+            {"plan_hash", m.plan_hash},
+            {"step", m.step},
+            {"total_steps", m.total_steps},
+            {"seed", m.seed},
+            {"data", m.data},
+            {"pp", m.pp},
+            {"optimizer_steps", m.optimizer_steps},
+            {"loss_scale", m.loss_scale},
+            {"loss_scale_clean_steps", m.loss_scale_clean_steps},
+            {"loss", m.loss},
+            {"test_accuracy", accuracy_json(m.test_accuracy)},
+            {"stage_checksums", m.stage_checksums}};
+  // Over the compact text of every other field: reading and dumping again gives the same text.
+  json["checksum"] = content_hash(json.dump());
   write_json_file((fs::path(checkpoint_step_dir(dir, m.step)) / kManifestName).string(), json);
-  std::vector<int64_t> complete;
+  const std::vector<int64_t> complete = complete_steps(dir);
   std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kStepDirPrefix, 0) == 0 && fs::exists(entry.path() / kManifestName, ec))
-      complete.push_back(std::stoll(name.substr(std::string(kStepDirPrefix).size())));
-  }
-  std::sort(complete.rbegin(), complete.rend());
   for (size_t idx = static_cast<size_t>(keep); idx < complete.size(); ++idx)
     fs::remove_all(checkpoint_step_dir(dir, complete[idx]), ec);
 }
+
+namespace {
+
+// The manifest's own checksum, its step against its folder's and one checksum per stage.
+void check_manifest(const Json& json, const JsonReader& r, int64_t step, const CheckpointManifest& m) {
+  const std::string recorded = r.string("checksum");
+  Json content = json;
+  content.erase("checksum");
+  if (content_hash(content.dump()) != recorded)
+    r.fail("checksum", detail::concat(quote(recorded), " does not match the content (",
+                                      quote(content_hash(content.dump())),
+                                      "); the manifest is corrupt or was edited", kFix));
+  if (m.step != step)
+    r.fail("step", detail::concat(m.step, " is not the step of its folder (", step, ")", kFix));
+  if (static_cast<int>(m.stage_checksums.size()) != m.pp)
+    r.fail("stage_checksums", detail::concat(m.stage_checksums.size(), " checksums for pp=", m.pp, kFix));
+}
+
+}  // namespace
 
 CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step) {
   const std::string path = (fs::path(checkpoint_step_dir(dir, step)) / kManifestName).string();
@@ -150,20 +274,18 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
   for (const JsonReader& a : r.objects("test_accuracy"))
     m.test_accuracy.push_back({a.integer_at_least("epoch", 1), a.integer_at_least("step", 0),
                                a.non_negative("test_accuracy")});
+  if (!r.at("stage_checksums").is_array()) r.fail("stage_checksums", "expected an array");
+  for (const Json& checksum : r.at("stage_checksums")) {
+    if (!checksum.is_string()) r.fail("stage_checksums", "expected strings, found " + checksum.dump());
+    m.stage_checksums.push_back(checksum.get<std::string>());
+  }
+  check_manifest(json, r, step, m);
   return m;
 }
 
 int64_t latest_complete_checkpoint(const std::string& dir) {
-  int64_t latest = 0;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kStepDirPrefix, 0) != 0 || !fs::exists(entry.path() / kManifestName, ec)) continue;
-    const std::string digits = name.substr(std::string(kStepDirPrefix).size());
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    latest = std::max<int64_t>(latest, std::stoll(digits));
-  }
-  return latest;
+  const std::vector<int64_t> complete = complete_steps(dir);
+  return complete.empty() ? 0 : complete.front();
 }
 
 std::map<std::string, torch::Tensor> read_checkpoint_parameters(const std::string& path) {

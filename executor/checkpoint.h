@@ -6,9 +6,12 @@
 //
 // A stage file holds the stage's parameters and buffers per layer ("layer3.fc.weight",
 // "buffer3.running_mean"), the flat optimizer state ("optimizer.momentum", ...) and the plan
-// hash, stage index and step. The manifest holds what every rank needs to continue: the step,
-// the optimizer's step count, the fp16 loss scale, the last loss and the test accuracies so
-// far. Random numbers need no state: they are derived from (seed, step, micro-batch, layer).
+// hash, stage index, step and the checksum of its tensors. The manifest holds what every rank
+// needs to continue: the step, the optimizer's step count, the fp16 loss scale, the last loss,
+// the test accuracies so far, every stage file's checksum, and a checksum of itself. Resuming
+// verifies all of them, so a flipped byte, a stage file of another step or an edited manifest
+// is refused naming the file. Random numbers need no state: they are derived from (seed, step,
+// micro-batch, layer).
 #pragma once
 
 #include <torch/torch.h>
@@ -25,7 +28,7 @@
 
 namespace pipeplan::executor {
 
-inline constexpr const char* kCheckpointSchema = "pipeplan.checkpoint/1";
+inline constexpr const char* kCheckpointSchema = "pipeplan.checkpoint/2";
 
 /// The manifest of one complete checkpoint.
 struct CheckpointManifest {
@@ -40,6 +43,8 @@ struct CheckpointManifest {
   int64_t loss_scale_clean_steps = 0;
   double loss = 0;              ///< global-batch loss of `step`
   std::vector<EpochAccuracy> test_accuracy;
+  /// Per stage index, the checksum save_stage_checkpoint returned for its file.
+  std::vector<std::string> stage_checksums;
 };
 
 /// "DIR/step-00000010".
@@ -47,21 +52,30 @@ std::string checkpoint_step_dir(const std::string& dir, int64_t step);
 /// "DIR/step-00000010/stage-1.pt".
 std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx);
 
-/// Writes `stage`'s parameters, buffers and `optimizer` state to the stage file of `step`
-/// through a temporary file and a rename. Throws Error(kRuntime) when it cannot write.
-void save_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, const runtime::FlatOptimizer& optimizer);
-/// Loads the stage file of `step` into `stage` and `optimizer`. Throws Error(kBadInput) naming
-/// the file when it is unreadable or corrupt, or made for another plan or stage.
+/// Writes `stage`'s parameters, buffers and `optimizer` state to the stage file of `step`:
+/// serialized in memory, then written with checked writes through a temporary file and a rename
+/// (common/files.h). Returns the checksum of the tensors written, for the manifest. Throws
+/// Error(kRuntime) naming the file and errno when it cannot write (a full disk); the temporary
+/// file is then removed and earlier checkpoints are untouched.
+std::string save_stage_checkpoint(const std::string& dir, int64_t step,
+                                  const std::string& plan_hash, StageRuntime& stage,
+                                  const runtime::FlatOptimizer& optimizer);
+/// Loads the stage file of `step` into `stage` and `optimizer` after checking that it was made
+/// for this plan, stage and step and that its tensors hash to `expected_checksum` (the
+/// manifest's record). Throws Error(kBadInput) naming the file otherwise, or when it is
+/// unreadable or corrupt.
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           StageRuntime& stage, runtime::FlatOptimizer& optimizer);
+                           const std::string& expected_checksum, StageRuntime& stage,
+                           runtime::FlatOptimizer& optimizer);
 
 /// Writes the manifest (atomically), completing the checkpoint of `manifest.step`, and removes
 /// all but the newest `keep` complete checkpoints.
 void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& manifest, int keep);
-/// Reads the manifest of `step`; throws Error(kBadInput) naming the file when it is corrupt.
+/// Reads the manifest of `step`; throws Error(kBadInput) naming the file when it is corrupt: its
+/// checksum does not match, its step is not its folder's, or it lists no checksum per stage.
 CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step);
-/// The newest step with a manifest in `dir`, or 0 when there is none (or no folder).
+/// The newest step with a manifest in `dir`, or 0 when there is none (or no folder). Entries
+/// that are not "step-" and decimal digits (a stray "step-abc") are ignored.
 int64_t latest_complete_checkpoint(const std::string& dir);
 
 /// Every "layerN.*" tensor of a stage file, by name (for tests and tools).

@@ -196,7 +196,11 @@ void Trainer::resume() {
   PIPEPLAN_CHECK(m.total_steps == total_steps_ && m.seed == options_.seed && m.data == options_.data,
                  where, " belongs to a run of ", m.total_steps, " steps with --seed ", m.seed,
                  " --data ", m.data, "; resume with the same flags");
-  load_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_, *optimizer_);
+  PIPEPLAN_CHECK(m.pp == plan_.pp, where, " has ", m.pp, " stages, this plan ", plan_.pp,
+                 "; use its plan or another --checkpoint-dir");
+  load_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_,
+                        m.stage_checksums.at(static_cast<size_t>(plan_.ranks[env_.rank].stage)),
+                        *stage_, *optimizer_);
   optimizer_->set_steps_taken(m.optimizer_steps);
   scaler_->restore(m.loss_scale, m.loss_scale_clean_steps);
   accuracy_ = m.test_accuracy;
@@ -329,11 +333,14 @@ void Trainer::evaluate(int64_t step, int64_t epoch) {
     log_->write(OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() + "\n");
 }
 
-// Stage files from each stage's replica 0, a barrier, then rank 0's manifest completes it.
+// Stage files from each stage's replica 0, a barrier, then rank 0's manifest completes it; the
+// stage files' checksums reach rank 0 through the store.
 void Trainer::save_checkpoint(int64_t step) {
   flush_reports();
+  const std::string checksum_key = detail::concat("checkpoint/", step, "/stage-");
   if (replica() == 0)
-    save_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_, *optimizer_);
+    comm_->store_set(checksum_key + std::to_string(plan_.ranks[env_.rank].stage),
+                     save_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_, *optimizer_));
   comm_->barrier();
   last_checkpoint_step_ = step;
   if (!is_rank0()) return;
@@ -349,6 +356,8 @@ void Trainer::save_checkpoint(int64_t step) {
   m.loss_scale_clean_steps = scaler_->clean_steps();
   m.loss = last_loss_;
   m.test_accuracy = accuracy_;
+  for (int stage_idx = 0; stage_idx < plan_.pp; ++stage_idx)
+    m.stage_checksums.push_back(comm_->store_get(checksum_key + std::to_string(stage_idx)));
   write_checkpoint_manifest(options_.checkpoint_dir, m, kCheckpointsKept);
 }
 

@@ -299,6 +299,27 @@ TEST(LauncherTest, SerialTrainingRankKilledMidRunIsNamedAndNothingIsLeft) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("run.json")));
 }
 
+// A full disk while a rank saves a checkpoint (simulated with a file-size limit: writes past it
+// fail with EFBIG): one line naming the file and errno, and no temporary file left behind.
+TEST(LauncherTest, SerialAFullDiskWhileCheckpointingIsReportedInOneLine) {
+  TempDir dir;
+  const std::string plan_path = dir.file("plan.json");
+  write_plan(plan_path, testing::make_test_plan(testing::TestPlanSpec()));
+  const std::string checkpoints = dir.file("checkpoints");
+  const CommandRun run = run_pipeplan(
+      {"launch", "--nproc", "1", "--", "prlimit", "--fsize=4096", kPipeplan, "train", "--plan",
+       plan_path, "--data", "synthetic", "--steps", "2", "--checkpoint-dir", checkpoints,
+       "--checkpoint-every", "1", "-o", dir.file("run.json")},
+      dir);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(lines_of(run.err).back(),
+            "pipeplan: error: rank 0 failed (exit 1): pipeplan: error: cannot write '" +
+                checkpoints + "/step-00000001/stage-0.pt': File too large")
+      << run.err;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(checkpoints))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+}
+
 TEST(LauncherTest, SerialSetsOmpNumThreadsOnlyWhenTheUserDidNot) {
   TempDir dir;
   const CommandRun set = launch_sh(2, "echo OMP=$OMP_NUM_THREADS", dir, {"OMP_NUM_THREADS"});

@@ -103,6 +103,38 @@ TEST(SerialTrainTest, ResumeRefusesACheckpointOfAnotherPlanOrACorruptOne) {
   expect_one_line_error(run.exits[1], 2, "corrupt");
 }
 
+// Flips `count` bytes of the first tensor of a stage file where they lie in the file.
+void flip_weight_bytes(const std::string& path, size_t count) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const torch::Tensor first = executor::read_checkpoint_parameters(path).begin()->second.contiguous();
+  ASSERT_GE(first.nbytes(), count);
+  const size_t at = bytes.find(std::string(static_cast<const char*>(first.data_ptr()), count));
+  ASSERT_NE(at, std::string::npos);
+  for (size_t idx = at; idx < at + count; ++idx) bytes[idx] = static_cast<char>(~bytes[idx]);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(SerialTrainTest, ResumeRefusesFlippedWeightsAndAStageFileOfAnotherStep) {
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  TrainRun run = in_dir(fresh_dir("run"));
+  train(&run, plan, 4, {"--checkpoint-every", "2"});
+  expect_success(run);
+  const std::string stage_file = executor::checkpoint_stage_path(run.checkpoints, 4, 1);
+  const std::string intact = [&] {
+    std::ifstream in(stage_file, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }();
+  flip_weight_bytes(stage_file, 16);
+  train(&run, plan, 4, {"--checkpoint-every", "2", "--resume"});
+  expect_one_line_error(run.exits[1], 2, "checkpoint '" + stage_file + "': its tensors hash to");
+  std::ofstream(stage_file, std::ios::binary | std::ios::trunc) << intact;
+  std::filesystem::copy_file(executor::checkpoint_stage_path(run.checkpoints, 2, 1), stage_file,
+                             std::filesystem::copy_options::overwrite_existing);
+  train(&run, plan, 4, {"--checkpoint-every", "2", "--resume"});
+  expect_one_line_error(run.exits[1], 2, "holds step '2', not step 4");
+}
+
 TEST(SerialTrainTest, CheckpointingStagesGivesTheSameLosses) {
   TestPlanSpec spec = split_spec(/*dp=*/1, /*pp=*/2, Schedule::kGpipe);
   const TrainRun plain = train_new(make_test_plan(spec), "plain", kSteps);

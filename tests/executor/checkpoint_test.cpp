@@ -1,0 +1,183 @@
+// Tests for executor/checkpoint.h: a failed write leaves the last complete checkpoint and no
+// temporary file; resuming refuses flipped bytes, a stage file of another step and an edited
+// manifest, naming the file; stray folders are ignored.
+#include "executor/checkpoint.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "common/hash.h"
+#include "models/model.h"
+#include "tests/executor/train_harness.h"
+
+namespace pipeplan::executor {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The message of the Error `fn` throws, with its kind; "" when it throws none.
+std::pair<std::string, ErrorKind> error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return {e.what(), e.kind()};
+  }
+  return {"", ErrorKind::kInternal};
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// While alive, no file this process writes may grow past `bytes` and SIGXFSZ is ignored: writes
+// past the limit fail with EFBIG, as on a full disk, without root or a special file system.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    previous_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = saved_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    ::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  rlimit saved_{};
+  sighandler_t previous_handler_ = SIG_DFL;
+};
+
+// One stage of mlp_tiny with its optimizer, saved to and loaded from a fresh folder.
+class CheckpointTest : public ::testing::Test {
+ protected:
+  CheckpointTest()
+      : plan_(testing::make_test_plan(testing::TestPlanSpec())),
+        model_(models::make_model("mlp_tiny")),
+        stage_(model_, plan_, 0, torch::kCPU, /*seed=*/1),
+        optimizer_(plan_.optimizer, stage_.parameters(), stage_.gradients()),
+        dir_(testing::fresh_dir("checkpoints")) {}
+
+  // Saves the stage file and the manifest of `step`; returns the manifest.
+  CheckpointManifest save(int64_t step) {
+    CheckpointManifest manifest;
+    manifest.plan_hash = "plan";
+    manifest.step = step;
+    manifest.total_steps = 10;
+    manifest.stage_checksums = {save_stage_checkpoint(dir_, step, "plan", stage_, optimizer_)};
+    write_checkpoint_manifest(dir_, manifest, /*keep=*/3);
+    return manifest;
+  }
+
+  // The error of resuming the stage from the checkpoint of `step`; "" when it loads.
+  std::string resume_error(int64_t step) {
+    return error_of([&] {
+             const CheckpointManifest m = read_checkpoint_manifest(dir_, step);
+             load_stage_checkpoint(dir_, step, "plan", m.stage_checksums.at(0), stage_, optimizer_);
+           }).first;
+  }
+
+  std::string manifest_path(int64_t step) const {
+    return checkpoint_step_dir(dir_, step) + "/checkpoint.json";
+  }
+
+  Plan plan_;
+  models::Model model_;
+  StageRuntime stage_;
+  runtime::FlatOptimizer optimizer_;
+  std::string dir_;
+};
+
+TEST_F(CheckpointTest, AFullDiskFailsNamingTheFileAndKeepsTheLastCompleteCheckpoint) {
+  save(1);
+  stage_.parameters().add_(1);
+  std::pair<std::string, ErrorKind> error;
+  {
+    const FileSizeLimit limit(/*bytes=*/1024);
+    error = error_of([&] { save_stage_checkpoint(dir_, 2, "plan", stage_, optimizer_); });
+  }
+  EXPECT_EQ(error.second, ErrorKind::kRuntime);
+  EXPECT_EQ(error.first, "cannot write '" + checkpoint_stage_path(dir_, 2, 0) + "': File too large");
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(dir_))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  EXPECT_EQ(latest_complete_checkpoint(dir_), 1);
+  EXPECT_EQ(resume_error(1), "");
+}
+
+TEST_F(CheckpointTest, ResumeRefusesFlippedBytesInTheWeights) {
+  save(1);
+  const std::string path = checkpoint_stage_path(dir_, 1, 0);
+  std::string bytes = read_bytes(path);
+  // The first 16 bytes of the first parameter, found in the file and flipped.
+  const torch::Tensor first = stage_.parameters().slice(0, 0, 4).contiguous();
+  const size_t at = bytes.find(std::string(static_cast<const char*>(first.data_ptr()), 16));
+  ASSERT_NE(at, std::string::npos);
+  for (size_t idx = at; idx < at + 16; ++idx) bytes[idx] = static_cast<char>(~bytes[idx]);
+  write_bytes(path, bytes);
+  const torch::Tensor before = stage_.parameters().clone();
+  const std::string error = resume_error(1);
+  EXPECT_NE(error.find("checkpoint '" + path + "': its tensors hash to"), std::string::npos) << error;
+  EXPECT_NE(error.find("(the file is corrupt)"), std::string::npos) << error;
+  EXPECT_TRUE(torch::equal(stage_.parameters(), before)) << "a refused file changed the stage";
+}
+
+TEST_F(CheckpointTest, ResumeRefusesAStageFileOfAnotherStep) {
+  save(1);
+  stage_.parameters().add_(1);
+  save(2);
+  fs::copy_file(checkpoint_stage_path(dir_, 1, 0), checkpoint_stage_path(dir_, 2, 0),
+                fs::copy_options::overwrite_existing);
+  const std::string error = resume_error(2);
+  EXPECT_NE(error.find("checkpoint '" + checkpoint_stage_path(dir_, 2, 0) +
+                       "' holds step '1', not step 2"),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(CheckpointTest, ResumeRefusesAnEditedManifestOrAWrongStep) {
+  save(3);
+  Json json = read_json_file(manifest_path(3));
+  json["optimizer_steps"] = 7;
+  write_json_file(manifest_path(3), json);
+  EXPECT_NE(resume_error(3).find(manifest_path(3) + ": checksum: "), std::string::npos)
+      << resume_error(3);
+  // A step that disagrees with the folder, the checksum made to match.
+  json = read_json_file(manifest_path(3));
+  json["step"] = 4;
+  json.erase("checksum");
+  json["checksum"] = content_hash(json.dump());
+  write_json_file(manifest_path(3), json);
+  EXPECT_NE(resume_error(3).find("step: 4 is not the step of its folder (3)"), std::string::npos)
+      << resume_error(3);
+}
+
+TEST_F(CheckpointTest, IgnoresStrayFoldersInTheCheckpointFolder) {
+  save(2);
+  for (const char* stray : {"step-abc", "step-", "step-99999999999999999999", "other"}) {
+    fs::create_directories(fs::path(dir_) / stray);
+    write_bytes((fs::path(dir_) / stray / "checkpoint.json").string(), "{}");
+  }
+  EXPECT_EQ(latest_complete_checkpoint(dir_), 2);
+  EXPECT_NO_THROW(save(3));
+  EXPECT_EQ(latest_complete_checkpoint(dir_), 3);
+  EXPECT_EQ(resume_error(3), "");
+}
+
+}  // namespace
+}  // namespace pipeplan::executor
