@@ -191,6 +191,9 @@ int run_profile(ProfileFlags& flags) {
   options.batch_sizes = parse_positive_list(flags.batch_sizes, "--batch-sizes");
   if (flags.threads_option->count() > 0) options.threads = flags.threads;
   options.validate();
+  PIPEPLAN_CHECK(options.co_located <= executor::max_local_processes(), "--co-located: ",
+                 options.co_located, " processes are too many here; give ",
+                 executor::local_processes_limit());
   check_outputs_distinct({{"-o", flags.output}}, {{"--model", flags.model}});
   const models::Model model = models::make_model(flags.model, flags.model_args);
   check_writable(flags.output, "-o");

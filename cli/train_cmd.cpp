@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "executor/trainer.h"
@@ -47,19 +48,21 @@ Runner add_train_command(CLI::App& app) {
   sub->add_option("--data", o.data, "Data set: fashion-mnist, cifar10 or synthetic")
       ->capture_default_str();
   sub->add_option("--data-dir", o.data_dir, "Folder of the data set's files");
-  sub->add_option("--steps", flags->steps, "Optimizer steps to train")->check(CLI::PositiveNumber);
-  sub->add_option("--epochs", flags->epochs, "Epochs to train (default 1)")->check(CLI::PositiveNumber);
+  sub->add_option("--steps", flags->steps, "Optimizer steps to train")
+      ->check(integer_in(1, executor::kMaxTrainSteps));
+  sub->add_option("--epochs", flags->epochs, "Epochs to train (default 1)")
+      ->check(integer_in(1, executor::kMaxTrainSteps));
   sub->add_option("--seed", o.seed, "Seed of initialisation, data order and dropout")
       ->capture_default_str();
   sub->add_option("--log", o.log_path, "Per-step JSON lines (rank 0)");
   sub->add_option("--checkpoint-dir", o.checkpoint_dir, "Folder for checkpoints");
   sub->add_option("--checkpoint-every", o.checkpoint_every,
                   "Steps between checkpoints (default: only at the end)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, executor::kMaxTrainSteps));
   sub->add_flag("--resume", o.resume, "Continue from the latest complete checkpoint");
   sub->add_option("--trace", o.trace_path, "Chrome trace of every rank's actions (rank 0)");
   sub->add_option("--timeout-s", o.timeout_s, "Seconds to wait for a peer before failing")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::PositiveNumber & CLI::Range(0.0, executor::kMaxTimeoutS))
       ->capture_default_str();
   sub->add_option("-o,--output", o.output_path, "run.json (rank 0)")->required();
   return [flags] { return run_train(*flags); };

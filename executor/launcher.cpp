@@ -29,8 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// More local ranks than this is a typo, not a machine.
-constexpr int kMaxLocalRanks = 1024;
 // Poll timeout when nothing else is due: reaping must not depend on SIGCHLD reaching this
 // thread (a host program's other threads may take it).
 constexpr int kReapIntervalMs = 200;
@@ -485,8 +483,9 @@ class Launch {
 }  // namespace
 
 void LaunchOptions::validate() const {
-  PIPEPLAN_CHECK(nproc >= 1 && nproc <= kMaxLocalRanks, "--nproc: ", quote(std::to_string(nproc)),
-                 " is not a number of local ranks; give 1 to ", kMaxLocalRanks);
+  PIPEPLAN_CHECK(nproc >= 1 && nproc <= max_local_processes(), "--nproc: ",
+                 quote(std::to_string(nproc)), " is not a number of local ranks; give ",
+                 local_processes_limit());
   PIPEPLAN_CHECK(master_port >= 0 && master_port <= 65535,
                  "--master-port: ", quote(std::to_string(master_port)),
                  " is not a TCP port; give 1 to 65535, or leave it out to pick a free one");
@@ -557,6 +556,16 @@ int usable_cores() {
   cpu_set_t cpus;
   if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int max_local_processes() {
+  return std::min(kMaxLocalProcesses, kLocalProcessesPerCore * usable_cores());
+}
+
+std::string local_processes_limit() {
+  return detail::concat("1 to ", max_local_processes(), " (", kLocalProcessesPerCore,
+                        " per usable core, ", usable_cores(), " here; at most ",
+                        kMaxLocalProcesses, ")");
 }
 
 }  // namespace pipeplan::executor

@@ -15,7 +15,7 @@ inline constexpr double kDefaultStopGraceS = 5.0;
 
 /// What to start and how. Every rank runs the same `command` with its own environment.
 struct LaunchOptions {
-  int nproc = 1;                          ///< ranks to start, >= 1
+  int nproc = 1;                          ///< ranks to start, 1 to max_local_processes()
   std::string master_addr = "127.0.0.1";  ///< MASTER_ADDR given to every rank
   int master_port = 0;                    ///< MASTER_PORT; 0 picks a free port (binds port 0)
   std::vector<std::string> command;       ///< program and arguments, searched in PATH
@@ -35,6 +35,18 @@ struct LaunchOptions {
 
 /// The cores this process may run on (its CPU affinity), at least 1.
 int usable_cores();
+
+/// Most processes pipeplan starts on one machine, however many cores it has.
+inline constexpr int kMaxLocalProcesses = 64;
+/// Processes per usable core beyond which ranks mostly wait for each other's cores.
+inline constexpr int kLocalProcessesPerCore = 4;
+
+/// The most ranks `launch --nproc` and `profile --co-located` start here:
+/// min(kMaxLocalProcesses, kLocalProcessesPerCore × usable_cores()).
+int max_local_processes();
+
+/// "1 to 8 (4 per usable core, 2 here; at most 64)": the limit for error messages.
+std::string local_processes_limit();
 
 /// How one rank ended.
 struct RankExit {

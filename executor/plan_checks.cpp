@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "common/error.h"
@@ -12,6 +13,9 @@
 
 namespace pipeplan::executor {
 namespace {
+
+// Most intra-op threads a rank accepts from OMP_NUM_THREADS: more than any machine's cores.
+constexpr long kMaxThreads = 1024;
 
 // Each stage's input is the previous stage's output: same per-sample shape and dtype.
 void check_boundaries(const Plan& plan, const models::Model& model, const std::string& document) {
@@ -85,9 +89,11 @@ void set_threads_from_env() {
   const char* text = std::getenv("OMP_NUM_THREADS");
   if (text == nullptr || *text == '\0') return;
   char* end = nullptr;
+  errno = 0;
   const long threads = std::strtol(text, &end, 10);
-  PIPEPLAN_CHECK(end != nullptr && *end == '\0' && threads >= 1, "OMP_NUM_THREADS=", quote(text),
-                 " is not a positive integer");
+  PIPEPLAN_CHECK(end != nullptr && *end == '\0' && errno == 0 && threads >= 1 &&
+                     threads <= kMaxThreads,
+                 "OMP_NUM_THREADS=", quote(text), " is not an integer from 1 to ", kMaxThreads);
   at::set_num_threads(static_cast<int>(threads));
 }
 

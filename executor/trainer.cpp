@@ -61,6 +61,18 @@ void truncate_log_after(const std::string& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
+// --steps, or --epochs (at least 1) times the steps of an epoch; at most kMaxTrainSteps.
+int64_t total_steps(const TrainOptions& options, int64_t steps_per_epoch) {
+  PIPEPLAN_CHECK(options.steps >= 0 && options.steps <= kMaxTrainSteps, "--steps: ", options.steps,
+                 " is out of range; give 1 to ", kMaxTrainSteps);
+  if (options.steps > 0) return options.steps;
+  const int64_t epochs = std::max<int64_t>(options.epochs, 1);
+  PIPEPLAN_CHECK(epochs <= kMaxTrainSteps / steps_per_epoch, "--epochs: ", epochs, " epochs of ",
+                 steps_per_epoch, " steps are more than ", kMaxTrainSteps,
+                 " steps; give fewer epochs");
+  return epochs * steps_per_epoch;
+}
+
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
@@ -130,6 +142,8 @@ Trainer::Trainer(const TrainOptions& options) : options_(options) {
 
 // Everything that is bad input fails here, on every rank alike, before any rank waits.
 void Trainer::check_inputs() {
+  PIPEPLAN_CHECK(options_.timeout_s > 0 && options_.timeout_s <= kMaxTimeoutS, "--timeout-s: ",
+                 options_.timeout_s, " is out of range; give more than 0 and at most ", kMaxTimeoutS);
   env_ = read_rendezvous_env();
   set_threads_from_env();
   plan_ = read_plan(options_.plan_path);
@@ -152,8 +166,7 @@ void Trainer::check_inputs() {
   PIPEPLAN_CHECK(steps_per_epoch_ >= 1, options_.plan_path, ": global_batch: ", plan_.global_batch,
                  " is larger than the ", data_->size(Split::kTrain), " training samples of ",
                  quote(options_.data));
-  total_steps_ = options_.steps > 0 ? options_.steps
-                                    : std::max<int64_t>(options_.epochs, 1) * steps_per_epoch_;
+  total_steps_ = total_steps(options_, steps_per_epoch_);
 }
 
 void Trainer::build() {

@@ -7,12 +7,18 @@
 
 namespace pipeplan::executor {
 
+/// Most optimizer steps one run may have (--steps, --epochs × steps per epoch): a bound far
+/// above any real run, below which step numbers and their products never overflow.
+inline constexpr int64_t kMaxTrainSteps = 1'000'000'000;
+/// Longest --timeout-s: a week.
+inline constexpr double kMaxTimeoutS = 7 * 24 * 3600;
+
 /// The flags of `pipeplan train` (DESIGN.md, Command line).
 struct TrainOptions {
   std::string plan_path;
   std::string data = "fashion-mnist";  ///< fashion-mnist, cifar10, synthetic
   std::string data_dir;                ///< "" for the data set's default location
-  int64_t steps = 0;                   ///< optimizer steps; 0 to count epochs instead
+  int64_t steps = 0;                   ///< optimizer steps, <= kMaxTrainSteps; 0: count epochs
   int64_t epochs = 0;                  ///< used when steps is 0; 0 and 0 mean one epoch
   uint64_t seed = 0;                   ///< model initialisation, data order, dropout
   std::string log_path;                ///< steps.jsonl, "" for none
@@ -21,7 +27,7 @@ struct TrainOptions {
   bool resume = false;                 ///< continue from the latest complete checkpoint
   std::string trace_path;              ///< Chrome trace, "" for none
   std::string output_path;             ///< run.json
-  double timeout_s = 300;              ///< rendezvous and every wait on a peer
+  double timeout_s = 300;              ///< rendezvous and every wait on a peer, (0, kMaxTimeoutS]
 };
 
 /// Runs this process's rank (from RANK, WORLD_SIZE, ...) of the training `options` describe.

@@ -87,5 +87,18 @@ TEST_F(CliTest, RefusesAnOutputThatIsAnInput) {
                    "-o: 'plan.json' is the --model file");
 }
 
+TEST_F(CliTest, BoundsCountsThatStartProcessesOrSteps) {
+  expect_bad_input("train --plan p.json --steps 99999999999999999999 -o r.json",
+                   "--steps: '99999999999999999999' is not an integer from 1 to 1000000000");
+  expect_bad_input("train --plan p.json --epochs 1000000001 -o r.json",
+                   "--epochs: '1000000001' is not an integer from 1 to 1000000000");
+  expect_bad_input("train --plan p.json --steps 0x10 -o r.json", "--steps: '0x10'");
+  expect_bad_input("train --plan p.json --checkpoint-every -1 -o r.json", "--checkpoint-every");
+  expect_bad_input("train --plan p.json --timeout-s 1e300 -o r.json", "--timeout-s");
+  expect_bad_input("launch --nproc 1000 -- true", "--nproc: '1000' is not a number of local ranks");
+  expect_bad_input("profile --model mlp_tiny --no-comm --co-located 1000 -o p.json",
+                   "--co-located: 1000 processes are too many here");
+}
+
 }  // namespace
 }  // namespace pipeplan

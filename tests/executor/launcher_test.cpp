@@ -320,6 +320,19 @@ TEST(LauncherTest, SerialAFullDiskWhileCheckpointingIsReportedInOneLine) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
 }
 
+TEST(LauncherTest, BoundsTheNumberOfRanksByTheCores) {
+  TempDir dir;
+  const int limit = max_local_processes();
+  EXPECT_LE(limit, kMaxLocalProcesses);
+  EXPECT_LE(limit, kLocalProcessesPerCore * usable_cores());
+  const CommandRun run =
+      run_pipeplan({"launch", "--nproc", std::to_string(limit + 1), "--", "true"}, dir);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "pipeplan: error: --nproc: '" + std::to_string(limit + 1) +
+                         "' is not a number of local ranks; give " + local_processes_limit() +
+                         "\n");
+}
+
 TEST(LauncherTest, SerialSetsOmpNumThreadsOnlyWhenTheUserDidNot) {
   TempDir dir;
   const CommandRun set = launch_sh(2, "echo OMP=$OMP_NUM_THREADS", dir, {"OMP_NUM_THREADS"});
