@@ -70,7 +70,7 @@ std::optional<executor::RendezvousEnv> copy_env() {
 class CopyBarrier {
  public:
   explicit CopyBarrier(const executor::RendezvousEnv& env)
-      : env_(env), store_(executor::connect_store(env, kBarrierTimeout)) {}
+      : env_(env), store_(executor::connect_store(env, kBarrierTimeout, "pipeplan profile")) {}
 
   // Returns once every copy has called it as often.
   void wait() {

@@ -17,6 +17,8 @@
 #endif
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <thread>
@@ -61,12 +63,34 @@ void wait_work(const WorkPtr& work, std::optional<std::chrono::milliseconds> tim
                          " s (a peer rank is stuck or gone; raise --timeout-s if it is slow)");
 }
 
+// Rank 0 records the job's identity; every other rank compares its own with it. A rank of another
+// job that reached this store through the same MASTER_PORT stops here naming the clash, before it
+// counts itself in or touches a key this job uses.
+void check_same_job(c10d::Store& store, const RendezvousEnv& env, const std::string& identity) {
+  const std::string key = "pipeplan/job";
+  if (env.rank == 0) {
+    store.set(key, std::vector<uint8_t>(identity.begin(), identity.end()));
+    return;
+  }
+  const std::vector<uint8_t> value = store.get(key);
+  const std::string recorded(value.begin(), value.end());
+  PIPEPLAN_RUNTIME_CHECK(recorded == identity, "rendezvous at ", env.master_addr, ":",
+                         env.master_port, ": another job is using port ", env.master_port,
+                         " (its rank 0 runs ", quote(recorded), "; this rank runs ",
+                         quote(identity), "); give each job its own MASTER_PORT "
+                         "(pipeplan launch --master-port)");
+}
+
 // Every rank counts itself in; all wait until the count is complete, so that a missing rank is
 // named here (and not as a socket timeout inside the first process group).
 void wait_for_all_ranks(c10d::Store& store, const RendezvousEnv& env,
                         std::chrono::milliseconds timeout) {
   const std::string key = "pipeplan/joined";
-  store.add(key, 1);
+  // More ranks than WORLD_SIZE: another job of the same identity (no launch id) shares the port.
+  PIPEPLAN_RUNTIME_CHECK(store.add(key, 1) <= env.world_size, "rendezvous at ", env.master_addr,
+                         ":", env.master_port, ": more than WORLD_SIZE=", env.world_size,
+                         " ranks joined; another job is using port ", env.master_port,
+                         "; give each job its own MASTER_PORT (pipeplan launch --master-port)");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int64_t joined = store.add(key, 0); joined < env.world_size; joined = store.add(key, 0)) {
     PIPEPLAN_RUNTIME_CHECK(std::chrono::steady_clock::now() < deadline, "rendezvous at ",
@@ -78,25 +102,43 @@ void wait_for_all_ranks(c10d::Store& store, const RendezvousEnv& env,
   }
 }
 
-StorePtr make_store(const RendezvousEnv& env, std::chrono::milliseconds timeout) {
+// Why creating or joining the store failed, on one line with what to check.
+std::string rendezvous_failure(const RendezvousEnv& env, std::chrono::milliseconds timeout,
+                               const std::exception& e) {
+  const std::string where = detail::concat(env.master_addr, ":", env.master_port);
+  const std::string what = models::error_line(e);
+  if (what.find(std::strerror(EADDRINUSE)) != std::string::npos)
+    return detail::concat("rendezvous of rank ", env.rank, " at ", where, ": port ",
+                          env.master_port, " is already in use (another job is using port ",
+                          env.master_port, ", or another program); give each job its own "
+                          "MASTER_PORT (pipeplan launch --master-port)");
+  return detail::concat("rendezvous of rank ", env.rank, " at ", where, " failed within ",
+                        timeout.count() / 1000, " s: ", what, " (check that all ",
+                        env.world_size, " ranks were started with the same MASTER_ADDR and ",
+                        "MASTER_PORT)");
+}
+
+// Rank 0 serves the store, unless torchrun's agent already does (env.agent_store): then every
+// rank is a client and works under the agent's worker prefix.
+StorePtr make_store(const RendezvousEnv& env, std::chrono::milliseconds timeout,
+                    const std::string& what) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(env.master_port);
-  options.isServer = env.rank == 0;
+  options.isServer = env.rank == 0 && !env.agent_store;
   options.numWorkers = static_cast<std::size_t>(env.world_size);
   options.waitWorkers = true;
   options.timeout = timeout;
   try {
-    auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    StorePtr store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    if (env.agent_store)
+      store = c10::make_intrusive<c10d::PrefixStore>(agent_store_prefix(env.restart_count), store);
+    check_same_job(*store, env, job_identity(env, what));
     wait_for_all_ranks(*store, env, timeout);
     return store;
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kRuntime,
-                detail::concat("rendezvous of rank ", env.rank, " at ", env.master_addr, ":",
-                               env.master_port, " failed within ", timeout.count() / 1000,
-                               " s: ", models::error_line(e), " (check that all ", env.world_size,
-                               " ranks were started with the same MASTER_ADDR and MASTER_PORT)"));
+    throw Error(ErrorKind::kRuntime, rendezvous_failure(env, timeout, e));
   }
 }
 
@@ -243,7 +285,7 @@ std::unique_ptr<Comm> Comm::connect(const RendezvousEnv& env, const Plan& plan,
   impl->device = device;
   impl->timeout = timeout;
   if (!env.single_process()) {
-    impl->store = make_store(env, timeout);
+    impl->store = make_store(env, timeout, "pipeplan train of plan " + plan_hash(plan));
     impl->gloo_device = make_gloo_device(env);
     impl->create_groups(plan);
   }
@@ -414,8 +456,9 @@ std::string Comm::store_get(const std::string& key) {
 }
 
 c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
-                                              std::chrono::milliseconds timeout) {
-  return make_store(env, timeout);
+                                              std::chrono::milliseconds timeout,
+                                              const std::string& what) {
+  return make_store(env, timeout, what);
 }
 
 LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
@@ -432,7 +475,7 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
   d.backend = !device.is_cuda()                   ? CommBackend::kGloo
               : torch::cuda::device_count() >= 2 ? CommBackend::kNccl
                                                   : CommBackend::kGlooHostStaging;
-  d.store = make_store(env, timeout);
+  d.store = make_store(env, timeout, "pipeplan link-bench");
   d.gloo_device = make_gloo_device(env);
   const GroupPtr group = d.make_group("link", env.rank, 2, /*on_host=*/false, kEdgeGroupThreads);
   const int peer = 1 - env.rank;

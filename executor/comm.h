@@ -41,8 +41,8 @@ struct LinkTimings {
 /// wait on a peer that is blocked in the schedule. Not thread-safe.
 class Comm {
  public:
-  /// Rendezvous through a TCPStore at MASTER_ADDR:MASTER_PORT (served by rank 0) and creation
-  /// of the groups of `env.rank` in `plan`. Every blocking call waits at most `timeout`; a peer
+  /// Rendezvous through connect_store (what: the plan's hash) and creation of the groups of
+  /// `env.rank` in `plan`. Every blocking call waits at most `timeout`; a peer
   /// that does not show up or fails ends with Error(kRuntime) saying which and what to check.
   static std::unique_ptr<Comm> connect(const RendezvousEnv& env, const Plan& plan,
                                        const torch::Device& device,
@@ -99,11 +99,15 @@ class Comm {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The job's TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), returned once every rank
-/// has joined; a rank that does not show up within `timeout` ends with Error(kRuntime) saying
-/// what to check. What Comm::connect rendezvouses through, for other multi-process tools.
+/// The job's store at MASTER_ADDR:MASTER_PORT (rank 0 serves it, or torchrun's agent when
+/// env.agent_store), returned once every rank has joined. `what` names what the job runs; with
+/// the world size and launch id it is the job's identity (job_identity), which each rank compares
+/// with rank 0's. Throws Error(kRuntime) saying what to check when a rank does not show up within
+/// `timeout`, and "another job is using port P" when the port is taken or the identities differ.
+/// What Comm::connect rendezvouses through, for other multi-process tools.
 c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout,
+                                              const std::string& what);
 
 /// Times the link between the two ranks of `env` (WORLD_SIZE must be 2) over a TCPStore at
 /// MASTER_ADDR:MASTER_PORT. Every rank must call it with the same sizes and repeats. CPU ranks

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "executor/rendezvous.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -265,6 +266,16 @@ std::string signal_text(int sig) {
   return detail::concat("signal ", sig);
 }
 
+// "host:pid:nanoseconds": different for every launch, on this machine and others.
+std::string new_launch_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  return detail::concat(host, ":", ::getpid(), ":", now_ns);
+}
+
 struct RankProcess {
   pid_t pid = -1;    // -1 once reaped
   pid_t group = -1;  // its process group, kept after it is reaped
@@ -319,6 +330,7 @@ class Launch {
     set_variable(env, "LOCAL_WORLD_SIZE", std::to_string(options_.nproc));
     set_variable(env, "MASTER_ADDR", options_.master_addr);
     set_variable(env, "MASTER_PORT", std::to_string(port_));
+    set_variable(env, kLaunchIdVariable, launch_id_);
     if (omp_threads_ > 0) set_variable(env, "OMP_NUM_THREADS", std::to_string(omp_threads_));
     for (const auto& [key, value] : options_.extra_env) set_variable(env, key, value);
     return env;
@@ -338,6 +350,7 @@ class Launch {
 
   void start_ranks() {
     port_ = options_.master_port != 0 ? options_.master_port : pick_free_port();
+    launch_id_ = new_launch_id();
     omp_threads_ = choose_omp_threads();
     result_.ranks.resize(static_cast<size_t>(options_.nproc));
     const pid_t launcher_pid = ::getpid();
@@ -474,6 +487,7 @@ class Launch {
   std::vector<RankProcess> ranks_;
   LaunchResult result_;
   int port_ = 0;
+  std::string launch_id_;
   int omp_threads_ = 0;
   bool stopping_ = false;
   bool killed_ = false;

@@ -11,6 +11,8 @@ namespace pipeplan::executor {
 namespace {
 
 constexpr int kMaxPort = 65535;
+// Restarts torchrun may report; its --max-restarts is far below.
+constexpr int kMaxRestarts = 1 << 20;
 
 // The value of `name`, or "" when unset.
 std::string value_of(const std::function<const char*(const char*)>& getenv, const char* name) {
@@ -28,6 +30,17 @@ int parse_int(const std::string& text, const char* name, int min_value, int max_
   PIPEPLAN_CHECK(ok, name, "=", quote(text), " is not an integer in [", min_value, ", ", max_value,
                  "]; set ", name, " as torchrun does");
   return static_cast<int>(value);
+}
+
+// PIPEPLAN_LAUNCH_ID, else TORCHELASTIC_RUN_ID, else SLURM_JOB_ID.SLURM_STEP_ID, else "".
+std::string launch_id(const std::function<const char*(const char*)>& getenv) {
+  const std::string own = value_of(getenv, kLaunchIdVariable);
+  if (!own.empty()) return own;
+  const std::string torchrun = value_of(getenv, "TORCHELASTIC_RUN_ID");
+  if (!torchrun.empty()) return "torchrun " + torchrun;
+  const std::string slurm_job = value_of(getenv, "SLURM_JOB_ID");
+  if (slurm_job.empty()) return "";
+  return "slurm " + slurm_job + "." + value_of(getenv, "SLURM_STEP_ID");
 }
 
 }  // namespace
@@ -55,11 +68,25 @@ RendezvousEnv read_rendezvous_env(const std::function<const char*(const char*)>&
   PIPEPLAN_CHECK(!port.empty(), "MASTER_PORT is not set; with WORLD_SIZE=", env.world_size,
                  " every rank needs the port of rank 0's store");
   env.master_port = parse_int(port, "MASTER_PORT", 1, kMaxPort);
+  env.launch_id = launch_id(getenv);
+  env.agent_store = value_of(getenv, "TORCHELASTIC_USE_AGENT_STORE") == "True";
+  if (env.agent_store)
+    env.restart_count = parse_int(value_of(getenv, "TORCHELASTIC_RESTART_COUNT"),
+                                  "TORCHELASTIC_RESTART_COUNT", 0, kMaxRestarts);
   return env;
 }
 
 bool is_loopback_address(const std::string& address) {
   return address == "localhost" || address == "::1" || std::string_view(address).substr(0, 4) == "127.";
+}
+
+std::string agent_store_prefix(int restart_count) {
+  return "/worker/attempt_" + std::to_string(restart_count);
+}
+
+std::string job_identity(const RendezvousEnv& env, const std::string& what) {
+  return detail::concat(what, ", ", env.world_size, " ranks",
+                        env.launch_id.empty() ? "" : ", launch " + env.launch_id);
 }
 
 }  // namespace pipeplan::executor

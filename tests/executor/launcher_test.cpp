@@ -333,6 +333,19 @@ TEST(LauncherTest, BoundsTheNumberOfRanksByTheCores) {
                          "\n");
 }
 
+TEST(LauncherTest, SerialGivesEveryRankOfALaunchTheSameNewLaunchId) {
+  TempDir dir;
+  const CommandRun first = launch_sh(2, "echo id=$PIPEPLAN_LAUNCH_ID", dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<std::string> lines = lines_of(first.out);
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string id = lines[0].substr(lines[0].find("id="));
+  EXPECT_GT(id.size(), std::string("id=").size());
+  EXPECT_EQ(id, lines[1].substr(lines[1].find("id=")));
+  const CommandRun second = launch_sh(1, "echo id=$PIPEPLAN_LAUNCH_ID", dir);
+  EXPECT_EQ(second.out.find(id), std::string::npos) << "two launches share " << id;
+}
+
 TEST(LauncherTest, SerialSetsOmpNumThreadsOnlyWhenTheUserDidNot) {
   TempDir dir;
   const CommandRun set = launch_sh(2, "echo OMP=$OMP_NUM_THREADS", dir, {"OMP_NUM_THREADS"});

@@ -65,6 +65,34 @@ TEST(RendezvousTest, NamesTheVariableThatIsMissingOrMalformed) {
   EXPECT_NE(error_of(with("LOCAL_RANK", "-1")).find("LOCAL_RANK"), std::string::npos);
 }
 
+TEST(RendezvousTest, ReadsTorchrunsAgentStoreAndTheLaunchId) {
+  const std::map<std::string, std::string> torchrun{
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
+      {"TORCHELASTIC_RUN_ID", "none"}};
+  const RendezvousEnv env = read_rendezvous_env(env_of(torchrun));
+  EXPECT_TRUE(env.agent_store);
+  EXPECT_EQ(env.restart_count, 2);
+  EXPECT_EQ(agent_store_prefix(env.restart_count), "/worker/attempt_2");
+  EXPECT_EQ(env.launch_id, "torchrun none");
+  auto with = [&](const char* name, const char* value) {
+    auto vars = torchrun;
+    vars[name] = value;
+    return vars;
+  };
+  EXPECT_FALSE(read_rendezvous_env(env_of(with("TORCHELASTIC_USE_AGENT_STORE", "False"))).agent_store);
+  EXPECT_NE(error_of(with("TORCHELASTIC_RESTART_COUNT", "x")).find("TORCHELASTIC_RESTART_COUNT='x'"),
+            std::string::npos);
+  EXPECT_EQ(read_rendezvous_env(env_of(with(kLaunchIdVariable, "host:1:2"))).launch_id, "host:1:2");
+  auto slurm = torchrun;
+  slurm.erase("TORCHELASTIC_RUN_ID");
+  slurm["SLURM_JOB_ID"] = "77";
+  slurm["SLURM_STEP_ID"] = "0";
+  EXPECT_EQ(read_rendezvous_env(env_of(slurm)).launch_id, "slurm 77.0");
+  EXPECT_EQ(job_identity(read_rendezvous_env(env_of(slurm)), "pipeplan train of plan h"),
+            "pipeplan train of plan h, 2 ranks, launch slurm 77.0");
+}
+
 TEST(RendezvousTest, KnowsLoopbackAddresses) {
   EXPECT_TRUE(is_loopback_address("127.0.0.1"));
   EXPECT_TRUE(is_loopback_address("localhost"));

@@ -3,14 +3,18 @@
 // NaN stops the run, checkpointing changes nothing, and the outputs are complete.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "executor/checkpoint.h"
+#include "executor/launcher.h"
 #include "plans/run.h"
 #include "tests/executor/train_harness.h"
 
@@ -133,6 +137,51 @@ TEST(SerialTrainTest, ResumeRefusesFlippedWeightsAndAStageFileOfAnotherStep) {
                              std::filesystem::copy_options::overwrite_existing);
   train(&run, plan, 4, {"--checkpoint-every", "2", "--resume"});
   expect_one_line_error(run.exits[1], 2, "holds step '2', not step 4");
+}
+
+// torchrun's static rendezvous: its agent serves the store on MASTER_PORT (here the test does)
+// and sets TORCHELASTIC_USE_AGENT_STORE; both ranks join it as clients under its worker prefix.
+TEST(SerialTrainTest, TrainsWithTorchrunsAgentStore) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(120);
+  const auto agent = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  TrainRun run = in_dir(fresh_dir("agent"));
+  train(&run, plan, 3, {},
+        {{"MASTER_PORT", std::to_string(agent->getPort())},
+         {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+         {"TORCHELASTIC_RESTART_COUNT", "0"},
+         {"TORCHELASTIC_RUN_ID", "none"}});
+  expect_success(run);
+  EXPECT_EQ(step_losses(run.log).size(), 3u);
+  EXPECT_TRUE(agent->check({"/worker/attempt_0/pipeplan/joined"}));
+}
+
+// torchrun itself (torch.distributed.run of the Python with torch, static rendezvous, its agent
+// serving the store) starting two ranks of `pipeplan train`. `--redirects 1 --tee 1`: torch
+// 1.13's default "0" fails on Python 3.11 (Std.from_str finds no member for 0 and returns None).
+TEST(SerialTrainTest, TrainsUnderTorchrun) {
+  const std::string python = PIPEPLAN_TORCH_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python with torch (PIPEPLAN_TORCH_PYTHON is empty)";
+  const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
+  const TrainRun run = in_dir(fresh_dir("torchrun"));
+  write_plan(run.dir + "/plan.json", plan);
+  const std::string command =
+      python + " -m torch.distributed.run --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 " +
+      "--master_port " + std::to_string(executor::pick_free_port()) + " --redirects 1 --tee 1 " +
+      "--log_dir " + run.dir + "/torchrun_logs --no_python " +
+      PIPEPLAN_BINARY_DIR + "/cli/pipeplan train --plan " + run.dir + "/plan.json " +
+      "--data synthetic --steps 3 --log " + run.log + " -o " + run.run_json + " > " + run.dir +
+      "/torchrun.txt 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream output(run.dir + "/torchrun.txt");
+  const std::string text((std::istreambuf_iterator<char>(output)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  EXPECT_EQ(step_losses(run.log).size(), 3u);
+  EXPECT_EQ(read_run(run.run_json).world_size, 2);
 }
 
 TEST(SerialTrainTest, CheckpointingStagesGivesTheSameLosses) {
