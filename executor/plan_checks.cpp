@@ -75,14 +75,23 @@ torch::Device rank_device(const Plan& plan, const RendezvousEnv& env, const std:
                  " in a cuda plan; expected 'cuda:N'");
   PIPEPLAN_CHECK(torch::cuda::is_available(), field, ": ", quote(me.device),
                  " but this LibTorch or machine has no CUDA device");
-  const torch::Device device(me.device);
-  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
-  PIPEPLAN_CHECK(device.index() < count, field, ": ", quote(me.device), " but this machine has ",
-                 count, " CUDA devices");
+  const int index = visible_cuda_index(torch::Device(me.device).index(),
+                                       static_cast<int>(torch::cuda::device_count()), field);
   PIPEPLAN_CHECK(me.local_rank == env.local_rank, document, ": ranks[", env.rank, "].local_rank: ",
                  me.local_rank, " but this process has LOCAL_RANK=", env.local_rank,
                  "; launch ranks in the plan's order");
-  return device;
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+int visible_cuda_index(int planned_index, int visible_device_count, const std::string& field) {
+  const std::string planned = "'cuda:" + std::to_string(planned_index) + "'";
+  PIPEPLAN_CHECK(visible_device_count >= 1, field, ": ", planned,
+                 " but this process sees no CUDA device (check CUDA_VISIBLE_DEVICES)");
+  if (visible_device_count == 1) return 0;
+  PIPEPLAN_CHECK(planned_index >= 0 && planned_index < visible_device_count, field, ": ", planned,
+                 " but this process sees ", visible_device_count,
+                 " CUDA devices (check CUDA_VISIBLE_DEVICES)");
+  return planned_index;
 }
 
 void set_threads_from_env() {

@@ -20,8 +20,15 @@ void check_plan_matches_model(const Plan& plan, const models::Model& model,
 /// Throws Error(kBadInput) unless WORLD_SIZE equals the plan's dp·pp ranks.
 void check_world(const Plan& plan, const RendezvousEnv& env, const std::string& document);
 
-/// The device of `env.rank` in the rank map: cpu in a cpu plan; in a cuda plan "cuda:N" with N
-/// below this machine's device count and the plan's local_rank equal to LOCAL_RANK. Throws
+/// The CUDA device index a rank uses for its plan device "cuda:<planned_index>" when this process
+/// sees `visible_device_count` devices: 0 when it sees exactly one (the launcher gave each rank
+/// its own GPU, as `srun --gpus-per-task 1` does through CUDA_VISIBLE_DEVICES), otherwise
+/// `planned_index`. Throws Error(kBadInput) naming `field` when no device is visible or
+/// `planned_index` is not below the count.
+int visible_cuda_index(int planned_index, int visible_device_count, const std::string& field);
+
+/// The device of `env.rank` in the rank map: cpu in a cpu plan; in a cuda plan the index
+/// visible_cuda_index picks for "cuda:N", with the plan's local_rank equal to LOCAL_RANK. Throws
 /// Error(kBadInput) naming the field otherwise.
 torch::Device rank_device(const Plan& plan, const RendezvousEnv& env, const std::string& document);
 
