@@ -53,8 +53,8 @@ endmacro()
 
 # One GoogleTest binary per library: pipeplan_test(NAME SOURCES ... LIBS ... [TORCH]).
 # Test names decide CTest labels and scheduling: "Slow" gives the label `slow`, "Gpu" the label
-# `gpu`, others the library's name; "Serial" (tests that time things or start several
-# processes) and "Gpu" tests run alone.
+# `gpu`, "Fuzz" the label `fuzz`, others the library's name; "Serial" (tests that time things
+# or start several processes), "Fuzz" (they time every case) and "Gpu" tests run alone.
 function(pipeplan_test name)
   cmake_parse_arguments(ARG "TORCH" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name}_test ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
@@ -67,10 +67,11 @@ function(pipeplan_test name)
   target_compile_definitions(${name}_test PRIVATE
     PIPEPLAN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PIPEPLAN_BINARY_DIR="${PROJECT_BINARY_DIR}")
   set(target ${name}_test)
-  _pipeplan_discover("*-*Slow*:*Gpu*:*Serial*" FALSE ${name})
-  _pipeplan_discover("*Slow*-*Gpu*:*Serial*" FALSE slow)
-  _pipeplan_discover("*Serial*-*Gpu*:*Slow*" TRUE ${name})
-  _pipeplan_discover("*Slow*Serial*:*Serial*Slow*-*Gpu*" TRUE slow)
+  _pipeplan_discover("*-*Slow*:*Gpu*:*Serial*:*Fuzz*" FALSE ${name})
+  _pipeplan_discover("*Slow*-*Gpu*:*Serial*:*Fuzz*" FALSE slow)
+  _pipeplan_discover("*Serial*-*Gpu*:*Slow*:*Fuzz*" TRUE ${name})
+  _pipeplan_discover("*Slow*Serial*:*Serial*Slow*-*Gpu*:*Fuzz*" TRUE slow)
+  _pipeplan_discover("*Fuzz*-*Gpu*" TRUE fuzz)
   _pipeplan_discover("*Gpu*" TRUE gpu)
 endfunction()
 
