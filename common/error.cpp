@@ -3,7 +3,49 @@
 
 namespace pipeplan {
 
-std::string quote(std::string_view value) { return detail::concat("'", value, "'"); }
+namespace {
+
+// Characters kept from the end of a shortened value: the end of a path names the file.
+constexpr size_t kTailChars = 24;
+
+void append_escaped(std::string* out, std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      *out += "\\n";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      *out += "\\x";
+      *out += kHex[byte >> 4];
+      *out += kHex[byte & 0xf];
+    } else {
+      *out += c;
+    }
+  }
+}
+
+// `value` escaped, and cut to its start and end around "..." when longer than kQuotedChars,
+// between `open` and `close`, with the full length after them when cut.
+std::string clip(std::string_view value, std::string_view open, std::string_view close) {
+  std::string out(open);
+  if (value.size() <= kQuotedChars) {
+    append_escaped(&out, value);
+    out += close;
+    return out;
+  }
+  append_escaped(&out, value.substr(0, kQuotedChars - kTailChars - 3));
+  out += "...";
+  append_escaped(&out, value.substr(value.size() - kTailChars));
+  out += close;
+  out += detail::concat(" (", value.size(), " characters)");
+  return out;
+}
+
+}  // namespace
+
+std::string shorten(std::string_view value) { return clip(value, "", ""); }
+
+std::string quote(std::string_view value) { return clip(value, "'", "'"); }
 
 namespace detail {
 void throw_internal(const char* file, int line, const char* cond, const std::string& msg) {

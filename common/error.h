@@ -38,7 +38,17 @@ std::string concat(const Args&... args) {
 [[noreturn]] void throw_internal(const char* file, int line, const char* cond, const std::string& msg);
 }  // namespace detail
 
-/// `'value'` with single quotes, for messages that quote what the user gave.
+/// The most characters of a value an error message quotes: a file's 100 MB string is shown by
+/// its first and last characters and its length, so that the error stays one short line.
+inline constexpr size_t kQuotedChars = 80;
+
+/// `value` as an error message shows it: control characters escaped (\n, \xNN), and when longer
+/// than kQuotedChars, its start and end around "..." followed by its length, e.g.
+/// "zzzz...zzzz (100000 characters)". Every message that shows what the user gave uses it (or
+/// quote).
+std::string shorten(std::string_view value);
+
+/// `'value'` with single quotes, shortened as by shorten: "'zzzz...zzzz' (100000 characters)".
 std::string quote(std::string_view value);
 
 }  // namespace pipeplan

@@ -6,24 +6,56 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
 namespace pipeplan {
 namespace {
 
-std::string type_name(const Json& value) { return value.type_name(); }
+// An integer of the JSON text in [min_value, max_value]. nlohmann reads integers above 2^63 − 1
+// as unsigned, which get<int64_t>() would wrap; those are out of any int64 range.
+bool in_range(const Json& value, int64_t min_value, int64_t max_value) {
+  if (value.is_number_unsigned())
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+           value.get<int64_t>() >= min_value && value.get<int64_t>() <= max_value;
+  if (!value.is_number_integer()) return false;
+  return value.get<int64_t>() >= min_value && value.get<int64_t>() <= max_value;
+}
+
+// "expected an integer in [1, 65536]", or ">= 1" when the range is open above.
+std::string range_text(int64_t min_value, int64_t max_value) {
+  if (max_value == std::numeric_limits<int64_t>::max())
+    return min_value == std::numeric_limits<int64_t>::min()
+               ? "expected an integer"
+               : detail::concat("expected an integer >= ", min_value);
+  return detail::concat("expected an integer in [", min_value, ", ", max_value, "]");
+}
 
 }  // namespace
 
 Json read_json_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  PIPEPLAN_CHECK(fs::exists(status), path, ": cannot read: ",
+                 std::strerror(ec ? ec.value() : ENOENT));
+  PIPEPLAN_CHECK(fs::is_regular_file(status), path,
+                 ": not a regular file (a folder, FIFO or device); expected a JSON file");
+  const auto size = fs::file_size(path, ec);
+  PIPEPLAN_CHECK(!ec && size <= static_cast<uintmax_t>(kMaxJsonFileBytes), path, ": ",
+                 ec ? 0 : size, " bytes: expected a JSON file of at most ", kMaxJsonFileBytes,
+                 " bytes");
   std::ifstream in(path);
-  PIPEPLAN_CHECK(in.good(), "cannot read ", quote(path), ": ", std::strerror(errno));
+  PIPEPLAN_CHECK(in.good(), path, ": cannot read: ", std::strerror(errno));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  Json json = Json::parse(buffer.str(), /*cb=*/nullptr, /*allow_exceptions=*/false);
-  PIPEPLAN_CHECK(!json.is_discarded(), quote(path), " is not valid JSON");
-  return json;
+  try {
+    return Json::parse(buffer.str());
+  } catch (const Json::parse_error& e) {
+    throw Error(ErrorKind::kBadInput,
+                detail::concat(path, ": not valid JSON (error at byte ", e.byte, ")"));
+  }
 }
 
 void write_json_file(const std::string& path, const Json& json) {
@@ -32,12 +64,12 @@ void write_json_file(const std::string& path, const Json& json) {
 
 JsonReader::JsonReader(const Json& json, std::string document, std::string prefix)
     : json_(&json), document_(std::move(document)), prefix_(std::move(prefix)) {
-  PIPEPLAN_CHECK(json.is_object(), document_, prefix_.empty() ? "" : ": ", prefix_,
-                 ": expected a JSON object, got ", type_name(json));
+  PIPEPLAN_CHECK(json.is_object(), document_, prefix_.empty() ? "" : ": ", prefix_, ": ",
+                 shorten(json.dump()), ": expected a JSON object");
 }
 
 std::string JsonReader::path(std::string_view key) const {
-  return detail::concat(prefix_, prefix_.empty() ? "" : ".", key);
+  return detail::concat(prefix_, prefix_.empty() ? "" : ".", shorten(key));
 }
 
 void JsonReader::fail(std::string_view key, const std::string& message) const {
@@ -54,82 +86,116 @@ const Json& JsonReader::at(std::string_view key) const {
 
 std::string JsonReader::string(std::string_view key) const {
   const Json& value = at(key);
-  if (!value.is_string()) fail(key, "expected a string, got " + type_name(value));
+  if (!value.is_string()) reject(key, value, "expected a string");
   return value.get<std::string>();
 }
 
 bool JsonReader::boolean(std::string_view key) const {
   const Json& value = at(key);
-  if (!value.is_boolean()) fail(key, "expected true or false, got " + type_name(value));
+  if (!value.is_boolean()) reject(key, value, "expected true or false");
   return value.get<bool>();
+}
+
+void JsonReader::reject(std::string_view key, const Json& value,
+                        const std::string& expected) const {
+  fail(key, detail::concat(shorten(value.dump()), ": ", expected));
 }
 
 double JsonReader::number(std::string_view key) const {
   const Json& value = at(key);
-  if (!value.is_number()) fail(key, "expected a number, got " + type_name(value));
+  if (!value.is_number()) reject(key, value, "expected a number");
   const double number = value.get<double>();
-  if (!std::isfinite(number)) fail(key, "expected a finite number");
+  if (!std::isfinite(number)) reject(key, value, "expected a finite number");
+  return number;
+}
+
+double JsonReader::number_in(std::string_view key, double min_value, double max_value) const {
+  const double number = this->number(key);
+  if (number < min_value || number > max_value)
+    reject(key, at(key), detail::concat("expected a number in [", min_value, ", ", max_value, "]"));
   return number;
 }
 
 double JsonReader::non_negative(std::string_view key) const {
   const double value = number(key);
-  if (value < 0) fail(key, detail::concat(value, " is negative; expected a value >= 0"));
+  if (value < 0) reject(key, at(key), "expected a value >= 0");
+  return value;
+}
+
+double JsonReader::time_ms(std::string_view key) const {
+  const double value = number(key);
+  if (value < 0 || value > kMaxTimeMs)
+    reject(key, at(key), detail::concat("expected a time in ms in [0, ", kMaxTimeMs, "]"));
   return value;
 }
 
 int64_t JsonReader::integer(std::string_view key) const {
+  return integer_in(key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+}
+
+int64_t JsonReader::integer_in(std::string_view key, int64_t min_value, int64_t max_value) const {
   const Json& value = at(key);
-  if (!value.is_number_integer()) fail(key, "expected an integer, got " + value.dump());
+  if (!in_range(value, min_value, max_value)) reject(key, value, range_text(min_value, max_value));
   return value.get<int64_t>();
 }
 
+int JsonReader::int_in(std::string_view key, int min_value, int max_value) const {
+  return static_cast<int>(integer_in(key, min_value, max_value));
+}
+
 int64_t JsonReader::integer_at_least(std::string_view key, int64_t min_value) const {
-  const int64_t value = integer(key);
-  if (value < min_value)
-    fail(key, detail::concat(value, " is out of range; expected an integer >= ", min_value));
-  return value;
+  return integer_in(key, min_value, std::numeric_limits<int64_t>::max());
+}
+
+int64_t JsonReader::byte_count(std::string_view key) const {
+  return integer_in(key, 0, kMaxBytes);
 }
 
 std::vector<int64_t> JsonReader::integers(std::string_view key) const {
+  return integers_in(key, std::numeric_limits<int64_t>::min(),
+                     std::numeric_limits<int64_t>::max());
+}
+
+std::vector<int64_t> JsonReader::integers_in(std::string_view key, int64_t min_value,
+                                             int64_t max_value) const {
   const Json& value = at(key);
-  if (!value.is_array()) fail(key, "expected an array of integers, got " + type_name(value));
+  if (!value.is_array()) reject(key, value, "expected an array of integers");
   std::vector<int64_t> out;
   for (const Json& item : value) {
-    if (!item.is_number_integer()) fail(key, "expected integers, found " + item.dump());
+    if (!in_range(item, min_value, max_value))
+      reject(key, item, range_text(min_value, max_value) + " in the array");
     out.push_back(item.get<int64_t>());
   }
   return out;
 }
 
-std::vector<double> JsonReader::non_negatives(std::string_view key) const {
+std::vector<double> JsonReader::times_ms(std::string_view key) const {
   const Json& value = at(key);
-  if (!value.is_array()) fail(key, "expected an array of numbers, got " + type_name(value));
+  if (!value.is_array()) reject(key, value, "expected an array of times in ms");
   std::vector<double> out;
   for (const Json& item : value) {
-    if (!item.is_number()) fail(key, "expected numbers, found " + item.dump());
-    const double number = item.get<double>();
-    if (!std::isfinite(number) || number < 0)
-      fail(key, detail::concat(number, " is not a finite value >= 0"));
-    out.push_back(number);
+    if (!item.is_number() || !std::isfinite(item.get<double>()) || item.get<double>() < 0 ||
+        item.get<double>() > kMaxTimeMs)
+      reject(key, item, detail::concat("expected times in ms in [0, ", kMaxTimeMs, "]"));
+    out.push_back(item.get<double>());
   }
   return out;
 }
 
 JsonReader JsonReader::object(std::string_view key) const {
   const Json& value = at(key);
-  if (!value.is_object()) fail(key, "expected an object, got " + type_name(value));
+  if (!value.is_object()) reject(key, value, "expected an object");
   return JsonReader(value, document_, path(key));
 }
 
 std::vector<JsonReader> JsonReader::objects(std::string_view key) const {
   const Json& value = at(key);
-  if (!value.is_array()) fail(key, "expected an array, got " + type_name(value));
+  if (!value.is_array()) reject(key, value, "expected an array of objects");
   std::vector<JsonReader> out;
   for (size_t idx = 0; idx < value.size(); ++idx) {
     const std::string item_path = detail::concat(path(key), "[", idx, "]");
-    PIPEPLAN_CHECK(value[idx].is_object(), document_, ": ", item_path,
-                   ": expected an object, got ", type_name(value[idx]));
+    PIPEPLAN_CHECK(value[idx].is_object(), document_, ": ", item_path, ": ",
+                   shorten(value[idx].dump()), ": expected an object");
     out.emplace_back(value[idx], document_, item_path);
   }
   return out;
@@ -138,10 +204,9 @@ std::vector<JsonReader> JsonReader::objects(std::string_view key) const {
 void check_schema(const Json& json, std::string_view expected, std::string_view document) {
   PIPEPLAN_CHECK(json.is_object(), document, ": expected a JSON object");
   auto it = json.find("schema");
-  PIPEPLAN_CHECK(it != json.end(), document, ": field 'schema' missing (expected ",
-                 quote(expected), ")");
-  PIPEPLAN_CHECK(it->is_string() && it->get<std::string>() == expected, document,
-                 ": unsupported schema ", it->dump(), " (expected ", quote(expected), ")");
+  PIPEPLAN_CHECK(it != json.end(), document, ": schema: missing; expected ", quote(expected));
+  PIPEPLAN_CHECK(it->is_string() && it->get<std::string>() == expected, document, ": schema: ",
+                 shorten(it->dump()), ": unsupported; expected ", quote(expected));
 }
 
 }  // namespace pipeplan

@@ -11,13 +11,15 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 
 using Json = nlohmann::json;
 
-/// Reads and parses a JSON file. Throws Error(kBadInput) naming the path when it is missing,
-/// unreadable or not JSON.
+/// Reads and parses a JSON file. Throws Error(kBadInput) "<path>: ..." when it is missing,
+/// unreadable, not a regular file (a FIFO or a device would block or never end), larger than
+/// kMaxJsonFileBytes, or not JSON.
 Json read_json_file(const std::string& path);
 
 /// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
@@ -36,20 +38,41 @@ class JsonReader {
   const Json& at(std::string_view key) const;
   std::string string(std::string_view key) const;
   bool boolean(std::string_view key) const;
+  /// A finite number.
   double number(std::string_view key) const;
+  /// A finite number in [min_value, max_value].
+  double number_in(std::string_view key, double min_value, double max_value) const;
   /// A number that must be finite and >= 0.
   double non_negative(std::string_view key) const;
+  /// A time in milliseconds: finite, in [0, kMaxTimeMs].
+  double time_ms(std::string_view key) const;
+  /// An integer of the JSON text: a number with a fraction or beyond 64 bits is refused, never
+  /// rounded or cut.
   int64_t integer(std::string_view key) const;
+  /// An integer in [min_value, max_value].
+  int64_t integer_in(std::string_view key, int64_t min_value, int64_t max_value) const;
+  /// integer_in for an `int` field (max_value fits an int).
+  int int_in(std::string_view key, int min_value, int max_value) const;
   /// An integer that must be >= `min_value`.
   int64_t integer_at_least(std::string_view key, int64_t min_value) const;
+  /// A byte count: an integer in [0, kMaxBytes].
+  int64_t byte_count(std::string_view key) const;
+  /// An array of integers.
   std::vector<int64_t> integers(std::string_view key) const;
-  /// An array of numbers that must each be finite and >= 0.
-  std::vector<double> non_negatives(std::string_view key) const;
+  /// An array of integers, each in [min_value, max_value].
+  std::vector<int64_t> integers_in(std::string_view key, int64_t min_value,
+                                   int64_t max_value) const;
+  /// An array of times in milliseconds, each as time_ms.
+  std::vector<double> times_ms(std::string_view key) const;
   JsonReader object(std::string_view key) const;
   /// Each element of an array of objects, with "key[i]" in its path.
   std::vector<JsonReader> objects(std::string_view key) const;
   /// Throws Error(kBadInput) with "<document>: <prefix>.<key>: <message>".
   [[noreturn]] void fail(std::string_view key, const std::string& message) const;
+  /// Throws Error(kBadInput) with "<document>: <prefix>.<key>: <value>: <expected>", the value
+  /// shortened (shorten).
+  [[noreturn]] void reject(std::string_view key, const Json& value,
+                           const std::string& expected) const;
   const std::string& document() const { return document_; }
   const Json& json() const { return *json_; }
 

@@ -19,8 +19,9 @@ struct ModelRef {
   std::vector<int64_t> input_shape;       ///< one sample, without the batch dimension
   std::string input_dtype = "float32";    ///< "float32" (images, features) or "int64" (tokens)
 
-  /// Throws Error(kBadInput) naming `document` on an empty name or hash, num_layers < 1, or an
-  /// input shape with a non-positive dimension.
+  /// Throws Error(kBadInput) naming `document` on an empty name or hash, num_layers outside
+  /// [1, kMaxLayers], a negative number anywhere in config, or an input shape that is empty,
+  /// has a dimension < 1 or more than kMaxBytes elements.
   void validate(std::string_view document) const;
 };
 

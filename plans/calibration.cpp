@@ -5,9 +5,14 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 namespace {
+
+// The largest correction factor (and 1 / it the smallest): a model off by more than a factor
+// of 1,000 was not calibrated from a run of the same model on the same device.
+constexpr double kMaxScale = 1e3;
 
 const std::pair<const char*, double StageCalibration::*> kScaleFields[] = {
     {"fwd_scale", &StageCalibration::fwd_scale},
@@ -22,17 +27,24 @@ void Calibration::validate(std::string_view document) const {
   int expected_first = 0;
   for (size_t stage_idx = 0; stage_idx < stages.size(); ++stage_idx) {
     const StageCalibration& stage = stages[stage_idx];
-    PIPEPLAN_CHECK(stage.first == expected_first && stage.last > stage.first, document,
-                   ": calibration.stages[", stage_idx, "]: layers [", stage.first, ", ", stage.last,
-                   ") do not continue from layer ", expected_first);
+    PIPEPLAN_CHECK(stage.first == expected_first && stage.last > stage.first &&
+                       stage.last <= kMaxLayers,
+                   document, ": calibration.stages[", stage_idx, "]: layers [", stage.first, ", ",
+                   stage.last, "): expected a non-empty range from layer ", expected_first);
     for (const auto& [key, field] : kScaleFields)
-      PIPEPLAN_CHECK(std::isfinite(stage.*field) && stage.*field > 0, document,
-                     ": calibration.stages[", stage_idx, "].", key, ": ", stage.*field,
-                     " is not a finite factor > 0");
+      PIPEPLAN_CHECK(std::isfinite(stage.*field) && stage.*field >= 1 / kMaxScale &&
+                         stage.*field <= kMaxScale,
+                     document, ": calibration.stages[", stage_idx, "].", key, ": ", stage.*field,
+                     ": expected a factor in [", 1 / kMaxScale, ", ", kMaxScale, "]");
+    PIPEPLAN_CHECK(std::abs(stage.memory_correction_bytes) <= kMaxBytes, document,
+                   ": calibration.stages[", stage_idx, "].memory_correction_bytes: ",
+                   stage.memory_correction_bytes, ": expected at most ", kMaxBytes, " either way");
     expected_first = stage.last;
   }
-  PIPEPLAN_CHECK(std::isfinite(latency_ms) && latency_ms >= 0, document,
-                 ": calibration.latency_ms: ", latency_ms, " is not a finite time >= 0");
+  for (const auto& [key, ms] : {std::pair{"latency_ms", latency_ms},
+                                {"profile_latency_ms", profile_latency_ms}})
+    PIPEPLAN_CHECK(std::isfinite(ms) && ms >= 0 && ms <= kMaxTimeMs, document, ": calibration.",
+                   key, ": ", ms, ": expected a time in ms in [0, ", kMaxTimeMs, "]");
 }
 
 std::vector<int64_t> Calibration::memory_corrections(int pp) const {
@@ -78,14 +90,15 @@ Calibration calibration_from_json(const JsonReader& r) {
   c.optimizer = r.string("optimizer");
   for (const JsonReader& s : r.objects("stages")) {
     StageCalibration stage;
-    stage.first = static_cast<int>(s.integer_at_least("first", 0));
-    stage.last = static_cast<int>(s.integer_at_least("last", 1));
-    stage.memory_correction_bytes = s.integer("memory_correction_bytes");
+    stage.first = s.int_in("first", 0, kMaxLayers - 1);
+    stage.last = s.int_in("last", 1, kMaxLayers);
+    stage.memory_correction_bytes =
+        s.integer_in("memory_correction_bytes", -kMaxBytes, kMaxBytes);
     for (const auto& [key, field] : kScaleFields) stage.*field = s.non_negative(key);
     c.stages.push_back(stage);
   }
-  c.profile_latency_ms = r.non_negative("profile_latency_ms");
-  c.latency_ms = r.non_negative("latency_ms");
+  c.profile_latency_ms = r.time_ms("profile_latency_ms");
+  c.latency_ms = r.time_ms("latency_ms");
   c.latency_only = r.boolean("latency_only");
   c.latency_note = r.string("latency_note");
   c.validate(r.document());

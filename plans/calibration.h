@@ -39,8 +39,9 @@ struct Calibration {
   /// How latency_ms was found: "fitted: ..." or why the profile's was kept.
   std::string latency_note;
 
-  /// One StageCalibration per stage, covering layers [0, L) contiguously; finite positive
-  /// scales; latencies finite and >= 0. Throws Error(kBadInput) naming `document` and the field.
+  /// One StageCalibration per stage, covering layers [0, L) contiguously; scales in
+  /// [1/1000, 1000]; memory corrections within ±kMaxBytes; latencies in [0, kMaxTimeMs]. Throws
+  /// Error(kBadInput) naming `document` and the field.
   void validate(std::string_view document) const;
 
   /// The memory correction of each of `pp` stages: stage s's own when `pp` is the calibrating

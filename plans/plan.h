@@ -26,6 +26,7 @@ enum class OptimizerKind { kSgd, kAdamw };
 /// Throws Error(kBadInput) naming `field` for any other word.
 int64_t dtype_bytes(std::string_view dtype, std::string_view field);
 /// Bytes of a tensor of `batch` samples of `sample_shape` (no batch dimension) and `dtype`.
+/// Throws Error(kBadInput) when they exceed kMaxBytes (common/limits.h).
 int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_view dtype,
                          int64_t batch);
 
@@ -133,8 +134,11 @@ struct StagePrediction {
 struct Predictions {
   double iteration_ms = 0;
   double samples_per_s = 0;
-  double bubble_fraction = 0;  ///< idle share of all ranks' time in one iteration
-  double allreduce_ms = 0;     ///< the longest stage all-reduce
+  /// Idle share of all ranks' time in one iteration; 0 with one stage (pp = 1): no pipeline, so
+  /// its idle time (waiting for slower replicas, or for the variation of action times) is no
+  /// bubble. The stages' idle_ms keep it.
+  double bubble_fraction = 0;
+  double allreduce_ms = 0;  ///< the longest stage all-reduce
   double optimizer_ms = 0;     ///< the longest stage optimizer step
   std::vector<StagePrediction> stages;
   std::vector<std::string> notes;  ///< e.g. "micro-batch 64 is beyond the profiled 1..32"
@@ -162,11 +166,18 @@ struct Plan {
   /// The corrections from a measured run the predictions were made with; none by default.
   std::optional<Calibration> calibration;
 
-  /// Consistency: dp·pp = devices = ranks; pp stages, contiguous, non-empty, covering
-  /// [0, num_layers), with known dtypes; global_batch = dp · num_micro_batches ·
-  /// micro_batch_size; each (stage, replica) on exactly one rank; node and local_rank follow
-  /// from the rank and devices_per_node; a calibration covers the model's layers. Throws
-  /// Error(kBadInput) naming the field.
+  /// Meaning, not only syntax (plan_validate.cpp): sizes within common/limits.h (at most
+  /// kMaxDevices devices, kMaxMicroBatches micro-batches, kMaxBatchSize samples);
+  /// dp·pp = devices = ranks; pp <= num_layers stages, contiguous, non-empty, covering
+  /// [0, num_layers); each stage receives what the previous one sends (the first: the model's
+  /// input), non-empty shapes of at most kMaxBytes per micro-batch, known dtypes;
+  /// global_batch = dp · num_micro_batches · micro_batch_size; each (stage, replica) on exactly
+  /// one rank, on a device of the cluster's kind; node and local_rank follow from the rank and
+  /// devices_per_node; optimizer hyperparameters in range; predictions finite, within
+  /// kMaxTimeMs (per micro-batch) or kMaxIterationMs (per iteration), and consistent (compute
+  /// = micro-batches × per-micro-batch times, memory total = sum of its terms = peak,
+  /// samples/s = global batch / iteration); a calibration covers the model's layers. Throws
+  /// Error(kBadInput) "<document>: <field>: <value>: <what is expected>".
   void validate(std::string_view document) const;
 };
 

@@ -1,7 +1,9 @@
 // The Plan: JSON reading and writing.
+#include <limits>
 #include <utility>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "plans/plan.h"
 
 namespace pipeplan {
@@ -19,8 +21,8 @@ OptimizerSettings optimizer_from(const JsonReader& r) {
   OptimizerSettings o;
   o.kind = parse_optimizer(r.string("kind"), r.document() + ": optimizer.kind");
   o.base_lr = r.non_negative("base_lr");
-  o.base_batch = r.integer_at_least("base_batch", 1);
-  o.warmup_steps = r.integer_at_least("warmup_steps", 0);
+  o.base_batch = r.integer_in("base_batch", 1, kMaxBatchSize);
+  o.warmup_steps = r.integer_in("warmup_steps", 0, kMaxSteps);
   o.min_lr_fraction = r.non_negative("min_lr_fraction");
   o.momentum = r.non_negative("momentum");
   o.weight_decay = r.non_negative("weight_decay");
@@ -43,12 +45,12 @@ Json cluster_json(const Cluster& c) {
 Cluster cluster_from(const JsonReader& r) {
   Cluster c;
   c.device_kind = r.string("device_kind");
-  c.devices = static_cast<int>(r.integer_at_least("devices", 1));
-  c.device_memory_bytes = r.integer_at_least("device_memory_bytes", 1);
-  c.devices_per_node = static_cast<int>(r.integer_at_least("devices_per_node", 1));
+  c.devices = r.int_in("devices", 1, kMaxDevices);
+  c.device_memory_bytes = r.integer_in("device_memory_bytes", 1, kMaxBytes);
+  c.devices_per_node = r.int_in("devices_per_node", 1, std::numeric_limits<int>::max());
   c.intra_node_bandwidth_bytes_per_s = r.non_negative("intra_node_bandwidth_bytes_per_s");
   c.inter_node_bandwidth_bytes_per_s = r.non_negative("inter_node_bandwidth_bytes_per_s");
-  c.latency_ms = r.non_negative("latency_ms");
+  c.latency_ms = r.time_ms("latency_ms");
   return c;
 }
 
@@ -64,12 +66,12 @@ Json stage_json(const StagePlan& s) {
 
 StagePlan stage_from(const JsonReader& r) {
   StagePlan s;
-  s.first = static_cast<int>(r.integer_at_least("first", 0));
-  s.last = static_cast<int>(r.integer_at_least("last", 1));
+  s.first = r.int_in("first", 0, kMaxLayers - 1);
+  s.last = r.int_in("last", 1, kMaxLayers);
   s.checkpoint = r.boolean("checkpoint");
-  s.input_sample_shape = r.integers("input_sample_shape");
+  s.input_sample_shape = r.integers_in("input_sample_shape", 1, kMaxBytes);
   s.input_dtype = r.string("input_dtype");
-  s.output_sample_shape = r.integers("output_sample_shape");
+  s.output_sample_shape = r.integers_in("output_sample_shape", 1, kMaxBytes);
   s.output_dtype = r.string("output_dtype");
   return s;
 }
@@ -81,11 +83,11 @@ Json rank_json(const RankAssignment& a) {
 
 RankAssignment rank_from(const JsonReader& r) {
   RankAssignment a;
-  a.rank = static_cast<int>(r.integer_at_least("rank", 0));
-  a.stage = static_cast<int>(r.integer_at_least("stage", 0));
-  a.replica = static_cast<int>(r.integer_at_least("replica", 0));
-  a.node = static_cast<int>(r.integer_at_least("node", 0));
-  a.local_rank = static_cast<int>(r.integer_at_least("local_rank", 0));
+  a.rank = r.int_in("rank", 0, kMaxDevices - 1);
+  a.stage = r.int_in("stage", 0, kMaxDevices - 1);
+  a.replica = r.int_in("replica", 0, kMaxDevices - 1);
+  a.node = r.int_in("node", 0, kMaxDevices - 1);
+  a.local_rank = r.int_in("local_rank", 0, kMaxDevices - 1);
   a.device = r.string("device");
   return a;
 }
@@ -129,16 +131,18 @@ Json stage_prediction_json(const StagePrediction& s) {
 
 StagePrediction stage_prediction_from(const JsonReader& r) {
   StagePrediction s;
-  for (const auto& [key, field] : kStageTimeFields) s.*field = r.non_negative(key);
+  for (const auto& [key, field] : kStageTimeFields)
+    s.*field = r.number_in(key, 0, kMaxIterationMs);  // validate() bounds the per-micro-batch ones
   // Optional: absent means no spread.
   if (r.has("fwd_cv")) s.fwd_cv = r.non_negative("fwd_cv");
   if (r.has("bwd_cv")) s.bwd_cv = r.non_negative("bwd_cv");
-  s.peak_memory_bytes = r.integer_at_least("peak_memory_bytes", 0);
+  s.peak_memory_bytes = r.byte_count("peak_memory_bytes");
   const JsonReader memory = r.object("memory");
-  s.memory.in_flight = static_cast<int>(memory.integer_at_least("in_flight", 0));
-  for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.integer_at_least(key, 0);
+  s.memory.in_flight = memory.int_in("in_flight", 0, kMaxMicroBatches);
+  for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.byte_count(key);
   // Signed; optional: absent means 0 (no calibration).
-  if (memory.has("calibration_bytes")) s.memory.calibration_bytes = memory.integer("calibration_bytes");
+  if (memory.has("calibration_bytes"))
+    s.memory.calibration_bytes = memory.integer_in("calibration_bytes", -kMaxBytes, kMaxBytes);
   return s;
 }
 
@@ -152,15 +156,15 @@ Json predictions_json(const Predictions& p) {
 
 Predictions predictions_from(const JsonReader& r) {
   Predictions p;
-  p.iteration_ms = r.non_negative("iteration_ms");
+  p.iteration_ms = r.number_in("iteration_ms", 0, kMaxIterationMs);
   p.samples_per_s = r.non_negative("samples_per_s");
-  p.bubble_fraction = r.non_negative("bubble_fraction");
-  p.allreduce_ms = r.non_negative("allreduce_ms");
-  p.optimizer_ms = r.non_negative("optimizer_ms");
+  p.bubble_fraction = r.number_in("bubble_fraction", 0, 1);
+  p.allreduce_ms = r.number_in("allreduce_ms", 0, kMaxIterationMs);
+  p.optimizer_ms = r.number_in("optimizer_ms", 0, kMaxIterationMs);
   for (const JsonReader& stage : r.objects("stages")) p.stages.push_back(stage_prediction_from(stage));
-  if (!r.at("notes").is_array()) r.fail("notes", "expected an array of strings");
+  if (!r.at("notes").is_array()) r.reject("notes", r.at("notes"), "expected an array of strings");
   for (const Json& note : r.at("notes")) {
-    if (!note.is_string()) r.fail("notes", "expected strings");
+    if (!note.is_string()) r.reject("notes", note, "expected strings");
     p.notes.push_back(note.get<std::string>());
   }
   return p;
@@ -209,11 +213,11 @@ Plan plan_from_json(const Json& json, const std::string& document) {
   plan.profile_hash = profile.string("hash");
   plan.model = model_ref_from_json(r.object("model"));
   plan.cluster = cluster_from(r.object("cluster"));
-  plan.global_batch = r.integer_at_least("global_batch", 1);
-  plan.dp = static_cast<int>(r.integer_at_least("dp", 1));
-  plan.pp = static_cast<int>(r.integer_at_least("pp", 1));
-  plan.micro_batch_size = r.integer_at_least("micro_batch_size", 1);
-  plan.num_micro_batches = static_cast<int>(r.integer_at_least("num_micro_batches", 1));
+  plan.global_batch = r.integer_in("global_batch", 1, kMaxBatchSize);
+  plan.dp = r.int_in("dp", 1, kMaxDevices);
+  plan.pp = r.int_in("pp", 1, kMaxDevices);
+  plan.micro_batch_size = r.integer_in("micro_batch_size", 1, kMaxBatchSize);
+  plan.num_micro_batches = r.int_in("num_micro_batches", 1, kMaxMicroBatches);
   plan.schedule = parse_schedule(r.string("schedule"), document + ": schedule");
   plan.precision = parse_precision(r.string("precision"), document + ": precision");
   plan.optimizer = optimizer_from(r.object("optimizer"));

@@ -2,9 +2,10 @@
 #include "plans/profile.h"
 
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
-#include "plans/plan.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -41,22 +42,20 @@ Json point_json(const LayerPoint& point) {
 
 LayerPoint point_from(const JsonReader& reader) {
   LayerPoint point;
-  point.batch_size = reader.integer_at_least("batch_size", 1);
-  point.fwd_ms = reader.non_negative("fwd_ms");
-  point.fwd_ms_p90 = reader.non_negative("fwd_ms_p90");
-  point.bwd_ms = reader.non_negative("bwd_ms");
-  point.bwd_ms_p90 = reader.non_negative("bwd_ms_p90");
-  if (reader.has("fwd_kernel_ms")) point.fwd_kernel_ms = reader.non_negative("fwd_kernel_ms");
-  if (reader.has("bwd_kernel_ms")) point.bwd_kernel_ms = reader.non_negative("bwd_kernel_ms");
-  point.output_shape = reader.integers("output_shape");
-  point.output_bytes = reader.integer_at_least("output_bytes", 0);
-  point.retained_bytes = reader.integer_at_least("retained_bytes", 0);
-  point.saved_input_bytes = reader.integer_at_least("saved_input_bytes", 0);
-  point.saved_output_bytes = reader.integer_at_least("saved_output_bytes", 0);
-  if (point.saved_input_bytes + point.saved_output_bytes > point.retained_bytes)
-    reader.fail("saved_input_bytes", "saved input and output bytes exceed retained_bytes");
-  point.fwd_transient_bytes = reader.integer_at_least("fwd_transient_bytes", 0);
-  point.bwd_transient_bytes = reader.integer_at_least("bwd_transient_bytes", 0);
+  point.batch_size = reader.integer_in("batch_size", 1, kMaxBatchSize);
+  point.fwd_ms = reader.time_ms("fwd_ms");
+  point.fwd_ms_p90 = reader.time_ms("fwd_ms_p90");
+  point.bwd_ms = reader.time_ms("bwd_ms");
+  point.bwd_ms_p90 = reader.time_ms("bwd_ms_p90");
+  if (reader.has("fwd_kernel_ms")) point.fwd_kernel_ms = reader.time_ms("fwd_kernel_ms");
+  if (reader.has("bwd_kernel_ms")) point.bwd_kernel_ms = reader.time_ms("bwd_kernel_ms");
+  point.output_shape = reader.integers_in("output_shape", 1, kMaxBytes);
+  point.output_bytes = reader.byte_count("output_bytes");
+  point.retained_bytes = reader.byte_count("retained_bytes");
+  point.saved_input_bytes = reader.byte_count("saved_input_bytes");
+  point.saved_output_bytes = reader.byte_count("saved_output_bytes");
+  point.fwd_transient_bytes = reader.byte_count("fwd_transient_bytes");
+  point.bwd_transient_bytes = reader.byte_count("bwd_transient_bytes");
   return point;
 }
 
@@ -83,16 +82,16 @@ Json layer_json(const LayerProfile& layer) {
 
 LayerProfile layer_from(const JsonReader& reader) {
   LayerProfile layer;
-  layer.index = static_cast<int>(reader.integer_at_least("index", 0));
+  layer.index = reader.int_in("index", 0, kMaxLayers - 1);
   layer.name = reader.string("name");
   layer.kind = reader.string("kind");
-  layer.param_count = reader.integer_at_least("param_count", 0);
-  layer.param_bytes = reader.integer_at_least("param_bytes", 0);
-  layer.buffer_bytes = reader.integer_at_least("buffer_bytes", 0);
+  layer.param_count = reader.byte_count("param_count");
+  layer.param_bytes = reader.byte_count("param_bytes");
+  layer.buffer_bytes = reader.byte_count("buffer_bytes");
   layer.output_dtype = reader.string("output_dtype");
   const JsonReader steps = reader.object("optimizer_step_ms");
   for (auto it = steps.json().begin(); it != steps.json().end(); ++it)
-    layer.optimizer_step_ms[it.key()] = steps.non_negative(it.key());
+    layer.optimizer_step_ms[it.key()] = steps.time_ms(it.key());
   for (const JsonReader& point : reader.objects("points")) layer.points.push_back(point_from(point));
   const JsonReader fits = reader.object("fits");
   layer.fits.fwd_ms = fit_from(fits.object("fwd_ms"));
@@ -116,24 +115,21 @@ Json comm_json(const CommProfile& comm) {
 
 CommProfile comm_from(const JsonReader& reader) {
   CommProfile comm;
-  comm.latency_ms = reader.non_negative("latency_ms");
-  comm.bandwidth_bytes_per_s = reader.number("bandwidth_bytes_per_s");
-  if (comm.bandwidth_bytes_per_s <= 0)
-    reader.fail("bandwidth_bytes_per_s", detail::concat(comm.bandwidth_bytes_per_s,
-                                                        " is not positive"));
-  comm.rms_residual_ms = reader.non_negative("rms_residual_ms");
+  comm.latency_ms = reader.time_ms("latency_ms");
+  comm.bandwidth_bytes_per_s =
+      reader.number_in("bandwidth_bytes_per_s", kMinBandwidthBytesPerS, kMaxBandwidthBytesPerS);
+  comm.rms_residual_ms = reader.time_ms("rms_residual_ms");
   for (const JsonReader& point : reader.objects("points"))
-    comm.points.push_back({point.integer_at_least("bytes", 0), point.non_negative("time_ms")});
+    comm.points.push_back({point.byte_count("bytes"), point.time_ms("time_ms")});
   return comm;
 }
 
 InterconnectProfile interconnect_from(const JsonReader& link) {
-  InterconnectProfile result{link.string("backend"),
-                             static_cast<int>(link.integer_at_least("ranks", 2)),
+  InterconnectProfile result{link.string("backend"), link.int_in("ranks", 2, kMaxDevices),
                              comm_from(link.object("p2p")), comm_from(link.object("allreduce"))};
   if (result.backend != "gloo" && result.backend != "nccl" && result.backend != "gloo-host-staging")
     link.fail("backend", detail::concat(quote(result.backend),
-                                        " is not gloo, nccl or gloo-host-staging"));
+                                        ": expected gloo, nccl or gloo-host-staging"));
   return result;
 }
 
@@ -147,11 +143,11 @@ Json settings_json(const ProfileSettings& settings) {
 ProfileSettings settings_from(const JsonReader& reader) {
   ProfileSettings settings;
   settings.device = reader.string("device");
-  settings.batch_sizes = reader.integers("batch_sizes");
+  settings.batch_sizes = reader.integers_in("batch_sizes", 1, kMaxBatchSize);
   settings.precision = reader.string("precision");
-  settings.warmup = static_cast<int>(reader.integer_at_least("warmup", 0));
-  settings.repeats = static_cast<int>(reader.integer_at_least("repeats", 1));
-  settings.co_located = static_cast<int>(reader.integer_at_least("co_located", 1));
+  settings.warmup = reader.int_in("warmup", 0, std::numeric_limits<int>::max());
+  settings.repeats = reader.int_in("repeats", 1, std::numeric_limits<int>::max());
+  settings.co_located = reader.int_in("co_located", 1, kMaxDevices);
   settings.seed = static_cast<uint64_t>(reader.integer_at_least("seed", 0));
   return settings;
 }
@@ -169,10 +165,10 @@ DeviceProfile device_from(const JsonReader& reader) {
   DeviceProfile device;
   device.kind = reader.string("kind");
   device.name = reader.string("name");
-  device.cores = static_cast<int>(reader.integer_at_least("cores", 1));
-  device.threads = static_cast<int>(reader.integer_at_least("threads", 1));
-  device.memory_bytes = reader.integer_at_least("memory_bytes", 0);
-  device.runtime_overhead_bytes = reader.integer_at_least("runtime_overhead_bytes", 0);
+  device.cores = reader.int_in("cores", 1, std::numeric_limits<int>::max());
+  device.threads = reader.int_in("threads", 1, std::numeric_limits<int>::max());
+  device.memory_bytes = reader.byte_count("memory_bytes");
+  device.runtime_overhead_bytes = reader.byte_count("runtime_overhead_bytes");
   return device;
 }
 
@@ -280,32 +276,6 @@ LayerFits fit_points(const std::vector<LayerPoint>& points) {
   fits.fwd_transient_bytes = fit_field(points, &LayerPoint::fwd_transient_bytes);
   fits.bwd_transient_bytes = fit_field(points, &LayerPoint::bwd_transient_bytes);
   return fits;
-}
-
-void Profile::validate(std::string_view document) const {
-  model.validate(document);
-  PIPEPLAN_CHECK(!settings.batch_sizes.empty(), document, ": settings.batch_sizes: empty");
-  for (size_t idx = 1; idx < settings.batch_sizes.size(); ++idx)
-    PIPEPLAN_CHECK(settings.batch_sizes[idx] > settings.batch_sizes[idx - 1], document,
-                   ": settings.batch_sizes: must be strictly ascending");
-  parse_precision(settings.precision, detail::concat(document, ": settings.precision"));
-  PIPEPLAN_CHECK(device.kind == "cpu" || device.kind == "cuda", document, ": device.kind: ",
-                 quote(device.kind), " is not 'cpu' or 'cuda'");
-  PIPEPLAN_CHECK(static_cast<int>(layers.size()) == model.num_layers, document, ": layers: ",
-                 layers.size(), " records for a model of ", model.num_layers, " layers");
-  for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx) {
-    const LayerProfile& layer = layers[layer_idx];
-    const std::string where = detail::concat(document, ": layers[", layer_idx, "]");
-    PIPEPLAN_CHECK(layer.index == static_cast<int>(layer_idx), where, ".index: ", layer.index,
-                   " (expected ", layer_idx, ")");
-    PIPEPLAN_CHECK(layer.points.size() == settings.batch_sizes.size(), where, ".points: ",
-                   layer.points.size(), " points for ", settings.batch_sizes.size(),
-                   " batch sizes");
-    for (size_t point_idx = 0; point_idx < layer.points.size(); ++point_idx)
-      PIPEPLAN_CHECK(layer.points[point_idx].batch_size == settings.batch_sizes[point_idx], where,
-                     ".points[", point_idx, "].batch_size: ", layer.points[point_idx].batch_size,
-                     " (expected ", settings.batch_sizes[point_idx], ")");
-  }
 }
 
 Json to_json(const Profile& profile) {

@@ -160,9 +160,14 @@ struct Profile {
   std::optional<InterconnectProfile> interconnect;  ///< absent with --no-comm
   std::vector<LayerProfile> layers;
 
-  /// Checks everything a reader relies on: one layer record per model layer with index i at
-  /// position i, points sorted by batch size matching settings.batch_sizes, no negative
-  /// times or sizes. Throws Error(kBadInput) naming `document` and the field.
+  /// Checks everything a reader relies on, for meaning as well as syntax
+  /// (profile_validate.cpp): one layer record per model layer with index i at position i;
+  /// points sorted by batch size matching settings.batch_sizes (strictly ascending); settings'
+  /// device of device.kind; p90s at least the medians; saved parts within retained bytes; each
+  /// output shape batch-first with one sample shape and output_bytes its size; parameter bytes 0
+  /// exactly without parameters; the stored fits those of the points. The readers bound every
+  /// time by kMaxTimeMs and byte count by kMaxBytes (common/limits.h). Throws Error(kBadInput)
+  /// "<document>: <field>: <value>: <what is expected>".
   void validate(std::string_view document) const;
 };
 

@@ -2,10 +2,13 @@
 #include "plans/run.h"
 
 #include <cmath>
+#include <limits>
+#include <set>
 #include <utility>
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -51,14 +54,14 @@ Json to_json(const RankMeasurement& r) {
 
 RankMeasurement rank_measurement_from_json(const JsonReader& reader) {
   RankMeasurement r;
-  r.rank = static_cast<int>(reader.integer_at_least("rank", 0));
-  r.stage = static_cast<int>(reader.integer_at_least("stage", 0));
-  r.replica = static_cast<int>(reader.integer_at_least("replica", 0));
+  r.rank = reader.int_in("rank", 0, kMaxDevices - 1);
+  r.stage = reader.int_in("stage", 0, kMaxDevices - 1);
+  r.replica = reader.int_in("replica", 0, kMaxDevices - 1);
   r.device = reader.string("device");
-  r.peak_memory_bytes = reader.integer_at_least("peak_memory_bytes", 0);
-  r.cuda_allocator_peak_bytes = reader.integer_at_least("cuda_allocator_peak_bytes", 0);
-  for (const auto& [key, field] : kTimeFields) r.*field = reader.non_negative(key);
-  r.iteration_ms = reader.non_negative("iteration_ms");
+  r.peak_memory_bytes = reader.byte_count("peak_memory_bytes");
+  r.cuda_allocator_peak_bytes = reader.byte_count("cuda_allocator_peak_bytes");
+  for (const auto& [key, field] : kTimeFields) r.*field = reader.number_in(key, 0, kMaxIterationMs);
+  r.iteration_ms = reader.number_in("iteration_ms", 0, kMaxIterationMs);
   return r;
 }
 
@@ -72,8 +75,8 @@ Json stage_json(const StageMeasurement& s) {
 
 StageMeasurement stage_from(const JsonReader& reader) {
   StageMeasurement s;
-  s.peak_memory_bytes = reader.integer_at_least("peak_memory_bytes", 0);
-  for (const auto& [key, field] : kTimeFields) s.*field = reader.non_negative(key);
+  s.peak_memory_bytes = reader.byte_count("peak_memory_bytes");
+  for (const auto& [key, field] : kTimeFields) s.*field = reader.number_in(key, 0, kMaxIterationMs);
   return s;
 }
 
@@ -90,12 +93,11 @@ Json step_times_json(const StepTimes& step) {
 
 StepTimes step_times_from(const JsonReader& reader) {
   StepTimes step;
-  step.step = reader.integer_at_least("step", 1);
-  step.iteration_ms = reader.non_negative("iteration_ms");
+  step.step = reader.integer_in("step", 1, kMaxSteps);
+  step.iteration_ms = reader.number_in("iteration_ms", 0, kMaxIterationMs);
   for (const JsonReader& r : reader.objects("ranks"))
-    step.ranks.push_back({r.non_negatives("fwd_ms"), r.non_negatives("bwd_ms"),
-                          r.non_negatives("recompute_ms"), r.non_negative("allreduce_ms"),
-                          r.non_negative("optimizer_ms")});
+    step.ranks.push_back({r.times_ms("fwd_ms"), r.times_ms("bwd_ms"), r.times_ms("recompute_ms"),
+                          r.time_ms("allreduce_ms"), r.time_ms("optimizer_ms")});
   return step;
 }
 
@@ -120,13 +122,16 @@ Json measured_json(const Measurements& m) {
 
 Measurements measured_from(const JsonReader& reader) {
   Measurements m;
-  for (const auto& [key, field] : kRunTimeFields) m.*field = reader.non_negative(key);
-  m.warmup_steps = static_cast<int>(reader.integer_at_least("warmup_steps", 0));
-  m.measured_steps = static_cast<int>(reader.integer_at_least("measured_steps", 0));
+  for (const auto& [key, field] : kRunTimeFields)
+    m.*field = field == &Measurements::samples_per_s   ? reader.non_negative(key)
+               : field == &Measurements::bubble_fraction ? reader.number_in(key, 0, 1)
+                                                         : reader.number_in(key, 0, kMaxIterationMs);
+  m.warmup_steps = reader.int_in("warmup_steps", 0, std::numeric_limits<int>::max());
+  m.measured_steps = reader.int_in("measured_steps", 0, std::numeric_limits<int>::max());
   for (const JsonReader& stage : reader.objects("stages")) m.stages.push_back(stage_from(stage));
   for (const JsonReader& rank : reader.objects("ranks")) m.ranks.push_back(rank_measurement_from_json(rank));
   const JsonReader timeline = reader.object("timeline");
-  m.timeline_step = timeline.integer_at_least("step", 0);
+  m.timeline_step = timeline.integer_in("step", 0, kMaxSteps);
   m.timeline = timeline_from_json(timeline);
   if (reader.has("step_times"))  // optional: absent means no steps to replay
     for (const JsonReader& step : reader.objects("step_times"))
@@ -134,53 +139,118 @@ Measurements measured_from(const JsonReader& reader) {
   return m;
 }
 
-bool finite_non_negative(double value) { return std::isfinite(value) && value >= 0; }
+bool in_range(double value, double max_value) {
+  return std::isfinite(value) && value >= 0 && value <= max_value;
+}
+
+// Times of one rank or stage: per micro-batch within kMaxTimeMs, per iteration kMaxIterationMs.
+void validate_times(const MeasuredTimes& t, const std::string& where) {
+  for (const auto& [key, field] : kTimeFields) {
+    const bool per_micro_batch = field == &MeasuredTimes::fwd_ms ||
+                                 field == &MeasuredTimes::bwd_ms ||
+                                 field == &MeasuredTimes::recompute_ms;
+    const double max_ms = per_micro_batch ? kMaxTimeMs : kMaxIterationMs;
+    PIPEPLAN_CHECK(in_range(t.*field, max_ms), where, key, ": ", t.*field,
+                   ": expected a time in ms in [0, ", max_ms, "]");
+  }
+}
+
+// The rank list: ranks in order, each on a stage of measured.stages, the stages' replicas
+// filling world_size, each (stage, replica) once.
+void validate_ranks(const Run& run, std::string_view document) {
+  const Measurements& m = run.measured;
+  PIPEPLAN_CHECK(static_cast<int>(m.ranks.size()) == run.world_size, document,
+                 ": measured.ranks: ", m.ranks.size(), " entries: expected world_size = ",
+                 run.world_size);
+  const int stages = static_cast<int>(m.stages.size());
+  PIPEPLAN_CHECK(stages >= 1 && run.world_size % stages == 0, document, ": measured.stages: ",
+                 stages, " entries: expected a divisor of world_size = ", run.world_size);
+  const int replicas = run.world_size / stages;
+  std::set<std::pair<int, int>> placed;
+  for (size_t rank = 0; rank < m.ranks.size(); ++rank) {
+    const RankMeasurement& r = m.ranks[rank];
+    const std::string where = detail::concat(document, ": measured.ranks[", rank, "].");
+    PIPEPLAN_CHECK(r.rank == static_cast<int>(rank), where, "rank: ", r.rank, ": expected ",
+                   rank, " (ranks in order)");
+    PIPEPLAN_CHECK(r.stage < stages && r.replica < replicas, where, "stage: stage ", r.stage,
+                   " of replica ", r.replica, ": expected a stage below ", stages,
+                   " and a replica below ", replicas, " (measured.stages, world_size)");
+    PIPEPLAN_CHECK(placed.insert({r.stage, r.replica}).second, where, "stage: stage ", r.stage,
+                   " of replica ", r.replica, ": expected on one rank only");
+    validate_times(r, where);
+    PIPEPLAN_CHECK(in_range(r.iteration_ms, kMaxIterationMs), where, "iteration_ms: ",
+                   r.iteration_ms, ": expected a time in ms in [0, ", kMaxIterationMs, "]");
+  }
+  for (size_t stage = 0; stage < m.stages.size(); ++stage)
+    validate_times(m.stages[stage], detail::concat(document, ": measured.stages[", stage, "]."));
+}
+
+// The run-wide measurements: finite, in range, steps within the run, a timeline of its ranks.
+void validate_measurements(const Run& run, std::string_view document) {
+  const Measurements& m = run.measured;
+  for (const auto& [key, field] : kRunTimeFields) {
+    const double max_value =
+        field == &Measurements::samples_per_s ? std::numeric_limits<double>::max() : kMaxIterationMs;
+    PIPEPLAN_CHECK(in_range(m.*field, max_value), document, ": measured.", key, ": ", m.*field,
+                   ": expected a finite value in [0, ", max_value, "]");
+  }
+  PIPEPLAN_CHECK(m.bubble_fraction <= 1, document, ": measured.bubble_fraction: ",
+                 m.bubble_fraction, ": expected a fraction in [0, 1]");
+  PIPEPLAN_CHECK(int64_t{m.warmup_steps} + m.measured_steps <= run.steps, document,
+                 ": measured.measured_steps: ", m.measured_steps, ": expected, with ",
+                 m.warmup_steps, " warm-up steps, at most steps = ", run.steps);
+  PIPEPLAN_CHECK(m.timeline_step <= run.steps, document, ": measured.timeline.step: ",
+                 m.timeline_step, ": expected a step in [0, steps = ", run.steps, "]");
+  PIPEPLAN_CHECK(m.timeline.events.empty() ||
+                     static_cast<int>(m.timeline.rank_stages.size()) == run.world_size,
+                 document, ": measured.timeline.rank_stages: ", m.timeline.rank_stages.size(),
+                 " entries: expected world_size = ", run.world_size);
+  for (size_t idx = 0; idx < run.test_accuracy.size(); ++idx)
+    PIPEPLAN_CHECK(run.test_accuracy[idx].step <= run.steps, document, ": test_accuracy[", idx,
+                   "].step: ", run.test_accuracy[idx].step, ": expected a step in [0, steps = ",
+                   run.steps, "]");
+}
+
+void validate_step_times(const Run& run, std::string_view document) {
+  for (size_t idx = 0; idx < run.measured.step_times.size(); ++idx) {
+    const StepTimes& step = run.measured.step_times[idx];
+    const std::string where = detail::concat(document, ": measured.step_times[", idx, "]");
+    PIPEPLAN_CHECK(step.step >= 1 && step.step <= run.steps, where, ".step: ", step.step,
+                   ": expected a step in [1, steps = ", run.steps, "]");
+    PIPEPLAN_CHECK(static_cast<int>(step.ranks.size()) == run.world_size, where, ".ranks: ",
+                   step.ranks.size(), " entries: expected world_size = ", run.world_size);
+    for (size_t rank = 0; rank < step.ranks.size(); ++rank) {
+      const RankStepTimes& r = step.ranks[rank];
+      const size_t micro_batches = step.ranks.front().fwd_ms.size();
+      PIPEPLAN_CHECK(r.fwd_ms.size() == micro_batches && micro_batches <= kMaxMicroBatches &&
+                         r.bwd_ms.size() == micro_batches &&
+                         (r.recompute_ms.empty() || r.recompute_ms.size() == micro_batches),
+                     where, ".ranks[", rank, "]: ", r.fwd_ms.size(), " forwards, ",
+                     r.bwd_ms.size(), " backwards and ", r.recompute_ms.size(),
+                     " recomputes: expected ", micro_batches,
+                     " of each (every rank runs every micro-batch, at most ", kMaxMicroBatches,
+                     "), or none recomputed");
+    }
+  }
+}
 
 }  // namespace
 
 void Run::validate(std::string_view document) const {
-  PIPEPLAN_CHECK(world_size >= 1, document, ": world_size: ", world_size, " must be at least 1");
-  PIPEPLAN_CHECK(steps >= 1, document, ": steps: ", steps, " must be at least 1");
+  PIPEPLAN_CHECK(world_size >= 1 && world_size <= kMaxDevices, document, ": world_size: ",
+                 world_size, ": expected an integer in [1, ", kMaxDevices, "]");
+  PIPEPLAN_CHECK(steps >= 1 && steps <= kMaxSteps, document, ": steps: ", steps,
+                 ": expected an integer in [1, ", kMaxSteps, "]");
   PIPEPLAN_CHECK(resumed_from_step >= 0 && resumed_from_step <= steps, document,
-                 ": resumed_from_step: ", resumed_from_step, " is not in [0, steps=", steps, "]");
-  PIPEPLAN_CHECK(static_cast<int>(measured.ranks.size()) == world_size, document,
-                 ": measured.ranks: ", measured.ranks.size(), " entries for world_size=", world_size);
-  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
-    const RankMeasurement& r = measured.ranks[rank];
-    PIPEPLAN_CHECK(r.rank == static_cast<int>(rank), document, ": measured.ranks[", rank,
-                   "].rank: ", r.rank, " (expected ", rank, ")");
-    for (const auto& [key, field] : kTimeFields)
-      PIPEPLAN_CHECK(finite_non_negative(r.*field), document, ": measured.ranks[", rank, "].",
-                     key, ": ", r.*field, " is not a finite time >= 0");
-    PIPEPLAN_CHECK(finite_non_negative(r.iteration_ms), document, ": measured.ranks[", rank,
-                   "].iteration_ms: ", r.iteration_ms, " is not a finite time >= 0");
-  }
-  for (const auto& [key, field] : kRunTimeFields)
-    PIPEPLAN_CHECK(finite_non_negative(measured.*field), document, ": measured.", key, ": ",
-                   measured.*field, " is not a finite value >= 0");
-  PIPEPLAN_CHECK(measured.bubble_fraction <= 1, document, ": measured.bubble_fraction: ",
-                 measured.bubble_fraction, " is not in [0, 1]");
+                 ": resumed_from_step: ", resumed_from_step, ": expected a step in [0, steps = ",
+                 steps, "]");
+  PIPEPLAN_CHECK(data == "fashion-mnist" || data == "cifar10" || data == "synthetic", document,
+                 ": data.kind: ", quote(data), ": expected fashion-mnist, cifar10 or synthetic");
   PIPEPLAN_CHECK(std::isfinite(final_loss), document, ": final_loss: ", final_loss,
-                 " is not finite");
-  PIPEPLAN_CHECK(measured.timeline.events.empty() ||
-                     static_cast<int>(measured.timeline.rank_stages.size()) == world_size,
-                 document, ": measured.timeline.rank_stages: ",
-                 measured.timeline.rank_stages.size(), " entries for world_size=", world_size);
-  for (size_t idx = 0; idx < measured.step_times.size(); ++idx) {
-    const StepTimes& step = measured.step_times[idx];
-    PIPEPLAN_CHECK(static_cast<int>(step.ranks.size()) == world_size, document,
-                   ": measured.step_times[", idx, "].ranks: ", step.ranks.size(),
-                   " entries for world_size=", world_size);
-    for (size_t rank = 0; rank < step.ranks.size(); ++rank) {
-      const RankStepTimes& r = step.ranks[rank];
-      PIPEPLAN_CHECK(r.bwd_ms.size() == r.fwd_ms.size() &&
-                         (r.recompute_ms.empty() || r.recompute_ms.size() == r.fwd_ms.size()),
-                     document, ": measured.step_times[", idx, "].ranks[", rank,
-                     "]: ", r.fwd_ms.size(), " forwards, ", r.bwd_ms.size(), " backwards and ",
-                     r.recompute_ms.size(),
-                     " recomputes (expected as many of each, or none recomputed)");
-    }
-  }
+                 ": expected a finite loss");
+  validate_ranks(*this, document);
+  validate_measurements(*this, document);
+  validate_step_times(*this, document);
 }
 
 Json to_json(const Run& run) {
@@ -209,18 +279,19 @@ Run run_from_json(const Json& json, const std::string& document) {
   const JsonReader plan = r.object("plan");
   run.plan_path = plan.string("path");
   run.plan_hash = plan.string("hash");
-  run.world_size = static_cast<int>(r.integer_at_least("world_size", 1));
+  run.world_size = r.int_in("world_size", 1, kMaxDevices);
   const JsonReader data = r.object("data");
   run.data = data.string("kind");
   run.data_dir = data.string("dir");
   run.seed = static_cast<uint64_t>(r.integer_at_least("seed", 0));
-  run.steps = r.integer_at_least("steps", 1);
-  run.steps_per_epoch = r.integer_at_least("steps_per_epoch", 1);
-  run.resumed_from_step = r.integer_at_least("resumed_from_step", 0);
+  run.steps = r.integer_in("steps", 1, kMaxSteps);
+  run.steps_per_epoch = r.integer_in("steps_per_epoch", 1, kMaxSteps);
+  run.resumed_from_step = r.integer_in("resumed_from_step", 0, kMaxSteps);
   run.final_loss = r.number("final_loss");
   for (const JsonReader& a : r.objects("test_accuracy"))
-    run.test_accuracy.push_back(
-        {a.integer_at_least("epoch", 1), a.integer_at_least("step", 0), a.non_negative("test_accuracy")});
+    run.test_accuracy.push_back({a.integer_in("epoch", 1, kMaxSteps),
+                                 a.integer_in("step", 0, kMaxSteps),
+                                 a.number_in("test_accuracy", 0, 1)});
   run.measured = measured_from(r.object("measured"));
   run.validate(document);
   return run;

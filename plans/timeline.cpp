@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -180,27 +181,22 @@ Json to_json(const Timeline& timeline) {
 Timeline timeline_from_json(const JsonReader& reader) {
   Timeline timeline;
   timeline.title = reader.string("title");
-  timeline.iteration_ms = reader.non_negative("iteration_ms");
-  timeline.bubble_fraction = reader.non_negative("bubble_fraction");
-  for (int64_t stage : reader.integers("rank_stages")) {
-    if (stage < 0) reader.fail("rank_stages", detail::concat(stage, " is not a stage index"));
+  timeline.iteration_ms = reader.number_in("iteration_ms", 0, kMaxIterationMs);
+  timeline.bubble_fraction = reader.number_in("bubble_fraction", 0, 1);
+  for (int64_t stage : reader.integers_in("rank_stages", 0, kMaxDevices - 1))
     timeline.rank_stages.push_back(static_cast<int>(stage));
-  }
   const int ranks = static_cast<int>(timeline.rank_stages.size());
   for (const JsonReader& e : reader.objects("events")) {
     TimelineEvent event;
-    event.rank = static_cast<int>(e.integer_at_least("rank", 0));
-    if (event.rank >= ranks)
-      e.fail("rank", detail::concat(event.rank, " is not below the ", ranks, " ranks"));
+    if (ranks == 0) e.fail("rank", "expected no events: rank_stages lists no ranks");
+    event.rank = e.int_in("rank", 0, ranks - 1);
     const std::string kind = e.string("kind");
     if (!find_kind(kind, &event.kind))
-      e.fail("kind", detail::concat(quote(kind), " is not one of ", kind_words()));
-    event.micro_batch = static_cast<int>(e.integer_at_least("micro_batch", -1));
-    event.start_ms = e.non_negative("start_ms");
-    event.end_ms = e.non_negative("end_ms");
-    if (event.end_ms < event.start_ms)
-      e.fail("end_ms", detail::concat(event.end_ms, " is before start_ms ", event.start_ms));
-    event.peer = static_cast<int>(e.integer_at_least("peer", -1));
+      e.fail("kind", detail::concat(quote(kind), ": expected one of ", kind_words()));
+    event.micro_batch = e.int_in("micro_batch", -1, kMaxMicroBatches - 1);
+    event.start_ms = e.number_in("start_ms", 0, kMaxIterationMs);
+    event.end_ms = e.number_in("end_ms", event.start_ms, kMaxIterationMs);
+    event.peer = e.int_in("peer", -1, ranks - 1);
     timeline.events.push_back(event);
   }
   return timeline;

@@ -95,8 +95,9 @@ void write_svg(const std::string& path, const Timeline& timeline);
 /// run.json's form: {"title", "iteration_ms", "bubble_fraction", "rank_stages", "events":
 /// [{"rank", "kind", "micro_batch", "start_ms", "end_ms", "peer"}, ...]}.
 Json to_json(const Timeline& timeline);
-/// Reads and checks it: ranks index rank_stages, kinds are known, 0 <= start_ms <= end_ms,
-/// finite times. Errors name the reader's document and the field.
+/// Reads and checks one iteration's timeline: ranks and peers index rank_stages, kinds are
+/// known, micro-batches below kMaxMicroBatches, 0 <= start_ms <= end_ms <= kMaxIterationMs.
+/// Errors name the reader's document and the field.
 Timeline timeline_from_json(const JsonReader& reader);
 
 }  // namespace pipeplan

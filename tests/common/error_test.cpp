@@ -35,6 +35,17 @@ TEST(ErrorTest, RuntimeCheckAndAssertExitOne) {
   }
 }
 
+TEST(ErrorTest, QuoteShortensLongValuesAndEscapesControlCharacters) {
+  EXPECT_EQ(quote("plan.json"), "'plan.json'");
+  EXPECT_EQ(quote("a\nb\t"), "'a\\nb\\x09'");
+  const std::string quoted = quote(std::string(50, 'a') + std::string(100, 'b') + "end.json");
+  // Its start and its end (which names a file in a path), and its length.
+  EXPECT_EQ(quoted, "'" + std::string(50, 'a') + "bbb..." + std::string(16, 'b') +
+                        "end.json' (158 characters)");
+  EXPECT_EQ(shorten(std::string(1000, 'x')).size(),
+            kQuotedChars + std::string(" (1000 characters)").size());
+}
+
 TEST(ErrorTest, PassingChecksDoNotThrow) {
   EXPECT_NO_THROW(PIPEPLAN_CHECK(true, "x"));
   EXPECT_NO_THROW(PIPEPLAN_ASSERT(true));

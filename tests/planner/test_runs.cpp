@@ -52,9 +52,9 @@ Profile four_layer_profile() {
   std::vector<LayerSpec> layers(4);
   //        fwd   bwd  params  buf out   retained in   out  fwd_tr bwd_tr sgd   adamw
   layers[0] = {1.0, 2.0, 20000, 0, 2000, 9000, 0, 8000, 300, 500, 0.20, 0.30};
-  layers[1] = {2.0, 3.5, 40000, 64, 1000, 6000, 8000, 4000, 700, 200, 0.40, 0.60};
-  layers[2] = {1.5, 2.5, 30000, 0, 1500, 7000, 4000, 6000, 100, 900, 0.30, 0.45};
-  layers[3] = {0.5, 1.0, 10000, 16, 10, 800, 6000, 40, 50, 60, 0.10, 0.15};
+  layers[1] = {2.0, 3.5, 40000, 64, 1000, 12000, 8000, 4000, 700, 200, 0.40, 0.60};
+  layers[2] = {1.5, 2.5, 30000, 0, 1500, 11000, 4000, 6000, 100, 900, 0.30, 0.45};
+  layers[3] = {0.5, 1.0, 10000, 16, 10, 6100, 6000, 40, 50, 60, 0.10, 0.15};
   return make_profile(layers, {1, 2, 4}, /*input_floats=*/784, kRuntimeOverheadBytes, kLatencyMs,
                       kBandwidthBytesPerS);
 }

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <functional>
+#include <limits>
 
+#include "common/units.h"
 #include "tests/plans/test_plan.h"
 
 namespace pipeplan {
@@ -37,12 +39,13 @@ Plan full_plan() {
   plan.optimizer.warmup_steps = 7;
   plan.optimizer.min_lr_fraction = 0.05;
   plan.partition = "uniform";
+  plan.stages[0].input_dtype = "int64";  // the model's input
   plan.stages[1].checkpoint = true;
   plan.stages[1].output_dtype = "bfloat16";
   for (RankAssignment& rank : plan.ranks) rank.device = "cuda:" + std::to_string(rank.local_rank);
   Predictions& p = plan.predictions;
   p.iteration_ms = 123.456789012345;
-  p.samples_per_s = 98.7654321;
+  p.samples_per_s = samples_per_s(plan.global_batch, p.iteration_ms);
   p.bubble_fraction = 0.1 / 3;
   p.allreduce_ms = 1.5;
   p.optimizer_ms = 2.25;
@@ -53,16 +56,17 @@ Plan full_plan() {
     s.bwd_ms = 2.0 / 3;
     s.recompute_ms = stage_idx;
     s.p2p_ms = 0.01;
-    s.compute_ms = 9.5;
+    s.compute_ms = plan.num_micro_batches * (s.fwd_ms + s.bwd_ms + s.recompute_ms);
     s.allreduce_ms = 1.5;
     s.optimizer_ms = 2.25;
     s.busy_ms = 11.125;
     s.idle_ms = 3.0 / 7;
     s.fwd_cv = 0.125 * (stage_idx + 1);
     s.bwd_cv = 0.0625;
-    s.peak_memory_bytes = 123456789;
     MemoryTerms& m = s.memory;
-    m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, /*calibration_bytes=*/-13, 14};
+    m = {1, 2, 3, 4, 5, 6, /*in_flight=*/3, /*activations_bytes=*/18, 9, 10, 11, 12,
+         /*calibration_bytes=*/-13, /*total_bytes=*/62};
+    s.peak_memory_bytes = m.total_bytes;
   }
   Calibration calibration;
   calibration.run_path = "run.json";
@@ -84,7 +88,7 @@ TEST(PlanTest, JsonRoundTripIsEqual) {
   const Plan back = plan_from_json(Json::parse(json.dump()), "plan.json");
   EXPECT_EQ(to_json(back), json);
   EXPECT_EQ(plan_hash(back), plan_hash(plan));
-  EXPECT_EQ(back.predictions.stages[1].memory.in_flight, 7);
+  EXPECT_EQ(back.predictions.stages[1].memory.in_flight, 3);
   EXPECT_EQ(back.predictions.stages[0].idle_ms, 3.0 / 7);
   EXPECT_EQ(back.predictions.stages[1].fwd_cv, 0.25);
   EXPECT_EQ(back.predictions.stages[0].bwd_cv, 0.0625);
@@ -101,6 +105,11 @@ TEST(PlanTest, JsonRoundTripIsEqual) {
 TEST(PlanTest, PlansWithoutCalibrationReadAsBefore) {
   Plan plan = full_plan();
   plan.calibration.reset();
+  for (StagePrediction& stage : plan.predictions.stages) {  // as before calibration existed
+    stage.memory.total_bytes -= stage.memory.calibration_bytes;
+    stage.memory.calibration_bytes = 0;
+    stage.peak_memory_bytes = stage.memory.total_bytes;
+  }
   Json json = to_json(plan);
   EXPECT_TRUE(json.at("calibration").is_null());
   json.erase("calibration");
@@ -166,19 +175,54 @@ TEST(PlanTest, ValidateRejectsEachInconsistencyNamingTheField) {
       {"stages", [](Plan& p) { p.stages.pop_back(); }},
       {"stages[1].first", [](Plan& p) { p.stages[1].first = 2; }},
       {"stages[0].last", [](Plan& p) { p.stages[0].last = 0; }},
-      {"stages: cover", [](Plan& p) { p.stages[1].last = 2; }},
+      {"stages[1].last: 2: expected 3", [](Plan& p) { p.stages[1].last = 2; }},
       {"stages[1].output_dtype", [](Plan& p) { p.stages[1].output_dtype = "float64"; }},
       {"stages[0].input_sample_shape", [](Plan& p) { p.stages[0].input_sample_shape = {0}; }},
       {"ranks: 3 ranks", [](Plan& p) { p.ranks.pop_back(); }},
       {"ranks[2].rank", [](Plan& p) { p.ranks[2].rank = 3; }},
       {"ranks[1].stage", [](Plan& p) { p.ranks[1].stage = 2; }},
       {"ranks[1].replica", [](Plan& p) { p.ranks[1].replica = 2; }},
-      {"ranks[1]: stage 0 of replica 0 is placed twice", [](Plan& p) { p.ranks[1].stage = 0; }},
+      {"ranks[1]: stage 0 of replica 0: expected each stage of each replica on one rank",
+       [](Plan& p) { p.ranks[1].stage = 0; }},
       {"ranks[2].node", [](Plan& p) { p.ranks[2].node = 0; }},
       {"ranks[3].local_rank", [](Plan& p) { p.ranks[3].local_rank = 0; }},
       {"predictions.stages", [](Plan& p) { p.predictions.stages.pop_back(); }},
       {"model.num_layers", [](Plan& p) { p.model.num_layers = 0; }},
-      {"optimizer", [](Plan& p) { p.optimizer.base_lr = 0; }},
+      {"optimizer.base_lr: 0: expected", [](Plan& p) { p.optimizer.base_lr = 0; }},
+      // Inputs that parse but mean nothing (issue 18).
+      {"pp: 4: expected an integer in [1, 3]", [](Plan& p) { p.pp = 4; }},
+      {"num_micro_batches: 10000000: expected an integer in [1, 1024]",
+       [](Plan& p) { p.num_micro_batches = 10000000; }},
+      {"cluster.devices: 32768: expected at most 16384",
+       [](Plan& p) { p.dp = 16384, p.cluster.devices = 32768; }},
+      {"stages[1].last: 4: expected a layer in [2, 3]", [](Plan& p) { p.stages[1].last = 4; }},
+      {"stages[1].input_sample_shape: [64] float32: expected [128] float32",
+       [](Plan& p) { p.stages[1].input_sample_shape = {64}; }},
+      {"stages[0].input_sample_shape: [1, 28, 28] float32: expected [1, 28, 28] int64",
+       [](Plan& p) { p.stages[0].input_dtype = "float32"; }},
+      {"stages[0].output_sample_shape: []: expected", [](Plan& p) {
+         p.stages[0].output_sample_shape = {};
+       }},
+      {"stages[0].output_sample_shape: [1099511627776, 1099511627776]",
+       [](Plan& p) { p.stages[0].output_sample_shape = {int64_t{1} << 40, int64_t{1} << 40}; }},
+      {"ranks[1].device: 'cpu': expected 'cuda:N'", [](Plan& p) { p.ranks[1].device = "cpu"; }},
+      {"optimizer.momentum: -0.5: expected a value in [0, 1]",
+       [](Plan& p) { p.optimizer.momentum = -0.5; }},
+      {"partition: 'fastest': expected", [](Plan& p) { p.partition = "fastest"; }},
+      {"predictions.stages[0].compute_ms: 9.5: expected",
+       [](Plan& p) { p.predictions.stages[0].compute_ms = 9.5; }},
+      {"predictions.stages[1].fwd_ms: 1e+13: expected a time in ms in [0, 1e+09]",
+       [](Plan& p) { p.predictions.stages[1].fwd_ms = 1e13; }},
+      {"predictions.stages[0].memory.total_bytes: 63: expected the sum of the terms, 62",
+       [](Plan& p) { p.predictions.stages[0].memory.total_bytes = 63; }},
+      {"predictions.stages[0].peak_memory_bytes: 1: expected memory.total_bytes = 62",
+       [](Plan& p) { p.predictions.stages[0].peak_memory_bytes = 1; }},
+      {"predictions.samples_per_s: 1: expected global_batch / iteration_ms",
+       [](Plan& p) { p.predictions.samples_per_s = 1; }},
+      {"predictions.bubble_fraction: 1.5: expected a fraction in [0, 1]",
+       [](Plan& p) { p.predictions.bubble_fraction = 1.5; }},
+      {"model.config.hidden: -128: expected a finite number >= 0",
+       [](Plan& p) { p.model.config["hidden"] = -128; }},
   };
   for (const Case& c : cases) {
     Plan plan = full_plan();
@@ -192,7 +236,8 @@ TEST(PlanTest, ValidateRejectsEachInconsistencyNamingTheField) {
 TEST(PlanTest, ReaderRejectsUnknownSchemaAndBadWords) {
   Json json = to_json(full_plan());
   json["schema"] = "pipeplan.plan/2";
-  EXPECT_NE(error_of([&] { plan_from_json(json, "plan.json"); }).find("unsupported schema"),
+  EXPECT_NE(error_of([&] { plan_from_json(json, "plan.json"); })
+                .find("plan.json: schema: \"pipeplan.plan/2\": unsupported"),
             std::string::npos);
   json = to_json(full_plan());
   json["schedule"] = "zero-bubble";
@@ -204,11 +249,50 @@ TEST(PlanTest, ReaderRejectsUnknownSchemaAndBadWords) {
             std::string::npos);
 }
 
+// Issue 18: integers of 32 bits or more were cut (dp 4294967298 read as 2), and a long string
+// was echoed whole in the error line.
+TEST(PlanTest, ReaderRefusesIntegersItWouldCutAndQuotesLongValuesShortened) {
+  Json json = to_json(full_plan());
+  json["dp"] = int64_t{4294967298};
+  EXPECT_EQ(error_of([&] { plan_from_json(json, "plan.json"); }),
+            "plan.json: dp: 4294967298: expected an integer in [1, 16384]");
+  json = to_json(full_plan());
+  json["ranks"][1]["stage"] = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(error_of([&] { plan_from_json(json, "plan.json"); }),
+            "plan.json: ranks[1].stage: 18446744073709551615: expected an integer in [0, 16383]");
+  json = to_json(full_plan());
+  json["num_micro_batches"] = 3.0;
+  EXPECT_EQ(error_of([&] { plan_from_json(json, "plan.json"); }),
+            "plan.json: num_micro_batches: 3.0: expected an integer in [1, 1024]");
+  json = to_json(full_plan());
+  json["partition"] = std::string(size_t{1} << 20, 'z');
+  const std::string message = error_of([&] { plan_from_json(json, "plan.json"); });
+  EXPECT_LT(message.size(), 200u) << message;
+  EXPECT_NE(message.find("plan.json: partition: 'zzz"), std::string::npos) << message;
+  EXPECT_NE(message.find("' (1048576 characters): expected optimal"), std::string::npos)
+      << message;
+}
+
+// Issue 18: a plan of 1e7 micro-batches made `simulate` grow past 6 GB; the count is bounded,
+// and so is the count times the stages (the simulator's work).
+TEST(PlanTest, MicroBatchesTimesStagesAreBounded) {
+  EXPECT_NO_THROW(testing::make_test_plan(1, 16, 1024, Schedule::kOneFOneB).validate("plan.json"));
+  EXPECT_EQ(error_of([] {
+              testing::make_test_plan(1, 32, 1024, Schedule::kOneFOneB).validate("plan.json");
+            }),
+            "plan.json: num_micro_batches: 1024: expected at most 512 with pp=32 (at most 16384 "
+            "micro-batches times stages)");
+}
+
 TEST(PlanTest, ActivationBytesFollowShapeDtypeAndBatch) {
   EXPECT_EQ(activation_bytes({3, 4}, "float32", 5), 3 * 4 * 5 * 4);
   EXPECT_EQ(activation_bytes({7}, "int64", 2), 7 * 2 * 8);
   EXPECT_EQ(activation_bytes({7}, "bfloat16", 2), 7 * 2 * 2);
   EXPECT_NE(error_of([] { dtype_bytes("float64", "x"); }).find("'float64'"), std::string::npos);
+  // Beyond kMaxBytes (and beyond 64 bits on the way): refused, not wrapped around.
+  EXPECT_NE(error_of([] { activation_bytes({int64_t{1} << 40, int64_t{1} << 40}, "float32", 2); })
+                .find("expected at most 1125899906842624"),
+            std::string::npos);
 }
 
 }  // namespace

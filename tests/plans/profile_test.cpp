@@ -31,7 +31,7 @@ LayerPoint sample_point(int64_t batch_size, double scale) {
   point.bwd_ms = 0.5 * scale;
   point.bwd_ms_p90 = 0.625 * scale;
   point.output_shape = {batch_size, 128};
-  point.output_bytes = batch_size * 512;
+  point.output_bytes = batch_size * 256;  // bfloat16
   point.retained_bytes = batch_size * 3136 + 512;
   point.saved_input_bytes = batch_size * 3136;
   point.saved_output_bytes = 0;
@@ -68,8 +68,7 @@ Profile sample_profile() {
     layer.points = {sample_point(1, 1.0), sample_point(4, 3.0)};
     layer.points[1].fwd_kernel_ms = 0.0625;
     layer.points[1].bwd_kernel_ms = 0.125;
-    layer.fits.fwd_ms = LinearFit{0.125, 0.125, 0.0};
-    layer.fits.retained_bytes = LinearFit{512, 3136, 0.5};
+    layer.fits = fit_points(layer.points);
     profile.layers.push_back(layer);
   }
   return profile;
@@ -112,7 +111,8 @@ TEST(ProfileReportTest, MissingFieldsAreNamed) {
 TEST(ProfileReportTest, WrongSchemaIsRejected) {
   Json json = to_json(sample_profile());
   json["schema"] = "pipeplan.profile/2";
-  EXPECT_NE(error_of([&] { profile_from_json(json, "p.json"); }).find("unsupported schema"),
+  EXPECT_NE(error_of([&] { profile_from_json(json, "p.json"); })
+                .find("p.json: schema: \"pipeplan.profile/2\": unsupported"),
             std::string::npos);
   json["schema"] = "pipeplan.plan/1";
   EXPECT_NE(error_of([&] { profile_from_json(json, "p.json"); }).find("pipeplan.profile/1"),
@@ -155,18 +155,59 @@ TEST(ProfileReportTest, InconsistentDocumentsAreRejected) {
   wrong_sizes["settings"]["batch_sizes"] = {1, 8};
   EXPECT_NE(error_of([&] {
               profile_from_json(wrong_sizes, "p.json");
-            }).find("layers[0].points[1].batch_size: 4 (expected 8)"),
+            }).find("layers[0].points[1].batch_size: 4: expected settings.batch_sizes[1] = 8"),
             std::string::npos);
   Json too_few_layers = json;
   too_few_layers["layers"].erase(1);
   EXPECT_NE(error_of([&] {
               profile_from_json(too_few_layers, "p.json");
-            }).find("layers: 1 records for a model of 2 layers"),
+            }).find("layers: 1 records: expected one per layer of the model (2"),
             std::string::npos);
   Json bad_precision = json;
   bad_precision["settings"]["precision"] = "fp8";
   EXPECT_NE(error_of([&] { profile_from_json(bad_precision, "p.json"); }).find("'fp8'"),
             std::string::npos);
+}
+
+// Issue 18: a profile whose fields parse but disagree with each other, or whose numbers would
+// overflow the planner, is refused naming the field, the value and what is expected.
+TEST(ProfileReportTest, MeaninglessDocumentsAreRejectedNamingTheValue) {
+  const Json json = to_json(sample_profile());
+  const auto rejects = [&](const std::function<void(Json&)>& spoil, const std::string& expected) {
+    Json bad = json;
+    spoil(bad);
+    const std::string message = error_of([&] { profile_from_json(bad, "p.json"); });
+    EXPECT_NE(message.find("p.json: " + expected), std::string::npos) << message;
+  };
+  rejects([](Json& j) { j["layers"][1]["points"][0]["fwd_ms"] = 1e13; },
+          "layers[1].points[0].fwd_ms: 10000000000000.0: expected a time in ms in [0, 1e+09]");
+  rejects([](Json& j) { j["layers"][1]["index"] = int64_t{4294967297}; },
+          "layers[1].index: 4294967297: expected an integer in [0, 65535]");
+  rejects([](Json& j) { j["settings"]["batch_sizes"] = {1, int64_t{1} << 40}; },
+          "settings.batch_sizes: 1099511627776: expected an integer in [1, 16777216]");
+  rejects([](Json& j) { j["model"]["config"]["hidden"] = -128; },
+          "model.config.hidden: -128: expected a finite number >= 0");
+  rejects([](Json& j) { j["settings"]["device"] = "cpu"; },
+          "settings.device: 'cpu': expected device kind 'cuda'");
+  rejects([](Json& j) { j["layers"][0]["points"][1]["fwd_ms_p90"] = 0.5; },
+          "layers[0].points[1].fwd_ms_p90: 0.5: expected at least the median fwd_ms 0.75");
+  rejects([](Json& j) { j["layers"][0]["points"][1]["output_shape"] = {1, 128}; },
+          "layers[0].points[1].output_shape: [1, 128]: expected the batch dimension 4 first");
+  rejects([](Json& j) { j["layers"][0]["points"][1]["output_shape"] = {4, 64, 2}; },
+          "layers[0].points[1].output_shape: [4, 64, 2]: expected the sample shape of points[0] "
+          "[1, 128]");
+  rejects([](Json& j) { j["layers"][0]["points"][1]["output_bytes"] = 2048; },
+          "layers[0].points[1].output_bytes: 2048: expected 1024 (output_shape [4, 128] of "
+          "bfloat16)");
+  rejects([](Json& j) { j["layers"][1]["param_bytes"] = 0; },
+          "layers[1].param_bytes: 0: expected 0 exactly when param_count is 0");
+  rejects([](Json& j) { j["layers"][1]["fits"]["fwd_ms"]["slope"] = -5.0; },
+          "layers[1].fits.fwd_ms: intercept 0.0833333, slope -5, rms_residual 0: expected the fit "
+          "of the points (0.0833333, 0.166667, 0)");
+  rejects([](Json& j) { j["interconnect"]["p2p"]["bandwidth_bytes_per_s"] = 1e-300; },
+          "interconnect.p2p.bandwidth_bytes_per_s: 1e-300: expected a number in [1, 1e+18]");
+  rejects([](Json& j) { j["model"]["input_shape"] = Json::array(); },
+          "model.input_shape: []: expected the dimensions of one sample");
 }
 
 TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
@@ -217,7 +258,7 @@ TEST(CommFitTest, InterconnectRoundTripsAndUnknownBackendIsNamed) {
     FAIL() << "backend mpi accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'mpi' is not gloo"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'mpi': expected gloo"), std::string::npos) << e.what();
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "common/error.h"
 
 namespace pipeplan {
@@ -98,6 +100,44 @@ TEST(RunTest, ValidationNamesTheField) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fwd_ms"), std::string::npos) << e.what();
   }
+}
+
+// Issue 18: a run whose fields parse but mean nothing is refused naming the value; an iteration
+// of 1e308 ms reached an internal assertion of the partitioner through `plan --calibrate`.
+TEST(RunTest, MeaninglessRunsAreRefusedNamingTheValue) {
+  const Json json = to_json(sample_run());
+  const auto refusal = [&](const std::function<void(Json&)>& spoil) {
+    Json bad = json;
+    spoil(bad);
+    try {
+      run_from_json(bad, "run.json");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["iteration_ms"] = 1e308; }),
+            "run.json: measured.iteration_ms: 1e+308: expected a number in [0, 4.096e+12]");
+  EXPECT_EQ(refusal([](Json& j) { j["world_size"] = int64_t{4294967298}; }),
+            "run.json: world_size: 4294967298: expected an integer in [1, 16384]");
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["stages"].push_back(j["measured"]["stages"][0]); }),
+            "run.json: measured.stages: 3 entries: expected a divisor of world_size = 2");
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["ranks"][1]["stage"] = 0; }),
+            "run.json: measured.ranks[1].stage: stage 0 of replica 0: expected on one rank only");
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["measured_steps"] = 11; }),
+            "run.json: measured.measured_steps: 11: expected, with 0 warm-up steps, at most "
+            "steps = 10");
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["stages"][1]["fwd_ms"] = 2e9; }),
+            "run.json: measured.stages[1].fwd_ms: 2e+09: expected a time in ms in [0, 1e+09]");
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["step_times"][0]["step"] = 11; }),
+            "run.json: measured.step_times[0].step: 11: expected a step in [1, steps = 10]");
+  EXPECT_EQ(refusal([](Json& j) { j["data"]["kind"] = "imagenet"; }),
+            "run.json: data.kind: 'imagenet': expected fashion-mnist, cifar10 or synthetic");
+  EXPECT_EQ(refusal([](Json& j) { j["measured"]["timeline"]["events"][1]["peer"] = 2; }),
+            "run.json: measured.timeline.events[1].peer: 2: expected an integer in [-1, 1]");
+  EXPECT_EQ(refusal([](Json& j) { j["test_accuracy"][0]["test_accuracy"] = 75; }),
+            "run.json: test_accuracy[0].test_accuracy: 75: expected a number in [0, 1]");
 }
 
 // step_times is optional: a run.json without it reads, with no steps to replay.

@@ -1,0 +1,60 @@
+// Limits: the largest values pipeplan accepts in its files and flags. They keep every sum and
+// product the planner forms inside 64-bit integers (it counts whole nanoseconds and bytes) and
+// every search and simulation of an accepted input under a second.
+#pragma once
+
+#include <cstdint>
+
+namespace pipeplan {
+
+/// The longest time a file may hold for one action, one micro-batch or one iteration, and the
+/// longest a whole model may take per micro-batch when the planner extrapolates a profile:
+/// 1e9 ms (about 11.6 days). The planner counts whole nanoseconds in 64 bits (9.2e12 ms at
+/// most); with at most kMaxMicroBatches micro-batches of a stage costing up to four such times
+/// (forward and backward, recompute, two transfers), an iteration stays below 4.1e12 ms.
+inline constexpr double kMaxTimeMs = 1e9;
+
+/// The largest byte count a file may hold, a device may have, or a stage's sums may reach: 2^50
+/// bytes (1 PiB). In-flight copies (at most kMaxMicroBatches) and per-parameter multiples keep
+/// the memory model below 2^62.
+inline constexpr int64_t kMaxBytes = int64_t{1} << 50;
+
+/// The most layers a model may have: 2^16.
+inline constexpr int kMaxLayers = 1 << 16;
+
+/// The most devices (ranks) a cluster or plan may have: 2^14 = 16,384. The search builds a rank
+/// map of every device for each candidate it evaluates; at 2^16 devices one search took 1.7 s.
+inline constexpr int kMaxDevices = 1 << 14;
+
+/// The largest global batch, micro-batch size or profiled batch size: 2^24 samples. The search
+/// lists the divisors of the per-replica batch in O(sqrt(2^24)) = 4,096 steps.
+inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
+
+/// The most micro-batches of one iteration: 1,024. The simulator plays about four actions per
+/// micro-batch and stage, 32 times over when action times vary; more makes `simulate` and the
+/// search slow and memory-hungry (1e7 micro-batches took over 6 GB) for no real pipeline.
+inline constexpr int kMaxMicroBatches = 1 << 10;
+
+/// The most micro-batches times stages of one pipeline: 2^14 = 16,384 (e.g. 1,024 micro-batches
+/// of 16 stages, or 256 of 64). The simulator's work grows with it (four actions per micro-batch
+/// and stage, 33 plays when action times vary): 0.46 s at 16 × 1,024, 1.6 s at 64 × 1,024.
+inline constexpr int kMaxPipelineMicroBatches = 1 << 14;
+
+/// The longest time a file may hold for a whole iteration (an iteration, a stage's compute over
+/// its micro-batches): kMaxMicroBatches micro-batches of four actions of kMaxTimeMs, 4.1e12 ms,
+/// still below the 9.2e12 ms of 64-bit nanoseconds.
+inline constexpr double kMaxIterationMs = kMaxTimeMs * 4 * kMaxMicroBatches;
+
+/// The slowest link bandwidth a file or flag may give: 1 byte/s (0 means "not measured").
+inline constexpr double kMinBandwidthBytesPerS = 1;
+
+/// The fastest: 1e18 bytes/s (1 EB/s), the stand-in for "unbounded" of latency-only calibration.
+inline constexpr double kMaxBandwidthBytesPerS = 1e18;
+
+/// The most optimizer steps a run may count: 2^40.
+inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
+
+/// The largest JSON file pipeplan reads: 1 GiB (a profile of kMaxLayers layers is ~100 MB).
+inline constexpr int64_t kMaxJsonFileBytes = int64_t{1} << 30;
+
+}  // namespace pipeplan

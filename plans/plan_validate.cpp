@@ -1,0 +1,283 @@
+// The Plan's validation: what the simulator, the comparison and the executor rely on, for
+// meaning as well as syntax (fields consistent with each other and with the model, numbers in
+// the ranges of common/limits.h).
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "common/error.h"
+#include "common/limits.h"
+#include "common/units.h"
+#include "plans/plan.h"
+
+namespace pipeplan {
+namespace {
+
+/// The largest coefficient of variation of an action time a plan may give: the simulator's
+/// log-normal draws stay meaningful well beyond any measured spread (CPU runs show < 0.5).
+constexpr double kMaxCoefficientOfVariation = 10;
+/// Relative slack of the checks that recompute a prediction from others (floating point).
+constexpr double kRelativeSlack = 1e-9;
+
+constexpr const char* kPartitionNames[] = {"optimal", "uniform", "parameters", "greedy-time",
+                                           "explicit"};
+
+bool about_equal(double value, double expected) {
+  return std::abs(value - expected) <= kRelativeSlack * std::max(std::abs(expected), 1.0);
+}
+
+// dp, pp, devices, batch sizes and micro-batches: each in range, then their products.
+void validate_sizes(const Plan& plan, std::string_view document) {
+  PIPEPLAN_CHECK(plan.dp >= 1 && plan.dp <= kMaxDevices, document, ": dp: ", plan.dp,
+                 ": expected an integer in [1, ", kMaxDevices, "]");
+  PIPEPLAN_CHECK(plan.pp >= 1 && plan.pp <= plan.model.num_layers, document, ": pp: ", plan.pp,
+                 ": expected an integer in [1, ", plan.model.num_layers,
+                 "] (at most one stage per layer, model.num_layers)");
+  const int64_t devices = int64_t{plan.dp} * plan.pp;
+  PIPEPLAN_CHECK(plan.cluster.devices == devices, document, ": cluster.devices: ",
+                 plan.cluster.devices, ": expected dp*pp = ", devices);
+  PIPEPLAN_CHECK(devices <= kMaxDevices, document, ": cluster.devices: ", devices,
+                 ": expected at most ", kMaxDevices, " devices");
+  PIPEPLAN_CHECK(plan.micro_batch_size >= 1 && plan.micro_batch_size <= kMaxBatchSize, document,
+                 ": micro_batch_size: ", plan.micro_batch_size, ": expected an integer in [1, ",
+                 kMaxBatchSize, "]");
+  PIPEPLAN_CHECK(plan.num_micro_batches >= 1 && plan.num_micro_batches <= kMaxMicroBatches,
+                 document, ": num_micro_batches: ", plan.num_micro_batches,
+                 ": expected an integer in [1, ", kMaxMicroBatches, "]");
+  PIPEPLAN_CHECK(int64_t{plan.pp} * plan.num_micro_batches <= kMaxPipelineMicroBatches, document,
+                 ": num_micro_batches: ", plan.num_micro_batches, ": expected at most ",
+                 kMaxPipelineMicroBatches / plan.pp, " with pp=", plan.pp,
+                 " (at most ", kMaxPipelineMicroBatches, " micro-batches times stages)");
+  const int64_t batch = plan.dp * int64_t{plan.num_micro_batches} * plan.micro_batch_size;
+  PIPEPLAN_CHECK(plan.global_batch == batch, document, ": global_batch: ", plan.global_batch,
+                 ": expected dp*num_micro_batches*micro_batch_size = ", batch);
+  PIPEPLAN_CHECK(batch <= kMaxBatchSize, document, ": global_batch: ", batch,
+                 ": expected at most ", kMaxBatchSize);
+}
+
+// A bandwidth of the cluster: 0 (not measured: free) or in [kMin..., kMax...].
+void validate_bandwidth(double bytes_per_s, const char* key, std::string_view document) {
+  PIPEPLAN_CHECK(bytes_per_s == 0 || (bytes_per_s >= kMinBandwidthBytesPerS &&
+                                      bytes_per_s <= kMaxBandwidthBytesPerS),
+                 document, ": cluster.", key, ": ", bytes_per_s, ": expected 0 (not measured) or ",
+                 kMinBandwidthBytesPerS, " to ", kMaxBandwidthBytesPerS, " bytes/s");
+}
+
+void validate_cluster(const Cluster& cluster, std::string_view document) {
+  PIPEPLAN_CHECK(cluster.device_kind == "cpu" || cluster.device_kind == "cuda", document,
+                 ": cluster.device_kind: ", quote(cluster.device_kind),
+                 ": expected 'cpu' or 'cuda'");
+  // More devices per node than devices is one node: harmless, and how tests say "one node".
+  PIPEPLAN_CHECK(cluster.devices_per_node >= 1, document, ": cluster.devices_per_node: ",
+                 cluster.devices_per_node, ": expected an integer >= 1");
+  PIPEPLAN_CHECK(cluster.device_memory_bytes >= 1 && cluster.device_memory_bytes <= kMaxBytes,
+                 document, ": cluster.device_memory_bytes: ", cluster.device_memory_bytes,
+                 ": expected an integer in [1, ", kMaxBytes, "]");
+  validate_bandwidth(cluster.intra_node_bandwidth_bytes_per_s, "intra_node_bandwidth_bytes_per_s",
+                     document);
+  validate_bandwidth(cluster.inter_node_bandwidth_bytes_per_s, "inter_node_bandwidth_bytes_per_s",
+                     document);
+  PIPEPLAN_CHECK(std::isfinite(cluster.latency_ms) && cluster.latency_ms >= 0 &&
+                     cluster.latency_ms <= kMaxTimeMs,
+                 document, ": cluster.latency_ms: ", cluster.latency_ms,
+                 ": expected a time in ms in [0, ", kMaxTimeMs, "]");
+}
+
+void validate_optimizer(const OptimizerSettings& o, std::string_view document) {
+  auto check = [&](double value, const char* key, double low, double high, const char* what) {
+    PIPEPLAN_CHECK(std::isfinite(value) && value >= low && value <= high, document,
+                   ": optimizer.", key, ": ", value, ": expected ", what);
+  };
+  check(o.base_lr, "base_lr", 1e-300, 1e6, "a learning rate > 0 (and at most 1e6)");
+  check(o.min_lr_fraction, "min_lr_fraction", 0, 1, "a fraction in [0, 1]");
+  check(o.momentum, "momentum", 0, 1, "a value in [0, 1]");
+  check(o.weight_decay, "weight_decay", 0, 1, "a value in [0, 1]");
+  check(o.beta1, "beta1", 0, 1 - 1e-12, "a value in [0, 1)");
+  check(o.beta2, "beta2", 0, 1 - 1e-12, "a value in [0, 1)");
+  check(o.eps, "eps", 1e-300, 1, "a value in (0, 1]");
+  PIPEPLAN_CHECK(o.base_batch >= 1 && o.base_batch <= kMaxBatchSize, document,
+                 ": optimizer.base_batch: ", o.base_batch, ": expected an integer in [1, ",
+                 kMaxBatchSize, "]");
+  PIPEPLAN_CHECK(o.warmup_steps >= 0 && o.warmup_steps <= kMaxSteps, document,
+                 ": optimizer.warmup_steps: ", o.warmup_steps, ": expected an integer in [0, ",
+                 kMaxSteps, "]");
+}
+
+// A boundary tensor: a known dtype, a non-empty shape of dimensions >= 1, and at most kMaxBytes
+// for one micro-batch.
+void validate_tensor(const std::vector<int64_t>& shape, const std::string& dtype,
+                     int64_t micro_batch_size, const std::string& where) {
+  double bytes = static_cast<double>(dtype_bytes(dtype, where + "_dtype")) *
+                 static_cast<double>(micro_batch_size);
+  PIPEPLAN_CHECK(!shape.empty(), where, "_sample_shape: []: expected the dimensions of a sample");
+  for (int64_t dim : shape) {
+    PIPEPLAN_CHECK(dim >= 1, where, "_sample_shape: ", format_shape(shape),
+                   ": expected dimensions >= 1");
+    bytes *= static_cast<double>(dim);
+  }
+  PIPEPLAN_CHECK(bytes <= static_cast<double>(kMaxBytes), where, "_sample_shape: ",
+                 format_shape(shape), ": ", bytes, " bytes per micro-batch of ", micro_batch_size,
+                 ": expected at most ", kMaxBytes);
+}
+
+void validate_stage(const Plan& plan, size_t stage_idx, std::string_view document) {
+  const StagePlan& stage = plan.stages[stage_idx];
+  const std::string where = detail::concat(document, ": stages[", stage_idx, "].");
+  const int expected_first = stage_idx == 0 ? 0 : plan.stages[stage_idx - 1].last;
+  PIPEPLAN_CHECK(stage.first == expected_first, where, "first: ", stage.first, ": expected ",
+                 expected_first, " (stages are contiguous from layer 0)");
+  PIPEPLAN_CHECK(stage.last > stage.first && stage.last <= plan.model.num_layers, where, "last: ",
+                 stage.last, ": expected a layer in [", stage.first + 1, ", ",
+                 plan.model.num_layers, "] (a stage holds at least one layer of the model)");
+  validate_tensor(stage.input_sample_shape, stage.input_dtype, plan.micro_batch_size,
+                  where + "input");
+  validate_tensor(stage.output_sample_shape, stage.output_dtype, plan.micro_batch_size,
+                  where + "output");
+  const bool first_stage = stage_idx == 0;
+  const std::vector<int64_t>& received =
+      first_stage ? plan.model.input_shape : plan.stages[stage_idx - 1].output_sample_shape;
+  const std::string& received_dtype =
+      first_stage ? plan.model.input_dtype : plan.stages[stage_idx - 1].output_dtype;
+  PIPEPLAN_CHECK(stage.input_sample_shape == received && stage.input_dtype == received_dtype,
+                 where, "input_sample_shape: ", format_shape(stage.input_sample_shape), " ",
+                 stage.input_dtype, ": expected ", format_shape(received), " ", received_dtype,
+                 first_stage ? " (model.input_shape)" : " (the previous stage's output)");
+}
+
+void validate_stages(const Plan& plan, std::string_view document) {
+  PIPEPLAN_CHECK(static_cast<int>(plan.stages.size()) == plan.pp, document, ": stages: ",
+                 plan.stages.size(), " stages: expected pp = ", plan.pp);
+  for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx)
+    validate_stage(plan, stage_idx, document);
+  PIPEPLAN_CHECK(plan.stages.back().last == plan.model.num_layers, document, ": stages[",
+                 plan.pp - 1, "].last: ", plan.stages.back().last, ": expected ",
+                 plan.model.num_layers, " (the stages cover every layer of the model)");
+}
+
+void validate_rank(const Plan& plan, size_t rank, std::string_view document) {
+  const RankAssignment& a = plan.ranks[rank];
+  const std::string where = detail::concat(document, ": ranks[", rank, "].");
+  PIPEPLAN_CHECK(a.rank == static_cast<int>(rank), where, "rank: ", a.rank, ": expected ", rank,
+                 " (ranks in order)");
+  PIPEPLAN_CHECK(a.stage >= 0 && a.stage < plan.pp, where, "stage: ", a.stage,
+                 ": expected a stage in [0, ", plan.pp, ")");
+  PIPEPLAN_CHECK(a.replica >= 0 && a.replica < plan.dp, where, "replica: ", a.replica,
+                 ": expected a replica in [0, ", plan.dp, ")");
+  const int per_node = plan.cluster.devices_per_node;
+  PIPEPLAN_CHECK(a.node == static_cast<int>(rank) / per_node, where, "node: ", a.node,
+                 ": expected rank / devices_per_node = ", static_cast<int>(rank) / per_node);
+  PIPEPLAN_CHECK(a.local_rank == static_cast<int>(rank) % per_node, where, "local_rank: ",
+                 a.local_rank, ": expected rank % devices_per_node = ",
+                 static_cast<int>(rank) % per_node);
+  const bool cuda = plan.cluster.device_kind == "cuda";
+  PIPEPLAN_CHECK(cuda ? a.device.rfind("cuda:", 0) == 0 && a.device.size() > 5 : a.device == "cpu",
+                 where, "device: ", quote(a.device), ": expected ",
+                 cuda ? "'cuda:N'" : "'cpu'", " on a cluster of device_kind ",
+                 quote(plan.cluster.device_kind));
+}
+
+void validate_ranks(const Plan& plan, std::string_view document) {
+  PIPEPLAN_CHECK(static_cast<int64_t>(plan.ranks.size()) == int64_t{plan.dp} * plan.pp, document,
+                 ": ranks: ", plan.ranks.size(), " ranks: expected dp*pp = ",
+                 int64_t{plan.dp} * plan.pp);
+  std::set<std::pair<int, int>> placed;
+  for (size_t rank = 0; rank < plan.ranks.size(); ++rank) {
+    validate_rank(plan, rank, document);
+    const RankAssignment& a = plan.ranks[rank];
+    PIPEPLAN_CHECK(placed.insert({a.stage, a.replica}).second, document, ": ranks[", rank,
+                   "]: stage ", a.stage, " of replica ", a.replica,
+                   ": expected each stage of each replica on one rank (it is placed twice)");
+  }
+}
+
+void check_time(double ms, double max_ms, const std::string& where) {
+  PIPEPLAN_CHECK(std::isfinite(ms) && ms >= 0 && ms <= max_ms, where, ": ", ms,
+                 ": expected a time in ms in [0, ", max_ms, "]");
+}
+
+// The memory terms: in-flight count within the micro-batches, activations = in-flight × one
+// micro-batch's, and the total their sum (at least 0).
+void validate_memory(const MemoryTerms& m, int num_micro_batches, const std::string& where) {
+  PIPEPLAN_CHECK(m.in_flight >= 0 && m.in_flight <= num_micro_batches, where, "in_flight: ",
+                 m.in_flight, ": expected at most num_micro_batches = ", num_micro_batches);
+  PIPEPLAN_CHECK(m.activations_bytes == m.in_flight * m.activation_bytes_per_micro_batch, where,
+                 "activations_bytes: ", m.activations_bytes, ": expected in_flight * ",
+                 "activation_bytes_per_micro_batch = ", m.in_flight * m.activation_bytes_per_micro_batch);
+  const int64_t sum = m.parameters_bytes + m.gradients_bytes + m.optimizer_state_bytes +
+                      m.master_copy_bytes + m.buffers_bytes + m.activations_bytes +
+                      m.recompute_bytes + m.transient_bytes + m.comm_buffers_bytes +
+                      m.runtime_overhead_bytes + m.calibration_bytes;
+  PIPEPLAN_CHECK(m.total_bytes == std::max<int64_t>(0, sum), where, "total_bytes: ", m.total_bytes,
+                 ": expected the sum of the terms, ", std::max<int64_t>(0, sum));
+}
+
+void validate_stage_prediction(const Plan& plan, size_t stage_idx, std::string_view document) {
+  const StagePrediction& s = plan.predictions.stages[stage_idx];
+  const std::string where = detail::concat(document, ": predictions.stages[", stage_idx, "].");
+  check_time(s.fwd_ms, kMaxTimeMs, where + "fwd_ms");
+  check_time(s.bwd_ms, kMaxTimeMs, where + "bwd_ms");
+  check_time(s.recompute_ms, kMaxTimeMs, where + "recompute_ms");
+  check_time(s.p2p_ms, kMaxTimeMs, where + "p2p_ms");
+  for (const auto& [key, ms] : {std::pair{"compute_ms", s.compute_ms}, {"allreduce_ms", s.allreduce_ms},
+                                {"optimizer_ms", s.optimizer_ms}, {"busy_ms", s.busy_ms},
+                                {"idle_ms", s.idle_ms}})
+    check_time(ms, kMaxIterationMs, where + key);
+  const double compute_ms = plan.num_micro_batches * (s.fwd_ms + s.bwd_ms + s.recompute_ms);
+  PIPEPLAN_CHECK(about_equal(s.compute_ms, compute_ms), where, "compute_ms: ", s.compute_ms,
+                 ": expected num_micro_batches * (fwd_ms + bwd_ms + recompute_ms) = ", compute_ms);
+  for (const auto& [key, cv] : {std::pair{"fwd_cv", s.fwd_cv}, {"bwd_cv", s.bwd_cv}})
+    PIPEPLAN_CHECK(std::isfinite(cv) && cv >= 0 && cv <= kMaxCoefficientOfVariation, where, key,
+                   ": ", cv, ": expected a coefficient of variation in [0, ",
+                   kMaxCoefficientOfVariation, "]");
+  validate_memory(s.memory, plan.num_micro_batches, where + "memory.");
+  PIPEPLAN_CHECK(s.peak_memory_bytes == s.memory.total_bytes, where, "peak_memory_bytes: ",
+                 s.peak_memory_bytes, ": expected memory.total_bytes = ", s.memory.total_bytes);
+}
+
+void validate_predictions(const Plan& plan, std::string_view document) {
+  const Predictions& p = plan.predictions;
+  PIPEPLAN_CHECK(static_cast<int>(p.stages.size()) == plan.pp, document, ": predictions.stages: ",
+                 p.stages.size(), " entries: expected pp = ", plan.pp);
+  double allreduce_ms = 0, optimizer_ms = 0;
+  for (size_t stage_idx = 0; stage_idx < p.stages.size(); ++stage_idx) {
+    validate_stage_prediction(plan, stage_idx, document);
+    allreduce_ms = std::max(allreduce_ms, p.stages[stage_idx].allreduce_ms);
+    optimizer_ms = std::max(optimizer_ms, p.stages[stage_idx].optimizer_ms);
+  }
+  const std::string where = detail::concat(document, ": predictions.");
+  check_time(p.iteration_ms, kMaxIterationMs, where + "iteration_ms");
+  PIPEPLAN_CHECK(std::isfinite(p.bubble_fraction) && p.bubble_fraction >= 0 &&
+                     p.bubble_fraction <= 1,
+                 where, "bubble_fraction: ", p.bubble_fraction, ": expected a fraction in [0, 1]");
+  const double throughput = samples_per_s(plan.global_batch, p.iteration_ms);
+  PIPEPLAN_CHECK(about_equal(p.samples_per_s, throughput), where, "samples_per_s: ",
+                 p.samples_per_s, ": expected global_batch / iteration_ms = ", throughput);
+  PIPEPLAN_CHECK(p.allreduce_ms == allreduce_ms, where, "allreduce_ms: ", p.allreduce_ms,
+                 ": expected the longest stage all-reduce, ", allreduce_ms);
+  PIPEPLAN_CHECK(p.optimizer_ms == optimizer_ms, where, "optimizer_ms: ", p.optimizer_ms,
+                 ": expected the longest stage optimizer step, ", optimizer_ms);
+}
+
+}  // namespace
+
+void Plan::validate(std::string_view document) const {
+  model.validate(document);
+  validate_cluster(cluster, document);
+  validate_sizes(*this, document);
+  validate_optimizer(optimizer, document);
+  bool known_partition = false;
+  for (const char* name : kPartitionNames) known_partition = known_partition || partition == name;
+  PIPEPLAN_CHECK(known_partition, document, ": partition: ", quote(partition),
+                 ": expected optimal, uniform, parameters, greedy-time or explicit");
+  validate_stages(*this, document);
+  validate_ranks(*this, document);
+  validate_predictions(*this, document);
+  if (calibration) {
+    calibration->validate(document);
+    PIPEPLAN_CHECK(calibration->stages.back().last == model.num_layers, document,
+                   ": calibration.stages: layers [0, ", calibration->stages.back().last,
+                   "): expected the model's ", model.num_layers, " layers");
+  }
+}
+
+}  // namespace pipeplan

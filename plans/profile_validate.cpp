@@ -1,0 +1,123 @@
+// The Profile's validation: what every reader of a profile relies on, for meaning as well as
+// syntax (the fields agree with each other and with the model).
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/limits.h"
+#include "common/units.h"
+#include "plans/plan.h"
+#include "plans/profile.h"
+
+namespace pipeplan {
+namespace {
+
+/// How far a stored fit may be from the fit of its points, relative to the fitted value at the
+/// largest profiled batch size: the writer stores fit_points of the same numbers, and a file
+/// written by hand rounds them (to 4 significant digits in tests/data), so only that differs.
+constexpr double kFitTolerance = 1e-3;
+
+void validate_settings(const Profile& profile, std::string_view document) {
+  const std::vector<int64_t>& sizes = profile.settings.batch_sizes;
+  PIPEPLAN_CHECK(!sizes.empty(), document,
+                 ": settings.batch_sizes: []: expected the profiled batch sizes");
+  for (size_t idx = 1; idx < sizes.size(); ++idx)
+    PIPEPLAN_CHECK(sizes[idx] > sizes[idx - 1], document, ": settings.batch_sizes[", idx, "]: ",
+                   sizes[idx], ": expected batch sizes in strictly ascending order");
+  parse_precision(profile.settings.precision, detail::concat(document, ": settings.precision"));
+  const std::string& kind = profile.device.kind;
+  PIPEPLAN_CHECK(kind == "cpu" || kind == "cuda", document, ": device.kind: ", quote(kind),
+                 ": expected 'cpu' or 'cuda'");
+  const std::string& device = profile.settings.device;
+  PIPEPLAN_CHECK(device == kind || device.rfind(kind + ":", 0) == 0, document,
+                 ": settings.device: ", quote(device), ": expected device kind ", quote(kind),
+                 " (device.kind), as 'cpu', 'cuda' or 'cuda:N'");
+}
+
+// One point: p90s at least the medians, the saved parts within what is retained, and an
+// output shape of `batch_size` samples whose bytes are output_bytes.
+void validate_point(const LayerProfile& layer, size_t point_idx, const std::string& where) {
+  const LayerPoint& point = layer.points[point_idx];
+  const std::string at = detail::concat(where, ".points[", point_idx, "].");
+  PIPEPLAN_CHECK(point.fwd_ms_p90 >= point.fwd_ms, at, "fwd_ms_p90: ", point.fwd_ms_p90,
+                 ": expected at least the median fwd_ms ", point.fwd_ms);
+  PIPEPLAN_CHECK(point.bwd_ms_p90 >= point.bwd_ms, at, "bwd_ms_p90: ", point.bwd_ms_p90,
+                 ": expected at least the median bwd_ms ", point.bwd_ms);
+  PIPEPLAN_CHECK(point.saved_input_bytes + point.saved_output_bytes <= point.retained_bytes, at,
+                 "saved_input_bytes: ", point.saved_input_bytes, ": expected, with ",
+                 point.saved_output_bytes, " saved_output_bytes, at most retained_bytes ",
+                 point.retained_bytes);
+  const std::vector<int64_t>& shape = point.output_shape;
+  PIPEPLAN_CHECK(!shape.empty() && shape.front() == point.batch_size, at, "output_shape: ",
+                 format_shape(shape), ": expected the batch dimension ", point.batch_size, " first");
+  const std::vector<int64_t>& first = layer.points.front().output_shape;
+  PIPEPLAN_CHECK(std::equal(shape.begin() + 1, shape.end(), first.begin() + 1, first.end()), at,
+                 "output_shape: ", format_shape(shape), ": expected the sample shape of points[0] ",
+                 format_shape(first));
+  double bytes = static_cast<double>(dtype_bytes(layer.output_dtype, where + ".output_dtype"));
+  for (int64_t dim : shape) bytes *= static_cast<double>(dim);
+  PIPEPLAN_CHECK(bytes == static_cast<double>(point.output_bytes), at, "output_bytes: ",
+                 point.output_bytes, ": expected ", bytes, " (output_shape ", format_shape(shape),
+                 " of ", layer.output_dtype, ")");
+}
+
+bool close(double stored, double expected, double scale) {
+  return std::abs(stored - expected) <= kFitTolerance * (scale + std::abs(expected));
+}
+
+// Each stored fit against the least-squares fit of the layer's points.
+void validate_fits(const LayerProfile& layer, const std::string& where) {
+  const LayerFits expected = fit_points(layer.points);
+  const std::pair<const char*, LinearFit LayerFits::*> fields[] = {
+      {"fwd_ms", &LayerFits::fwd_ms},
+      {"bwd_ms", &LayerFits::bwd_ms},
+      {"output_bytes", &LayerFits::output_bytes},
+      {"retained_bytes", &LayerFits::retained_bytes},
+      {"fwd_transient_bytes", &LayerFits::fwd_transient_bytes},
+      {"bwd_transient_bytes", &LayerFits::bwd_transient_bytes}};
+  for (const auto& [key, field] : fields) {
+    const LinearFit& stored = layer.fits.*field;
+    const LinearFit& fitted = expected.*field;
+    const double scale = std::abs(fitted.at(static_cast<double>(layer.points.back().batch_size)));
+    PIPEPLAN_CHECK(close(stored.intercept, fitted.intercept, scale) &&
+                       close(stored.slope, fitted.slope, scale) &&
+                       close(stored.rms_residual, fitted.rms_residual, scale),
+                   where, ".fits.", key, ": intercept ", stored.intercept, ", slope ", stored.slope,
+                   ", rms_residual ", stored.rms_residual, ": expected the fit of the points (",
+                   fitted.intercept, ", ", fitted.slope, ", ", fitted.rms_residual, ")");
+  }
+}
+
+void validate_layer(const Profile& profile, size_t layer_idx, std::string_view document) {
+  const LayerProfile& layer = profile.layers[layer_idx];
+  const std::string where = detail::concat(document, ": layers[", layer_idx, "]");
+  PIPEPLAN_CHECK(layer.index == static_cast<int>(layer_idx), where, ".index: ", layer.index,
+                 ": expected ", layer_idx, " (layers in order)");
+  const std::vector<int64_t>& sizes = profile.settings.batch_sizes;
+  PIPEPLAN_CHECK(layer.points.size() == sizes.size(), where, ".points: ", layer.points.size(),
+                 " points: expected one per batch size (", sizes.size(), ")");
+  for (size_t point_idx = 0; point_idx < layer.points.size(); ++point_idx)
+    PIPEPLAN_CHECK(layer.points[point_idx].batch_size == sizes[point_idx], where, ".points[",
+                   point_idx, "].batch_size: ", layer.points[point_idx].batch_size,
+                   ": expected settings.batch_sizes[", point_idx, "] = ", sizes[point_idx]);
+  PIPEPLAN_CHECK((layer.param_count == 0) == (layer.param_bytes == 0), where, ".param_bytes: ",
+                 layer.param_bytes, ": expected 0 exactly when param_count is 0 (it is ",
+                 layer.param_count, ")");
+  for (size_t point_idx = 0; point_idx < layer.points.size(); ++point_idx)
+    validate_point(layer, point_idx, where);
+  validate_fits(layer, where);
+}
+
+}  // namespace
+
+void Profile::validate(std::string_view document) const {
+  model.validate(document);
+  validate_settings(*this, document);
+  PIPEPLAN_CHECK(static_cast<int>(layers.size()) == model.num_layers, document, ": layers: ",
+                 layers.size(), " records: expected one per layer of the model (",
+                 model.num_layers, ", model.num_layers)");
+  for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx)
+    validate_layer(*this, layer_idx, document);
+}
+
+}  // namespace pipeplan
