@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/units.h"
 #include "planner/compare.h"
 #include "planner/layer_table.h"
@@ -30,10 +31,18 @@ void check_same_model_and_device(const Profile& profile, const Plan& run_plan,
                  " ran model ", quote(run_plan.model.name), " (", run_plan.model.hash,
                  ") but the profile is of ", quote(profile.model.name), " (", profile.model.hash,
                  "); calibrate with a run of the profiled model");
+  PIPEPLAN_CHECK(run_plan.model.num_layers == profile.model.num_layers, "--calibrate: ",
+                 quote(run_path), " ran a model of ", run_plan.model.num_layers,
+                 " layers but the profile's has ", profile.model.num_layers,
+                 "; calibrate with a run of the profiled model");
   PIPEPLAN_CHECK(run_plan.cluster.device_kind == profile.device.kind,
                  "--calibrate: ", quote(run_path), " ran on device kind ",
                  quote(run_plan.cluster.device_kind), " but the profile was measured on ",
                  quote(profile.device.kind), "; calibrate with a run on the profiled device kind");
+  PIPEPLAN_CHECK(to_string(run_plan.precision) == profile.settings.precision, "--calibrate: ",
+                 quote(run_path), " ran at precision ", to_string(run_plan.precision),
+                 " but the profile was measured at ", profile.settings.precision,
+                 "; calibrate with a run at the profiled precision");
 }
 
 Layout layout_of(const Plan& shape) {
@@ -105,8 +114,16 @@ void fit_latency(const Profile& profile, const Plan& run_plan, double measured_m
                        " ms, not less than the measured ", measured_ms, " ms");
     return;
   }
-  // The simulated iteration grows at least as fast as the latency, so `measured_ms` brackets.
-  double low = 0, high = measured_ms;
+  // The simulated iteration grows at least as fast as the latency, so `measured_ms` brackets;
+  // a latency is a time a plan file holds per message, so the fit stays within kMaxTimeMs / 2
+  // (half: the transfer adds bytes / bandwidth to it).
+  double low = 0, high = std::min(measured_ms, kMaxTimeMs / 2);
+  PIPEPLAN_CHECK(high == measured_ms || fit.iteration_ms(high) >= measured_ms,
+                 calibration->run_path,
+                 ": measured.iteration_ms: ", measured_ms,
+                 " ms: expected an iteration that a latency of at most ", high,
+                 " ms per message explains (", fit.iteration_ms(high),
+                 " ms): the run is not of this profile's model and device");
   for (int step = 0; step < kMaxBisectionSteps && high - low > kLatencyToleranceMs; ++step) {
     const double middle = (low + high) / 2;
     (fit.iteration_ms(middle) < measured_ms ? low : high) = middle;
@@ -192,11 +209,11 @@ Profile calibrated_profile(const Profile& profile, const Calibration& calibratio
 CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const Run& run,
                             const std::string& run_path) {
   check_same_model_and_device(profile, run_plan, run_path);
+  check_run_of_plan(run_plan, run.plan_path, run, run_path);
   const std::string hash = plan_hash(run_plan);
   PIPEPLAN_CHECK(run.plan_hash == hash, run_path, ": plan.hash: ", quote(run.plan_hash),
-                 " is not the hash of its plan ", quote(run.plan_path), " (", quote(hash),
+                 ": expected the hash of its plan ", quote(run.plan_path), " (", quote(hash),
                  "): the plan file changed after the run");
-  check_run_of_plan(run_plan, run.plan_path, run, run_path);
   PIPEPLAN_CHECK(run.measured.measured_steps >= 1 && run.measured.iteration_ms > 0, run_path,
                  ": measured.measured_steps: ", run.measured.measured_steps,
                  ": the run measured no step to calibrate from (train more steps)");

@@ -42,8 +42,9 @@ struct CalibrationResult {
 ///    predicted free transfers; it gets latency-only ones (latency_only). The profile's
 ///    latency is kept when the plan has no transfer (pp = 1, dp = 1); it is set to 0 when
 ///    even that does not bring the prediction down to the measurement.
-/// Refuses (Error(kBadInput), one line) a run of another model or device kind than the
-/// profile's, and a run whose plan hash is not run_plan's.
+/// Refuses (Error(kBadInput), one line) a run of another model (hash or layer count), device
+/// kind or precision than the profile's, a run that is not of run_plan's configuration
+/// (check_run_of_plan), and a run whose plan hash is not run_plan's.
 CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const Run& run,
                             const std::string& run_path);
 

@@ -56,28 +56,34 @@ std::optional<double> Difference::error_percent() const {
 
 void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run& run,
                        const std::string& run_path) {
-  const std::string hash = plan_hash(plan);
-  PIPEPLAN_CHECK(run.plan_hash == hash || calibrated_from(plan, run), run_path,
-                 ": plan.hash: ", quote(run.plan_hash), " is not the hash of ", quote(plan_path),
-                 " (", quote(hash),
-                 "): the run came from another plan (compare a run with the plan it ran)");
+  // The configuration first: a message naming what differs says more than a hash does.
+  const std::string of_plan = detail::concat(" of ", quote(plan_path), " (", plan_configuration(plan),
+                                             "): the run ran another configuration");
   PIPEPLAN_CHECK(run.world_size == plan.dp * plan.pp, run_path, ": world_size: ", run.world_size,
-                 " is not dp*pp=", plan.dp * plan.pp, " of ", quote(plan_path));
+                 ": expected dp*pp = ", plan.dp * plan.pp, of_plan);
   PIPEPLAN_CHECK(static_cast<int>(run.measured.stages.size()) == plan.pp, run_path,
-                 ": measured.stages: ", run.measured.stages.size(), " entries for pp=", plan.pp,
-                 " of ", quote(plan_path));
-  for (const RankMeasurement& rank : run.measured.ranks)
-    PIPEPLAN_CHECK(rank.stage == plan.ranks[rank.rank].stage, run_path, ": measured.ranks[",
-                   rank.rank, "].stage: ", rank.stage, " but ", quote(plan_path), " puts rank ",
-                   rank.rank, " on stage ", plan.ranks[rank.rank].stage);
+                 ": measured.stages: ", run.measured.stages.size(), " entries: expected pp = ",
+                 plan.pp, of_plan);
+  for (const RankMeasurement& rank : run.measured.ranks) {
+    const RankAssignment& planned = plan.ranks[rank.rank];
+    PIPEPLAN_CHECK(rank.stage == planned.stage && rank.replica == planned.replica, run_path,
+                   ": measured.ranks[", rank.rank, "]: stage ", rank.stage, " of replica ",
+                   rank.replica, ": expected stage ", planned.stage, " of replica ",
+                   planned.replica, of_plan);
+  }
   const std::vector<StepTimes>& steps = run.measured.step_times;
   for (size_t idx = 0; idx < steps.size(); ++idx)
     for (size_t rank = 0; rank < steps[idx].ranks.size(); ++rank)
       PIPEPLAN_CHECK(
           static_cast<int>(steps[idx].ranks[rank].fwd_ms.size()) == plan.num_micro_batches,
           run_path, ": measured.step_times[", idx, "].ranks[", rank,
-          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(), " micro-batches, not the plan's ",
-          plan.num_micro_batches);
+          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(),
+          " micro-batches: expected num_micro_batches = ", plan.num_micro_batches, of_plan);
+  const std::string hash = plan_hash(plan);
+  PIPEPLAN_CHECK(run.plan_hash == hash || calibrated_from(plan, run), run_path,
+                 ": plan.hash: ", quote(run.plan_hash), ": expected the hash of ", quote(plan_path),
+                 " (", quote(hash),
+                 "): the run came from another plan (compare a run with the plan it ran)");
 }
 
 std::pair<double, double> measured_variation(const Plan& plan, const Run& run, int stage_idx) {

@@ -6,11 +6,17 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 namespace {
 
-int64_t non_negative_bytes(double bytes) { return std::max<int64_t>(0, std::llround(bytes)); }
+// Rounded to whole bytes, within [0, kMaxBytes]: unplannable_reason() refuses a micro-batch
+// size at which a layer's bytes pass kMaxBytes before any table is built; the clamp only keeps
+// the rounding defined.
+int64_t non_negative_bytes(double bytes) {
+  return std::llround(std::clamp(bytes, 0.0, static_cast<double>(kMaxBytes)));
+}
 
 // Linear interpolation of `value(point)` between points[lo] and points[lo + 1] at b.
 template <typename Get>
@@ -77,7 +83,13 @@ LayerAt interpolate(const std::vector<LayerPoint>& points, int64_t micro_batch_s
 
 }  // namespace
 
-int64_t to_ns(double ms) { return std::llround(ms * kNanosecondsPerMs); }
+int64_t to_ns(double ms) {
+  PIPEPLAN_CHECK(std::isfinite(ms) && std::abs(ms) <= kMaxNanosecondsMs, "a time of ", ms,
+                 " ms: expected at most ", kMaxNanosecondsMs,
+                 " ms, the planner's range of 64-bit nanoseconds (a profile's time, the batch or "
+                 "a link's bandwidth is out of proportion)");
+  return std::llround(ms * kNanosecondsPerMs);
+}
 double to_ms(int64_t ns) { return static_cast<double>(ns) / kNanosecondsPerMs; }
 
 LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size) {
@@ -102,6 +114,34 @@ LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size) {
   return at;
 }
 
+std::vector<std::string> fit_warnings(const LayerProfile& layer,
+                                      std::optional<int64_t> micro_batch_size) {
+  const std::string name = detail::concat("layers[", layer.index, "] (", quote(layer.name), ")");
+  const std::pair<const char*, const LinearFit*> fits[] = {
+      {"fwd_ms", &layer.fits.fwd_ms},
+      {"bwd_ms", &layer.fits.bwd_ms},
+      {"retained_bytes", &layer.fits.retained_bytes},
+      {"fwd_transient_bytes", &layer.fits.fwd_transient_bytes},
+      {"bwd_transient_bytes", &layer.fits.bwd_transient_bytes}};
+  std::vector<std::string> warnings;
+  for (const auto& [key, fit] : fits)
+    if (fit->slope < 0)
+      warnings.push_back(detail::concat(name, ": the ", key, " fit falls as the batch grows (",
+                                        fit->intercept, " + ", fit->slope,
+                                        " per sample): its values between and beyond the "
+                                        "profiled batch sizes are guesses"));
+  if (!micro_batch_size) return warnings;
+  const bool outside = *micro_batch_size < layer.points.front().batch_size ||
+                       *micro_batch_size > layer.points.back().batch_size;
+  const double b = static_cast<double>(*micro_batch_size);
+  for (const auto& [key, fit] : {fits[0], fits[1]})
+    if (outside && fit->at(b) < 0)
+      warnings.push_back(detail::concat(name, ": its ", key, " at micro-batch ", *micro_batch_size,
+                                        " is clamped to 0 (the fit gives ", fit->at(b),
+                                        " ms outside the profiled batch sizes)"));
+  return warnings;
+}
+
 std::string extrapolation_note(const std::vector<int64_t>& profiled, int64_t micro_batch_size) {
   if (profiled.empty()) return "";
   const std::string range = detail::concat(profiled.front(), "..", profiled.back());
@@ -114,10 +154,98 @@ std::string extrapolation_note(const std::vector<int64_t>& profiled, int64_t mic
   return "";
 }
 
+namespace {
+
+// An upper bound of one of a layer's quantities at b: the largest profiled value inside the
+// profiled range, the fit's value (at least 0) outside it.
+template <typename Get>
+double bound_at(const LayerProfile& layer, const LinearFit& fit, int64_t b, Get value) {
+  if (b < layer.points.front().batch_size || b > layer.points.back().batch_size)
+    return std::max(0.0, fit.at(static_cast<double>(b)));
+  double largest = 0;
+  for (const LayerPoint& point : layer.points) largest = std::max(largest, value(point));
+  return largest;
+}
+
+// The largest p90 / median − 1 of a layer's forward and backward times (0 when a median is 0).
+double largest_spread(const LayerProfile& layer) {
+  double spread = 0;
+  for (const LayerPoint& p : layer.points) {
+    if (p.fwd_ms > 0) spread = std::max(spread, (p.fwd_ms_p90 - p.fwd_ms) / p.fwd_ms);
+    if (p.bwd_ms > 0) spread = std::max(spread, (p.bwd_ms_p90 - p.bwd_ms) / p.bwd_ms);
+  }
+  return spread;
+}
+
+struct ModelTotals {
+  double time_ms = 0;  // forward, backward, their spreads and the optimizer step, all layers
+  double retained_bytes = 0;
+  double params = 0;
+  double buffers_bytes = 0;
+  double largest_layer_bytes = 0;  // transient or output of one layer
+};
+
+ModelTotals model_totals(const Profile& profile, int64_t b, OptimizerKind optimizer) {
+  ModelTotals totals;
+  const std::string optimizer_name = to_string(optimizer);
+  for (const LayerProfile& layer : profile.layers) {
+    const LayerFits& f = layer.fits;
+    const double fwd = bound_at(layer, f.fwd_ms, b, [](const LayerPoint& p) { return p.fwd_ms; });
+    const double bwd = bound_at(layer, f.bwd_ms, b, [](const LayerPoint& p) { return p.bwd_ms; });
+    const auto step = layer.optimizer_step_ms.find(optimizer_name);
+    totals.time_ms += (fwd + bwd) * (1 + largest_spread(layer)) +
+                      (step == layer.optimizer_step_ms.end() ? 0 : step->second);
+    auto bytes = [&](const LinearFit& fit, int64_t LayerPoint::*field) {
+      return bound_at(layer, fit, b,
+                      [field](const LayerPoint& p) { return static_cast<double>(p.*field); });
+    };
+    totals.retained_bytes += bytes(f.retained_bytes, &LayerPoint::retained_bytes);
+    totals.largest_layer_bytes = std::max(
+        {totals.largest_layer_bytes, bytes(f.fwd_transient_bytes, &LayerPoint::fwd_transient_bytes),
+         bytes(f.bwd_transient_bytes, &LayerPoint::bwd_transient_bytes),
+         static_cast<double>(layer.points.front().output_bytes) /
+             static_cast<double>(layer.points.front().batch_size) * static_cast<double>(b)});
+    totals.params += static_cast<double>(layer.param_count);
+    totals.buffers_bytes += static_cast<double>(layer.buffer_bytes);
+  }
+  return totals;
+}
+
+}  // namespace
+
+std::string unplannable_reason(const Profile& profile, int64_t micro_batch_size,
+                               OptimizerKind optimizer) {
+  const ModelTotals t = model_totals(profile, micro_batch_size, optimizer);
+  const std::string at = detail::concat("at micro-batch size ", micro_batch_size, " the profile");
+  if (t.time_ms > kMaxTimeMs)
+    return detail::concat(at, "'s layers take ", t.time_ms, " ms per micro-batch: expected at most ",
+                          kMaxTimeMs, " ms, the planner's limit");
+  const double max_bytes = static_cast<double>(kMaxBytes);
+  double model_input = static_cast<double>(micro_batch_size);
+  for (int64_t dim : profile.model.input_shape) model_input *= static_cast<double>(dim);
+  const double largest =
+      std::max({t.retained_bytes, t.largest_layer_bytes, t.buffers_bytes, t.params, model_input});
+  if (largest > max_bytes)
+    return detail::concat(at, "'s layers need ", largest,
+                          " bytes (retained activations, a transient, an activation, buffers or "
+                          "parameters): expected at most ", kMaxBytes,
+                          " bytes, the planner's limit");
+  // Within the limits, the values a table would hold: are they all 0?
+  for (const LayerProfile& layer : profile.layers) {
+    const LayerAt values = layer_at(layer, micro_batch_size);
+    if (values.fwd_ms + values.bwd_ms > 0) return "";
+  }
+  return detail::concat(at, "'s layers take 0 ms (every forward and backward time is 0, or "
+                            "clamped to 0 below the fits' intercepts): a plan would predict no "
+                            "compute");
+}
+
 LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer)
     : micro_batch_size_(micro_batch_size),
       note_(extrapolation_note(profile.settings.batch_sizes, micro_batch_size)) {
   PIPEPLAN_ASSERT(micro_batch_size >= 1 && !profile.layers.empty());
+  const std::string unplannable = unplannable_reason(profile, micro_batch_size, optimizer);
+  PIPEPLAN_CHECK(unplannable.empty(), "profile: ", unplannable);
   for (const LayerProfile& layer : profile.layers)
     layers_.push_back(layer_at(layer, micro_batch_size));
   build_prefix_sums(profile, optimizer);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,12 @@ namespace pipeplan {
 /// only tolerance the partitioner's comparisons have.
 inline constexpr double kNanosecondsPerMs = 1e6;
 
-/// ms -> ns, rounded to the nearest nanosecond.
+/// The longest time the planner converts to nanoseconds: 9e12 ms, just inside 64 bits.
+inline constexpr double kMaxNanosecondsMs = 9e12;
+
+/// ms -> ns, rounded to the nearest nanosecond. Throws Error(kBadInput) beyond
+/// kMaxNanosecondsMs (or for a time that is not finite): a safety net behind the limits of
+/// common/limits.h and unplannable_reason, which keep the planner's inputs far inside it.
 int64_t to_ns(double ms);
 /// ns -> ms.
 double to_ms(int64_t ns);
@@ -43,15 +49,33 @@ struct LayerAt {
 /// `layer` at micro-batch size `micro_batch_size` (>= 1), as documented on LayerAt.
 LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size);
 
+/// What may make `layer`'s values mislead (planning_warnings), one line each naming the layer
+/// and the fit: a time or memory fit that falls as the batch grows (negative slope), and a
+/// forward or backward time clamped to 0 at `micro_batch_size`, when given (outside the profiled
+/// sizes, where the fit is negative).
+std::vector<std::string> fit_warnings(const LayerProfile& layer,
+                                      std::optional<int64_t> micro_batch_size);
+
 /// The note a plan carries when `micro_batch_size` lies outside `profiled` (ascending):
 /// "micro-batch 64 is beyond the profiled 1..32: extrapolated", or "" inside the range.
 std::string extrapolation_note(const std::vector<int64_t>& profiled, int64_t micro_batch_size);
+
+/// Why `profile` cannot be planned at micro-batch size `micro_batch_size`, or "" when it can:
+/// its layers' forward and backward times there are all 0 (a plan would predict no compute);
+/// their forward, backward, spread and optimizer times sum to more than kMaxTimeMs; or their
+/// retained bytes, buffers, parameters, one layer's transient or activation, or the model
+/// input exceed kMaxBytes (common/limits.h). Outside the profiled batch sizes the values come
+/// from the fits, so a large micro-batch can pass the limits that the profile itself keeps.
+/// Upper bounds, O(L · points).
+std::string unplannable_reason(const Profile& profile, int64_t micro_batch_size,
+                               OptimizerKind optimizer);
 
 /// Every layer of a profile at one micro-batch size, for one optimizer. Stage queries take
 /// layer ranges [first, last) with 0 <= first < last <= num_layers().
 class LayerTable {
  public:
-  /// Throws Error(kBadInput) when a layer has no optimizer_step_ms for `optimizer`.
+  /// Throws Error(kBadInput) when a layer has no optimizer_step_ms for `optimizer`, or when
+  /// unplannable_reason gives a reason.
   LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer);
 
   /// L, the profile's layer count.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/units.h"
 #include "common/version.h"
 #include "planner/memory_model.h"
@@ -11,6 +12,20 @@
 
 namespace pipeplan {
 namespace {
+
+// Throws when a predicted time passes what a plan file may hold.
+void check_predicted(double ms, double max_ms, const char* what, int stage_idx) {
+  PIPEPLAN_CHECK(ms <= max_ms, "the predicted ", what, " of stage ", stage_idx, " is ", ms,
+                 " ms: expected at most ", max_ms,
+                 " ms, the planner's limit (a link's bandwidth or latency is out of proportion to "
+                 "the model: check --inter-node-bandwidth and the profile's interconnect)");
+}
+
+void check_stage_prediction(const StagePrediction& stage, int stage_idx) {
+  check_predicted(stage.p2p_ms, kMaxTimeMs, "transfer per micro-batch", stage_idx);
+  check_predicted(stage.compute_ms, kMaxIterationMs, "compute per iteration", stage_idx);
+  check_predicted(stage.allreduce_ms, kMaxIterationMs, "all-reduce", stage_idx);
+}
 
 
 StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
@@ -63,6 +78,47 @@ std::vector<std::string> planning_notes(const Profile& profile, const Cluster& c
                                    cluster.inter_node_bandwidth_bytes_per_s / 1e9,
                                    " GB/s is assumed (set --inter-node-bandwidth)"));
   return notes;
+}
+
+void PlanningContext::validate() const {
+  PIPEPLAN_ASSERT(profile != nullptr);
+  PIPEPLAN_CHECK(cluster.devices >= 1 && cluster.devices <= kMaxDevices, "--devices: ",
+                 cluster.devices, ": expected an integer in [1, ", kMaxDevices, "]");
+  PIPEPLAN_CHECK(cluster.devices_per_node >= 1 && cluster.devices_per_node <= kMaxDevices,
+                 "--devices-per-node: ", cluster.devices_per_node, ": expected an integer in [1, ",
+                 kMaxDevices, "]");
+  PIPEPLAN_CHECK(cluster.device_memory_bytes >= 1 && cluster.device_memory_bytes <= kMaxBytes,
+                 "--device-memory: ", cluster.device_memory_bytes,
+                 " bytes: expected a size in [1 byte, ", format_size(kMaxBytes), "]");
+  PIPEPLAN_CHECK(global_batch >= 1 && global_batch <= kMaxBatchSize, "--global-batch: ",
+                 global_batch, ": expected an integer in [1, ", kMaxBatchSize, "]");
+  const double inter = cluster.inter_node_bandwidth_bytes_per_s;
+  PIPEPLAN_CHECK(inter == 0 || (inter >= kMinBandwidthBytesPerS && inter <= kMaxBandwidthBytesPerS),
+                 "--inter-node-bandwidth: ", inter, " bytes/s: expected ", kMinBandwidthBytesPerS,
+                 " to ", kMaxBandwidthBytesPerS, " bytes/s");
+  const std::string optimizer_name = to_string(optimizer);
+  for (size_t layer_idx = 0; layer_idx < profile->layers.size(); ++layer_idx)
+    PIPEPLAN_CHECK(profile->layers[layer_idx].optimizer_step_ms.count(optimizer_name) == 1,
+                   profile_path, ": layers[", layer_idx, "].optimizer_step_ms: no ",
+                   quote(optimizer_name), " entry: expected one for --optimizer ", optimizer_name,
+                   " (profile again, or choose another --optimizer)");
+}
+
+std::vector<std::string> planning_warnings(const PlanningContext& context,
+                                           std::optional<int64_t> micro_batch_size) {
+  const Profile& profile = *context.profile;
+  const int64_t memory_bytes = context.cluster.device_memory_bytes;
+  std::vector<std::string> warnings;
+  if (profile.device.kind == "cpu" && memory_bytes >= kGpuSizedMemoryBytes)
+    warnings.push_back(detail::concat(
+        context.profile_path, ": planning devices of ", format_size(memory_bytes),
+        " from a CPU profile (", quote(profile.device.name),
+        "): every time is that CPU's, not a GPU's; profile on the devices you plan for "
+        "(pipeplan profile --device cuda)"));
+  for (const LayerProfile& layer : profile.layers)
+    for (const std::string& warning : fit_warnings(layer, micro_batch_size))
+      warnings.push_back(detail::concat(context.profile_path, ": ", warning));
+  return warnings;
 }
 
 PartitionProblem partition_problem(const PlanningContext& context, const Candidate& candidate) {
@@ -119,6 +175,7 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
         stage_prediction(context, table, problem, candidate, stage_idx, first, last,
                          split.checkpoint[stage_idx], spanning[stage_idx]);
     stage.p2p_ms = to_ms(evaluator.p2p_ns(stage_idx, first, last));
+    check_stage_prediction(stage, stage_idx);
     plan.predictions.allreduce_ms = std::max(plan.predictions.allreduce_ms, stage.allreduce_ms);
     plan.predictions.optimizer_ms = std::max(plan.predictions.optimizer_ms, stage.optimizer_ms);
     plan.predictions.stages.push_back(stage);
@@ -129,12 +186,26 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   return plan;
 }
 
+void check_predicts_compute(const Plan& plan, std::string_view document) {
+  double compute_ms = 0;
+  for (const StagePrediction& stage : plan.predictions.stages) compute_ms += stage.compute_ms;
+  PIPEPLAN_CHECK(compute_ms > 0, document,
+                 ": predictions.stages: every stage predicts 0 ms of compute: expected a plan "
+                 "made by pipeplan plan from a profile with measured times");
+}
+
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
   SimulationResult result = simulate(simulation_input(*plan), options);
+  PIPEPLAN_CHECK(result.iteration_ms <= kMaxIterationMs, "the predicted iteration is ",
+                 result.iteration_ms, " ms: expected at most ", kMaxIterationMs,
+                 " ms, the planner's limit (the profile's times or its links are out of "
+                 "proportion)");
   Predictions& p = plan->predictions;
   p.iteration_ms = result.iteration_ms;
   p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
-  p.bubble_fraction = result.bubble_fraction;
+  // One stage is no pipeline: its idle time (waiting for slower replicas at the all-reduce, or
+  // for the variation of action times) is no bubble.
+  p.bubble_fraction = plan->pp == 1 ? 0 : result.bubble_fraction;
   for (const RankAssignment& assignment : plan->ranks) {
     StagePrediction& stage = p.stages[assignment.stage];
     stage.busy_ms = result.busy_ms[assignment.rank];

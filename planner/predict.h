@@ -35,6 +35,13 @@ struct PlanningContext {
   /// in `profile` (calibrated_profile); its memory corrections enter each stage's memory, and
   /// every plan records it.
   std::optional<Calibration> calibration;
+
+  /// What the search relies on, naming the flags: a profile; --devices and
+  /// --devices-per-node in [1, kMaxDevices]; --device-memory in [1, kMaxBytes]; --global-batch
+  /// in [1, kMaxBatchSize]; --inter-node-bandwidth 0 or in [kMinBandwidthBytesPerS,
+  /// kMaxBandwidthBytesPerS] (common/limits.h); a step time of --optimizer for every layer of
+  /// the profile (naming profile_path). Throws Error(kBadInput).
+  void validate() const;
 };
 
 /// The choices that make one candidate plan.
@@ -60,17 +67,41 @@ Cluster make_cluster(const Profile& profile, int devices, int64_t device_memory_
 std::vector<std::string> planning_notes(const Profile& profile, const Cluster& cluster,
                                         bool inter_node_bandwidth_given);
 
+/// The GPU-sized device memory from which planning with a CPU profile draws a warning: 16 GiB.
+inline constexpr int64_t kGpuSizedMemoryBytes = int64_t{16} << 30;
+
+/// What may make a plan's numbers mislead, one line each, for `plan` to print as warnings:
+///  - a CPU profile planned for devices of kGpuSizedMemoryBytes or more (a GPU cluster): the
+///    times are the profiled CPU's;
+///  - a layer whose time or memory fit falls as the batch grows (negative slope), naming the
+///    layer and the fit: its values at other batch sizes are guesses;
+///  - a layer whose forward or backward time at `micro_batch_size` is clamped to 0 because its
+///    fit is negative there (outside the profiled batch sizes).
+/// Each line starts with context.profile_path; without `micro_batch_size` (no plan was found)
+/// the clamping warnings are left out.
+std::vector<std::string> planning_warnings(const PlanningContext& context,
+                                           std::optional<int64_t> micro_batch_size);
+
 /// The partition problem of a candidate: memory settings, links, which boundaries cross nodes.
 PartitionProblem partition_problem(const PlanningContext& context, const Candidate& candidate);
 
 /// The plan of a feasible split with every prediction the models give filled in; the
 /// simulated ones (iteration, samples/s, bubble, busy and idle) are filled by predict_timing.
+/// Throws Error(kBadInput) when a prediction passes the limits a plan file may hold
+/// (kMaxTimeMs per micro-batch, kMaxIterationMs per iteration): the links are too slow for the
+/// model, so that the planner never writes a plan its reader refuses.
 Plan build_plan(const PlanningContext& context, const LayerTable& table, const Candidate& candidate,
                 const PartitionResult& split, const std::string& partition_name);
 
-/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction and each stage's
-/// busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the same
-/// iteration). Returns the simulation (with its timeline when options ask for it).
+/// Refuses (Error(kBadInput), naming `document`) a plan none of whose stages predicts compute
+/// time: its iteration, throughput and bubble would be numbers without meaning (a plan made by
+/// hand, or from a profile without times). `simulate` and `compare` call it.
+void check_predicts_compute(const Plan& plan, std::string_view document);
+
+/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1) and
+/// each stage's busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the same
+/// iteration). Returns the simulation (with its timeline when options ask for it). Throws
+/// Error(kBadInput) when the iteration passes kMaxIterationMs.
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
 
 }  // namespace pipeplan

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/units.h"
 #include "planner/bounds.h"
 #include "planner/memory_model.h"
@@ -34,11 +35,16 @@ struct Family {
   int64_t needed_bytes = 0;
 };
 
-std::vector<int> divisors(int64_t value) {
-  std::vector<int> out;
-  for (int64_t d = 1; d <= value; ++d)
-    if (value % d == 0) out.push_back(static_cast<int>(d));
-  return out;
+// Ascending, in O(sqrt(value)) steps (value <= kMaxBatchSize: 4,096 steps).
+std::vector<int64_t> divisors(int64_t value) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= value; ++d) {
+    if (value % d != 0) continue;
+    low.push_back(d);
+    if (d * d != value) high.push_back(value / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // The pp values to search: divisors of the device count up to the layer count, narrowed.
@@ -68,21 +74,20 @@ std::vector<int> pipeline_depths(const PlanningContext& context, const SearchOpt
     return {*pp};
   }
   std::vector<int> out;
-  for (int depth : divisors(devices))
-    if (depth <= layers) out.push_back(depth);
+  for (int64_t depth : divisors(devices))
+    if (depth <= layers) out.push_back(static_cast<int>(depth));
   return out;
 }
 
-// The micro-batch sizes for one dp: divisors of global_batch / dp, or the forced one.
+// The micro-batch sizes for one dp: divisors of global_batch / dp (or the forced one) that make
+// at most kMaxMicroBatches micro-batches.
 std::vector<int64_t> micro_batch_sizes(int64_t global_batch, int dp, const SearchOptions& options) {
   if (global_batch % dp != 0) return {};
   const int64_t per_replica = global_batch / dp;
-  if (options.micro_batch_size) {
-    if (per_replica % *options.micro_batch_size != 0) return {};
-    return {*options.micro_batch_size};
-  }
   std::vector<int64_t> out;
-  for (int b : divisors(per_replica)) out.push_back(b);
+  for (int64_t b : options.micro_batch_size ? std::vector<int64_t>{*options.micro_batch_size}
+                                            : divisors(per_replica))
+    if (per_replica % b == 0 && per_replica / b <= kMaxMicroBatches) out.push_back(b);
   return out;
 }
 
@@ -97,7 +102,8 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
     dps += detail::concat(dps.empty() ? "" : ", ", context.cluster.devices / pp);
   PIPEPLAN_CHECK(!options.micro_batch_size, "--micro-batch-size: ", *options.micro_batch_size,
                  " times dp does not divide --global-batch ", batch, " for any dp in {", dps,
-                 "} (choose a micro-batch size dividing global_batch / dp)");
+                 "} into at most ", kMaxMicroBatches,
+                 " micro-batches (choose a micro-batch size dividing global_batch / dp)");
   PIPEPLAN_CHECK(false, "--global-batch: ", batch, " is not divisible by any dp in {", dps,
                  "} (choose a multiple of dp)");
 }
@@ -145,19 +151,24 @@ class Search {
     std::vector<Entry> entries;
     for (int pp : depths) {
       const int dp = context_.cluster.devices / pp;
-      for (int64_t b : micro_batch_sizes(context_.global_batch, dp, options_))
+      for (int64_t b : micro_batch_sizes(context_.global_batch, dp, options_)) {
+        if (!plannable(dp, pp, b)) continue;
+        const int num_micro_batches = static_cast<int>(context_.global_batch / (dp * b));
+        if (int64_t{pp} * num_micro_batches > kMaxPipelineMicroBatches) continue;
         for (Schedule schedule : options_.schedules)
           for (CheckpointPolicy policy : options_.policies) {
+            if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
             Candidate c{dp,
                         pp,
                         b,
-                        static_cast<int>(context_.global_batch / (dp * b)),
+                        num_micro_batches,
                         schedule,
                         policy,
                         Layout::kReplicaMajor};
             entries.push_back({c, iteration_lower_bound_ms(context_, table(b), c)});
             ++families_[{dp, pp, b}].unevaluated;
           }
+      }
     }
     auto order = [](const Entry& a, const Entry& b) {
       const Candidate& x = a.candidate;
@@ -167,6 +178,26 @@ class Search {
     };
     std::sort(entries.begin(), entries.end(), order);
     return entries;
+  }
+
+  // Whether the profile can be planned at micro-batch size b (unplannable_reason); a family
+  // that cannot is reported infeasible with the reason.
+  bool plannable(int dp, int pp, int64_t b) {
+    auto it = unplannable_.find(b);
+    if (it == unplannable_.end())
+      it = unplannable_.emplace(b, unplannable_reason(*context_.profile, b, context_.optimizer))
+               .first;
+    if (!it->second.empty()) families_[{dp, pp, b}].reason = it->second;
+    return it->second.empty();
+  }
+
+  // With one stage, GPipe runs the same actions as 1F1B in another order and holds every
+  // micro-batch's activations instead of one: the same plan, worse. Only 1F1B is listed (as the
+  // schedule of a single stage) unless GPipe alone was asked for.
+  bool same_as_one_f_one_b(Schedule schedule) const {
+    return schedule == Schedule::kGpipe &&
+           std::find(options_.schedules.begin(), options_.schedules.end(),
+                     Schedule::kOneFOneB) != options_.schedules.end();
   }
 
   bool could_enter_top(double iteration_bound_ms) const {
@@ -293,6 +324,7 @@ class Search {
   const PlanningContext& context_;
   const SearchOptions& options_;
   std::map<int64_t, std::unique_ptr<LayerTable>> tables_;
+  std::map<int64_t, std::string> unplannable_;  // by micro-batch size: unplannable_reason
   std::map<FamilyKey, Family> families_;
   std::set<std::string> seen_;
   SearchResult result_;
@@ -300,8 +332,22 @@ class Search {
 
 }  // namespace
 
+void SearchOptions::validate() const {
+  PIPEPLAN_CHECK(!pp || (*pp >= 1 && *pp <= kMaxDevices), "--pp: ", pp.value_or(0),
+                 ": expected an integer in [1, ", kMaxDevices, "]");
+  PIPEPLAN_CHECK(!dp || (*dp >= 1 && *dp <= kMaxDevices), "--dp: ", dp.value_or(0),
+                 ": expected an integer in [1, ", kMaxDevices, "]");
+  PIPEPLAN_CHECK(!micro_batch_size || (*micro_batch_size >= 1 && *micro_batch_size <= kMaxBatchSize),
+                 "--micro-batch-size: ", micro_batch_size.value_or(0),
+                 ": expected an integer in [1, ", kMaxBatchSize, "]");
+  PIPEPLAN_CHECK(top_k >= 1 && top_k <= kMaxTopK, "--top: ", top_k, ": expected an integer in [1, ",
+                 kMaxTopK, "]");
+  PIPEPLAN_CHECK(!schedules.empty() && !policies.empty(), "--schedule, --checkpoint: nothing to search");
+}
+
 SearchResult search(const PlanningContext& context, const SearchOptions& options) {
-  PIPEPLAN_ASSERT(context.profile != nullptr && options.top_k >= 1);
+  context.validate();
+  options.validate();
   return Search(context, options).run();
 }
 

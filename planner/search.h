@@ -11,6 +11,9 @@
 
 namespace pipeplan {
 
+/// The most plans a search lists (--top): each is simulated again with varying action times.
+inline constexpr int kMaxTopK = 100;
+
 /// Narrowing of the search (the plan command's flags). Unset fields are searched over.
 struct SearchOptions {
   std::optional<int> pp;
@@ -24,6 +27,10 @@ struct SearchOptions {
   /// Skip candidates whose upper bound on samples/s is below the K-th best found so far.
   /// The result is the same without it (a test checks); only the work differs.
   bool prune = true;
+
+  /// pp and dp in [1, kMaxDevices], micro_batch_size in [1, kMaxBatchSize], top_k in
+  /// [1, kMaxTopK], some schedule and policy. Throws Error(kBadInput) naming the flag.
+  void validate() const;
 };
 
 /// The outcome. "No feasible plan" is an empty `plans`, not an exception.
@@ -41,14 +48,18 @@ struct SearchResult {
 };
 
 /// Candidates are every (dp, pp) with dp · pp = devices, pp <= layers and dp dividing the
-/// global batch; every micro-batch size b dividing global_batch / dp; each schedule and
-/// policy; duplicates (a policy giving the same split and flags as another) are dropped.
+/// global batch; every micro-batch size b dividing global_batch / dp into at most
+/// kMaxMicroBatches micro-batches, at which the profile can be planned (unplannable_reason:
+/// otherwise the family is reported infeasible with the reason); each schedule and policy,
+/// except GPipe when pp = 1 and 1F1B is searched (one stage: the same plan with more memory);
+/// duplicates (a policy giving the same split and flags as another) are dropped.
 /// Each is partitioned with `options.partition`; its ranks are placed replica-major, or
 /// stage-major when its replicas' all-reduce bytes exceed its pipeline's p2p bytes
 /// (choose_layout) and the cluster has more than one node; feasible ones are simulated.
 /// Candidates are evaluated in increasing order of iteration_lower_bound_ms and the search
-/// stops once a bound cannot beat the K-th best found. Throws Error(kBadInput) when the
-/// options contradict the cluster, the global batch or the model (naming the flag).
+/// stops once a bound cannot beat the K-th best found. Throws Error(kBadInput) when the context
+/// or the options do not validate, or contradict the cluster, the global batch or the model
+/// (naming the flag).
 SearchResult search(const PlanningContext& context, const SearchOptions& options);
 
 }  // namespace pipeplan

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 
@@ -32,6 +33,15 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
     largest_transfer_ns_ =
         std::max({largest_transfer_ns_, intra_transfer_ns_.back(), inter_transfer_ns_.back()});
   }
+  // A stage's cost adds two transfers, and the partitioner sums costs over the stages: bounded
+  // so, with the compute unplannable_reason bounds, every sum stays inside 64-bit nanoseconds.
+  const double largest_ms = to_ms(largest_transfer_ns_);
+  PIPEPLAN_CHECK(largest_ms <= kMaxTimeMs && 2.0 * problem.pp * largest_ms <= kMaxIterationMs,
+                 "a transfer between stages takes ", largest_ms, " ms: expected at most ",
+                 std::min(kMaxTimeMs, kMaxIterationMs / (2.0 * problem.pp)), " ms with pp=",
+                 problem.pp, ", the planner's limit (the link's bandwidth or latency is out of "
+                 "proportion to the activations: check --inter-node-bandwidth and the profile's "
+                 "interconnect)");
 }
 
 StageChoice StageEvaluator::evaluate_as(int stage_idx, int first, int last, bool checkpoint) const {

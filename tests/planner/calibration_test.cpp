@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "planner/compare.h"
 #include "planner/layer_table.h"
 #include "planner/search.h"
@@ -224,6 +225,46 @@ TEST_F(CalibrationTest, RefusesARunOfAnotherModelOrDeviceKind) {
   pipeplan::Run foreign = run;
   foreign.plan_hash = "fnv1a64:0000000000000bad";
   EXPECT_THROW(calibrate(profile_, plan_, foreign, "run.json"), Error);
+}
+
+// The bad-input message of calibrate(profile, run_plan, run, "run.json"), or "" when it accepts.
+std::string refusal(const Profile& profile, const Plan& run_plan, const pipeplan::Run& run) {
+  try {
+    calibrate(profile, run_plan, run, "run.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 18: a run of another configuration than its plan, or at another precision than the
+// profile, is refused naming the difference.
+TEST_F(CalibrationTest, RefusesARunOfAnotherConfigurationOrPrecisionNamingTheDifference) {
+  const Plan wider = testing::plan_for(profile_, /*dp=*/2, /*pp=*/2);
+  const pipeplan::Run wider_run = testing::run_as_predicted(wider, wider);
+  EXPECT_EQ(refusal(profile_, plan_, wider_run)
+                .rfind("run.json: world_size: 4: expected dp*pp = 2 of 'plan.json' (dp=1 pp=2 ", 0),
+            0u)
+      << refusal(profile_, plan_, wider_run);
+  Profile bf16 = profile_;
+  bf16.settings.precision = "amp-bf16";
+  EXPECT_EQ(refusal(bf16, plan_, testing::run_as_predicted(plan_, plan_)),
+            "--calibrate: 'run.json' ran at precision fp32 but the profile was measured at "
+            "amp-bf16; calibrate with a run at the profiled precision");
+}
+
+// Issue 18: a run of an absurd iteration (1e308 ms before the readers bounded it) reached an
+// internal assertion of the partitioner through the fitted latency; at the largest iteration a
+// run may hold it is refused as bad input.
+TEST_F(CalibrationTest, AnAbsurdIterationIsRefusedNotAnAssertion) {
+  pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
+  run.measured.iteration_ms = kMaxIterationMs;
+  EXPECT_NE(refusal(profile_, plan_, run)
+                .find("run.json: measured.iteration_ms: 4.096e+12 ms: expected an iteration that a "
+                      "latency of at most 5e+08 ms per message explains"),
+            std::string::npos)
+      << refusal(profile_, plan_, run);
 }
 
 TEST_F(CalibrationTest, LatencyIsKeptWithoutTransfersAndZeroWhenTheRunIsFaster) {

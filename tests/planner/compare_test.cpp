@@ -185,22 +185,47 @@ TEST_F(CompareTest, ErrorsOfZeroMeasurementsHaveNoValue) {
   EXPECT_EQ((Difference{3.0, 4.0}.error_percent()), -25.0);
 }
 
-TEST_F(CompareTest, ARunOfAnotherPlanIsRefusedNamingTheHash) {
+// The message of the bad-input error `check_run_of_plan(plan, plan_path, run, "run.json")`
+// throws (one line), or "" when it accepts the run.
+std::string refusal(const Plan& plan, const std::string& plan_path, const pipeplan::Run& run) {
+  try {
+    check_run_of_plan(plan, plan_path, run, "run.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 18: a run of another configuration is refused naming what differs (world size,
+// stages, rank map, micro-batches) before the hash.
+TEST_F(CompareTest, ARunOfAnotherPlanIsRefusedNamingTheDifference) {
   const pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
   const Plan other = testing::plan_for(profile_, /*dp=*/2, /*pp=*/1);
-  try {
-    check_run_of_plan(other, "other.json", run, "run.json");
-    FAIL() << "a run of another plan was accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_EQ(what.rfind("run.json: plan.hash: '" + run.plan_hash + "'", 0), 0u) << what;
-    EXPECT_NE(what.find("the run came from another plan"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos);
-  }
+  EXPECT_EQ(refusal(other, "other.json", run).rfind(
+                "run.json: measured.stages: 2 entries: expected pp = 1 of 'other.json' (dp=2 pp=1 ",
+                0),
+            0u)
+      << refusal(other, "other.json", run);
+  const Plan wider = testing::plan_for(profile_, /*dp=*/2, /*pp=*/2);
+  EXPECT_EQ(refusal(wider, "wider.json", run).rfind(
+                "run.json: world_size: 2: expected dp*pp = 4 of 'wider.json'", 0),
+            0u);
+  const pipeplan::Run wider_run = testing::run_as_predicted(wider, wider);
+  Plan swapped = wider;
+  std::swap(swapped.ranks[0].replica, swapped.ranks[2].replica);
+  EXPECT_NE(refusal(swapped, "swapped.json", wider_run)
+                .find("run.json: measured.ranks[0]: stage 0 of replica 0: expected stage 0 of "
+                      "replica 1 of 'swapped.json'"),
+            std::string::npos);
   Plan edited = plan_;
   edited.predictions.iteration_ms += 1;  // any change to the plan changes its hash
-  EXPECT_THROW(check_run_of_plan(edited, "plan.json", run, "run.json"), Error);
+  const std::string what = refusal(edited, "plan.json", run);
+  EXPECT_EQ(what.rfind("run.json: plan.hash: '" + run.plan_hash + "': expected the hash of", 0),
+            0u)
+      << what;
+  EXPECT_NE(what.find("the run came from another plan"), std::string::npos) << what;
 }
 
 TEST_F(CompareTest, APlanCalibratedFromTheRunIsComparedInSample) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
+
+#include "common/limits.h"
 
 #include "tests/planner/test_profiles.h"
 
@@ -46,8 +49,9 @@ TEST(SearchTest, BestPlanIsValidSimulatedAndRankedFirst) {
   const SearchResult result = search(context, SearchOptions{});
   ASSERT_FALSE(result.plans.empty());
   EXPECT_LE(result.plans.size(), 5u);
+  // Ranked by whole nanoseconds of iteration: plans within one nanosecond tie (then memory).
   for (size_t idx = 1; idx < result.plans.size(); ++idx)
-    EXPECT_GE(result.plans[idx - 1].predictions.samples_per_s,
+    EXPECT_GE(result.plans[idx - 1].predictions.samples_per_s * (1 + 1e-9),
               result.plans[idx].predictions.samples_per_s);
   const Plan& best = result.plans.front();
   EXPECT_NO_THROW(best.validate("plan.json"));
@@ -208,6 +212,93 @@ TEST(SearchTest, RejectsContradictoryFlagsNamingThem) {
   o.pp = 4;
   o.partition = parse_partition("0:4,4:8", 8, "--partition");
   EXPECT_EQ(message(o), "--partition: 2 ranges for --pp 4 (give one range per stage)");
+}
+
+// Issue 18: every size the search takes has a stated bound, named with the flag.
+TEST(SearchTest, RefusesSizesBeyondTheirBoundsNamingTheBound) {
+  const Profile profile = eight_layer_profile(5);
+  EXPECT_EQ(error_of([&] {
+              search(context_for(profile, 4, int64_t{1} << 30, int64_t{1} << 40), SearchOptions{});
+            }),
+            "--global-batch: 1099511627776: expected an integer in [1, 16777216]");
+  EXPECT_EQ(error_of([&] { search(context_for(profile, 1 << 17, int64_t{1} << 30, 16), {}); }),
+            "--devices: 131072: expected an integer in [1, 16384]");
+  EXPECT_EQ(error_of([&] { search(context_for(profile, 4, int64_t{1} << 60, 16), {}); }),
+            "--device-memory: 1152921504606846976 bytes: expected a size in [1 byte, 1024.0 TiB]");
+  const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
+  SearchOptions o;
+  o.top_k = 1 << 30;
+  EXPECT_EQ(error_of([&] { search(context, o); }), "--top: 1073741824: expected an integer in [1, 100]");
+  o = {};
+  o.micro_batch_size = int64_t{1} << 40;
+  EXPECT_EQ(error_of([&] { search(context, o); }),
+            "--micro-batch-size: 1099511627776: expected an integer in [1, 16777216]");
+  // A micro-batch size that makes more than 1,024 micro-batches is no candidate.
+  o = {};
+  o.micro_batch_size = 1;
+  EXPECT_NE(error_of([&] { search(context_for(profile, 1, int64_t{1} << 30, 4096), o); })
+                .find("into at most 1024 micro-batches"),
+            std::string::npos);
+}
+
+// Issue 18: `plan --global-batch 1099511627776` ran until killed (the divisors of the batch were
+// listed one by one). At the largest accepted sizes the search takes well under a second.
+TEST(SearchTest, SerialLargestAcceptedSizesSearchWithinASecond) {
+  const Profile profile = eight_layer_profile(6);
+  for (const auto& [devices, global_batch] :
+       {std::pair{kMaxDevices, kMaxBatchSize}, {1, kMaxBatchSize}, {48, int64_t{15} << 20}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const SearchResult result =
+        search(context_for(profile, devices, int64_t{1} << 40, global_batch, 8), SearchOptions{});
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 1.0) << devices << " devices, global batch " << global_batch;
+    EXPECT_FALSE(result.plans.empty() && result.infeasible.empty());
+  }
+}
+
+// Issue 18: profile times whose extrapolation passes the planner's 64-bit nanoseconds reached
+// internal assertions of the partitioner; such a micro-batch size is now an infeasible family.
+TEST(SearchTest, MicroBatchesBeyondThePlannersRangeAreInfeasibleWithTheReason) {
+  std::vector<testing::LayerSpec> layers = testing::equal_layers(4, 1, 2);
+  layers[2].fwd_ms = 1e8;  // per sample: 4e8 ms at the profiled 4, 1.6e9 ms at 16
+  const Profile profile = testing::make_profile(layers);
+  const SearchResult result = search(context_for(profile, 2, int64_t{1} << 40, 32), {});
+  ASSERT_FALSE(result.plans.empty());
+  for (const Plan& plan : result.plans) EXPECT_LE(plan.micro_batch_size, 8);
+  bool named = false;
+  for (const std::string& reason : result.infeasible)
+    named = named || reason.find("b=16: at micro-batch size 16 the profile's layers take") !=
+                         std::string::npos;
+  EXPECT_TRUE(named) << ::testing::PrintToString(result.infeasible);
+}
+
+// Issue 18: a profile whose times are all 0 made plans that predict no compute.
+TEST(SearchTest, APlanPredictingNoComputeIsRefused) {
+  const Profile profile = testing::make_profile(testing::equal_layers(4, 0, 0));
+  const SearchResult result = search(context_for(profile, 2, int64_t{1} << 30, 8), {});
+  EXPECT_TRUE(result.plans.empty());
+  ASSERT_FALSE(result.infeasible.empty());
+  EXPECT_NE(result.infeasible.front().find("take 0 ms"), std::string::npos)
+      << result.infeasible.front();
+}
+
+// Issue 18: with one stage, GPipe and 1F1B are one plan (1F1B holding fewer activations); the
+// list shows it once, named 1f1b, unless GPipe alone is asked for.
+TEST(SearchTest, OneStagePlansAreListedOnce) {
+  const Profile profile = eight_layer_profile(7);
+  const PlanningContext context = context_for(profile, 2, int64_t{1} << 30, 16);
+  SearchOptions options;
+  options.pp = 1;
+  options.top_k = 20;
+  const SearchResult result = search(context, options);
+  ASSERT_FALSE(result.plans.empty());
+  for (const Plan& plan : result.plans) {
+    EXPECT_EQ(plan.schedule, Schedule::kOneFOneB);
+    EXPECT_EQ(plan.predictions.bubble_fraction, 0);  // no pipeline, no bubble
+  }
+  options.schedules = {Schedule::kGpipe};
+  EXPECT_EQ(search(context, options).plans.front().schedule, Schedule::kGpipe);
 }
 
 }  // namespace
