@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "common/json.h"
 #include "planner/compare.h"
+#include "planner/predict.h"
 #include "plans/plan.h"
 #include "plans/run.h"
 
@@ -27,6 +28,7 @@ int run_compare(const CompareOptions& o) {
   if (o.json) check_writable(*o.json, "--json");
   if (o.svg) check_writable(*o.svg, "--svg");
   const Plan plan = read_plan(o.plan);
+  check_predicts_compute(plan, o.plan);
   const Run run = read_run(o.run);
   check_run_of_plan(plan, o.plan, run, o.run);
   const Comparison comparison = compare(plan, o.plan, run, o.run);

@@ -58,18 +58,13 @@ std::vector<CheckpointPolicy> parse_checkpoint(const std::string& text) {
   return {CheckpointPolicy::kAll};
 }
 
-void check_positive(const std::optional<int64_t>& value, const char* flag) {
-  PIPEPLAN_CHECK(!value || *value >= 1, flag, ": ", value.value_or(0), " must be at least 1");
-}
-
+// Every size flag is bounded (common/limits.h) so that the search stays finite and fast: the
+// search's PlanningContext::validate and SearchOptions::validate name the flag and the bound.
 PlanningContext make_context(const PlanOptions& o, const Profile& profile) {
-  PIPEPLAN_CHECK(o.devices >= 1, "--devices: ", o.devices, " must be at least 1");
-  PIPEPLAN_CHECK(o.global_batch >= 1, "--global-batch: ", o.global_batch, " must be at least 1");
   const int64_t memory = parse_size(o.device_memory, "--device-memory");
   PIPEPLAN_CHECK(memory > 0, "--device-memory: ", quote(o.device_memory),
-                 " must be positive (e.g. 24GiB)");
+                 ": expected a positive size (e.g. 24GiB)");
   const int per_node = o.devices_per_node.value_or(o.devices);
-  PIPEPLAN_CHECK(per_node >= 1, "--devices-per-node: ", per_node, " must be at least 1");
   const double inter = o.inter_node_bandwidth ? parse_bandwidth(*o.inter_node_bandwidth)
                                               : kDefaultInterNodeBandwidthBytesPerS;
   PlanningContext context;
@@ -86,10 +81,6 @@ PlanningContext make_context(const PlanOptions& o, const Profile& profile) {
 }
 
 SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) {
-  check_positive(o.pp, "--pp");
-  check_positive(o.dp, "--dp");
-  check_positive(o.micro_batch_size, "--micro-batch-size");
-  PIPEPLAN_CHECK(o.top >= 1, "--top: ", o.top, " must be at least 1");
   SearchOptions options;
   options.pp = o.pp;
   options.dp = o.dp;
@@ -121,6 +112,11 @@ std::string checkpoint_text(const Plan& plan) {
   return detail::concat(checkpointed, "/", plan.pp, " stages");
 }
 
+// The bubble column: "-" for one stage, which has no pipeline and so no bubble.
+std::string bubble_text(const Plan& plan) {
+  return plan.pp == 1 ? "-" : format_fixed(plan.predictions.bubble_fraction * 100, 1) + "%";
+}
+
 void print_table(const SearchResult& result) {
   std::printf("%-4s %5s %5s %6s %6s %-9s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
               "m", "schedule", "checkpoint", "stages", "iteration_ms", "samples/s", "bubble",
@@ -130,12 +126,12 @@ void print_table(const SearchResult& result) {
     int64_t peak = 0;
     for (const StagePrediction& stage : plan.predictions.stages)
       peak = std::max(peak, stage.peak_memory_bytes);
-    std::printf("%-4zu %5d %5d %6lld %6d %-9s %-12s %-28s %13.3f %11.1f %6.1f%% %11s\n", idx + 1,
+    std::printf("%-4zu %5d %5d %6lld %6d %-9s %-12s %-28s %13.3f %11.1f %7s %11s\n", idx + 1,
                 plan.dp, plan.pp, static_cast<long long>(plan.micro_batch_size),
                 plan.num_micro_batches, to_string(plan.schedule).c_str(),
                 checkpoint_text(plan).c_str(), split_text(plan).c_str(),
                 plan.predictions.iteration_ms, plan.predictions.samples_per_s,
-                plan.predictions.bubble_fraction * 100, format_size(peak).c_str());
+                bubble_text(plan).c_str(), format_size(peak).c_str());
   }
 }
 
@@ -181,6 +177,10 @@ int run_plan(const PlanOptions& o) {
                                            " (plan.calibration lists the corrections)"));
   const SearchResult result = search(context, make_search_options(o, profile));
   print_rejections(result);
+  std::optional<int64_t> micro_batch_size;
+  if (!result.plans.empty()) micro_batch_size = result.plans.front().micro_batch_size;
+  for (const std::string& warning : planning_warnings(context, micro_batch_size))
+    std::printf("warning: %s\n", warning.c_str());
   if (result.plans.empty()) {
     std::fflush(stdout);
     std::fprintf(stderr,
@@ -224,6 +224,12 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--calibrate", o->calibrate,
                   "run.json of a plan of this profile: correct the models from its measurements");
   sub->add_option("-o,--output", o->output, "Where to write plan.json")->required();
+  sub->footer(
+      "Exit status: 0 when a plan was written; 1 when no plan fits (an answer, not bad input: "
+      "the reasons are printed); 2 on bad input. Sizes are bounded: --devices, "
+      "--devices-per-node, --pp and --dp at most 16384; --global-batch and --micro-batch-size at "
+      "most 16777216 (2^24); at most 1024 micro-batches, and 16384 micro-batches times stages; "
+      "--top at most 100.");
   return [o] { return run_plan(*o); };
 }
 

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "common/json.h"
 #include "common/units.h"
+#include "planner/predict.h"
 #include "planner/simulator.h"
 #include "plans/plan.h"
 
@@ -39,14 +40,17 @@ int run_simulate(const SimulateOptions& o) {
   if (o.trace) check_writable(*o.trace, "--trace");
   if (o.svg) check_writable(*o.svg, "--svg");
   const Plan plan = read_plan(o.plan);
+  check_predicts_compute(plan, o.plan);
   SimulationResult result = simulate(simulation_input(plan), SimulationOptions{});
   result.timeline.title =
       detail::concat(o.plan, " (dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
                      " m=", plan.num_micro_batches, " ", to_string(plan.schedule), ")");
   const double throughput = samples_per_s(plan.global_batch, result.iteration_ms);
-  std::printf("iteration %.3f ms, %.1f samples/s, bubble %.1f %% (plan predicted %.3f ms)\n",
-              result.iteration_ms, throughput, result.bubble_fraction * 100,
-              plan.predictions.iteration_ms);
+  // One stage has no pipeline and so no bubble; its ranks' idle time is listed below.
+  const std::string bubble =
+      plan.pp == 1 ? "-" : format_fixed(result.bubble_fraction * 100, 1) + " %";
+  std::printf("iteration %.3f ms, %.1f samples/s, bubble %s (plan predicted %.3f ms)\n",
+              result.iteration_ms, throughput, bubble.c_str(), plan.predictions.iteration_ms);
   if (result.iteration_ms > result.mean_times_iteration_ms)
     std::printf(
         "  of which %.3f ms is the variation of the action times (%.3f ms with every "

@@ -154,7 +154,6 @@ class Search {
       for (int64_t b : micro_batch_sizes(context_.global_batch, dp, options_)) {
         if (!plannable(dp, pp, b)) continue;
         const int num_micro_batches = static_cast<int>(context_.global_batch / (dp * b));
-        if (int64_t{pp} * num_micro_batches > kMaxPipelineMicroBatches) continue;
         for (Schedule schedule : options_.schedules)
           for (CheckpointPolicy policy : options_.policies) {
             if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
@@ -180,15 +179,22 @@ class Search {
     return entries;
   }
 
-  // Whether the profile can be planned at micro-batch size b (unplannable_reason); a family
-  // that cannot is reported infeasible with the reason.
+  // Whether the family can be planned: the profile at micro-batch size b (unplannable_reason)
+  // and at most kMaxPipelineMicroBatches micro-batches times stages. A family that cannot is
+  // reported infeasible with the reason.
   bool plannable(int dp, int pp, int64_t b) {
     auto it = unplannable_.find(b);
     if (it == unplannable_.end())
       it = unplannable_.emplace(b, unplannable_reason(*context_.profile, b, context_.optimizer))
                .first;
-    if (!it->second.empty()) families_[{dp, pp, b}].reason = it->second;
-    return it->second.empty();
+    std::string reason = it->second;
+    const int64_t num_micro_batches = context_.global_batch / (dp * b);
+    if (reason.empty() && pp * num_micro_batches > kMaxPipelineMicroBatches)
+      reason = detail::concat(num_micro_batches, " micro-batches of ", pp,
+                              " stages: expected at most ", kMaxPipelineMicroBatches,
+                              " micro-batches times stages (the simulator's limit)");
+    if (!reason.empty()) families_[{dp, pp, b}].reason = reason;
+    return reason.empty();
   }
 
   // With one stage, GPipe runs the same actions as 1F1B in another order and holds every
@@ -342,7 +348,7 @@ void SearchOptions::validate() const {
                  ": expected an integer in [1, ", kMaxBatchSize, "]");
   PIPEPLAN_CHECK(top_k >= 1 && top_k <= kMaxTopK, "--top: ", top_k, ": expected an integer in [1, ",
                  kMaxTopK, "]");
-  PIPEPLAN_CHECK(!schedules.empty() && !policies.empty(), "--schedule, --checkpoint: nothing to search");
+  PIPEPLAN_ASSERT(!schedules.empty() && !policies.empty(), "nothing to search");
 }
 
 SearchResult search(const PlanningContext& context, const SearchOptions& options) {

@@ -4,10 +4,14 @@
 // 0 / 1 / 2 and the one-line errors.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
+#include "common/json.h"
 #include "plans/plan.h"
 #include "tests/cli/cli_fixture.h"
 
@@ -65,17 +69,17 @@ TEST_F(CliTest, BadInputExitsTwoWithOneLine) {
   expect_bad_input(
       "plan --profile missing.json --devices 2 --device-memory 4GiB "
       "--global-batch 32 -o p.json",
-      "cannot read 'missing.json'");
+      "missing.json: cannot read: No such file or directory");
   expect_bad_input(
       "plan --profile junk.json --devices 2 --device-memory 4GiB --global-batch 32 "
       "-o p.json",
-      "'junk.json' is not valid JSON");
+      "junk.json: not valid JSON (error at byte 4)");
   expect_bad_input("plan --profile '" + kFixture +
                        "' --devices 0 --device-memory 4GiB --global-batch 32 -o p.json",
-                   "--devices: 0 must be at least 1");
+                   "--devices: 0: expected an integer in [1, 16384]");
   expect_bad_input(
       "plan --profile '" + kFixture + "' --devices 2 --device-memory 0 --global-batch 32 -o p.json",
-      "--device-memory: '0' must be positive");
+      "--device-memory: '0': expected a positive size");
   expect_bad_input("plan --profile '" + kFixture +
                        "' --devices 2 --device-memory -4GiB --global-batch 32 -o p.json",
                    "--device-memory");
@@ -87,8 +91,71 @@ TEST_F(CliTest, BadInputExitsTwoWithOneLine) {
   expect_bad_input(plan_args("--partition 0:3,4:10 -o p.json"), "--partition: range '4:10'");
   expect_bad_input(plan_args("--schedule zigzag -o p.json"), "--schedule: 'zigzag'");
   expect_bad_input(plan_args("-o /nonexistent-folder/p.json"), "-o: cannot write");
-  expect_bad_input("simulate --plan missing.json", "cannot read 'missing.json'");
+  expect_bad_input("simulate --plan missing.json", "missing.json: cannot read");
   expect_bad_input("simulate", "--plan is required");
+}
+
+// Issue 18: a plan file that parses but means nothing made `simulate` print numbers; now it
+// is refused as "<file>: <field>: <value>: <what is expected>", exit 2.
+TEST_F(CliTest, SimulateRefusesPlansThatMeanNothing) {
+  ASSERT_EQ(run(plan_args("--pp 2 -o plan.json")).exit_code, 0);
+  const Json plan = read_json_file((dir_ / "plan.json").string());
+  const auto spoiled = [&](const std::string& name, const std::function<void(Json&)>& spoil) {
+    Json bad = plan;
+    spoil(bad);
+    write_json_file((dir_ / name).string(), bad);
+    return "simulate --plan " + name;
+  };
+  expect_bad_input(spoiled("dp.json", [](Json& j) { j["dp"] = 2; }),
+                   "dp.json: cluster.devices: 2: expected dp*pp = 4");
+  expect_bad_input(spoiled("cut.json", [](Json& j) { j["dp"] = int64_t{4294967297}; }),
+                   "cut.json: dp: 4294967297: expected an integer in [1, 16384]");
+  expect_bad_input(spoiled("past.json", [](Json& j) { j["stages"][1]["last"] = 12; }),
+                   "past.json: stages[1].last: 12: expected a layer in [");
+  expect_bad_input(spoiled("empty.json", [](Json& j) { j["stages"][0]["last"] = 0; }),
+                   "empty.json: stages[0].last: 0: expected an integer in [1, 65536]");
+  expect_bad_input(spoiled("shape.json",
+                           [](Json& j) { j["stages"][0]["output_sample_shape"] = Json::array(); }),
+                   "shape.json: stages[0].output_sample_shape: []: expected the dimensions");
+  expect_bad_input(spoiled("config.json", [](Json& j) { j["model"]["config"]["num_classes"] = -10; }),
+                   "config.json: model.config.num_classes: -10: expected a finite number >= 0");
+  expect_bad_input(spoiled("many.json", [](Json& j) { j["num_micro_batches"] = 10000000; }),
+                   "many.json: num_micro_batches: 10000000: expected an integer in [1, 1024]");
+  expect_bad_input(spoiled("long.json", [](Json& j) { j["schedule"] = std::string(1 << 20, 'z'); }),
+                   "long.json: schedule: 'zzzz");
+  const Outcome long_line = run("simulate --plan long.json");
+  EXPECT_LT(long_line.err.size(), 300u) << long_line.err.size();
+  Json zero = plan;
+  for (Json& stage : zero["predictions"]["stages"]) {
+    stage["fwd_ms"] = stage["bwd_ms"] = stage["recompute_ms"] = stage["compute_ms"] = 0.0;
+  }
+  write_json_file((dir_ / "zero.json").string(), zero);
+  expect_bad_input("simulate --plan zero.json",
+                   "zero.json: predictions.stages: every stage predicts 0 ms of compute");
+}
+
+// Issue 18: a FIFO given as an input file blocked forever.
+TEST_F(CliTest, InputFilesMustBeRegularFiles) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.json").c_str(), 0600), 0);
+  expect_bad_input("simulate --plan fifo.json",
+                   "fifo.json: not a regular file (a folder, FIFO or device); expected a JSON file");
+  expect_bad_input(
+      "plan --profile fifo.json --devices 2 --device-memory 4GiB --global-batch 32 -o p.json",
+      "fifo.json: not a regular file");
+}
+
+// Issue 18: with one stage the list showed gpipe and 1f1b as two plans and called idle time a
+// bubble.
+TEST_F(CliTest, OneStagePlansAreListedOnceWithoutABubble) {
+  const Outcome result = run(plan_args("--pp 1 --top 10 -o plan.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.find(" gpipe "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(" 1f1b "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("      - "), std::string::npos) << result.out;  // the bubble column
+  EXPECT_EQ(read_plan((dir_ / "plan.json").string()).predictions.bubble_fraction, 0);
+  const Outcome simulated = run("simulate --plan plan.json");
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_NE(simulated.out.find(", bubble - (plan predicted"), std::string::npos) << simulated.out;
 }
 
 }  // namespace

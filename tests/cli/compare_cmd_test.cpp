@@ -59,9 +59,8 @@ TEST_F(CliTest, CompareAndCalibrateRefuseForeignAndMalformedRuns) {
   ASSERT_EQ(run(plan_args("--pp 1 -o other.json")).exit_code, 0);
   const Plan plan = read_plan((dir_ / "plan.json").string());
   write_slow_run(plan, dir_ / "run.json");
-  expect_bad_input(
-      "compare --plan other.json --run run.json",
-      "run.json: plan.hash: '" + plan_hash(plan) + "' is not the hash of 'other.json'");
+  expect_bad_input("compare --plan other.json --run run.json",
+                   "run.json: measured.stages: 2 entries: expected pp = 1 of 'other.json'");
   Json broken = read_json_file((dir_ / "run.json").string());
   broken["measured"].erase("iteration_ms");
   write_json_file((dir_ / "broken.json").string(), broken);
@@ -82,7 +81,38 @@ TEST_F(CliTest, CompareAndCalibrateRefuseForeignAndMalformedRuns) {
   lost.plan_path = "nowhere/plan.json";
   write_run((dir_ / "lost.json").string(), lost);
   expect_bad_input(plan_args("--pp 2 --calibrate lost.json -o c.json"),
-                   "cannot read 'nowhere/plan.json'");
+                   "nowhere/plan.json: cannot read: No such file or directory");
+}
+
+// Issue 18: a run whose world size or configuration is not its plan's is refused by compare and
+// by plan --calibrate, naming the difference (exit 2, nothing written).
+TEST_F(CliTest, RunsOfAnotherConfigurationAreRefusedNamingTheDifference) {
+  ASSERT_EQ(run(plan_args("--pp 2 -o plan.json")).exit_code, 0);
+  const Plan plan = read_plan((dir_ / "plan.json").string());
+  write_slow_run(plan, dir_ / "run.json");
+  Json wider = read_json_file((dir_ / "run.json").string());
+  wider["world_size"] = 4;
+  wider["measured"]["ranks"].push_back(wider["measured"]["ranks"][0]);
+  wider["measured"]["ranks"].push_back(wider["measured"]["ranks"][1]);
+  for (int rank = 2; rank < 4; ++rank) {
+    wider["measured"]["ranks"][rank]["rank"] = rank;
+    wider["measured"]["ranks"][rank]["replica"] = 1;
+  }
+  wider["measured"]["timeline"]["rank_stages"] = {0, 1, 0, 1};
+  write_json_file((dir_ / "wider.json").string(), wider);
+  expect_bad_input("compare --plan plan.json --run wider.json",
+                   "wider.json: world_size: 4: expected dp*pp = 2 of 'plan.json' (dp=1 pp=2 ");
+  expect_bad_input(plan_args("--pp 2 --calibrate wider.json -o c.json"),
+                   "wider.json: world_size: 4: expected dp*pp = 2 of 'plan.json' (dp=1 pp=2 ");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "c.json"));
+  Json cut = read_json_file((dir_ / "run.json").string());
+  cut["world_size"] = int64_t{4294967298};  // read as 2 when integers were cut to 32 bits
+  write_json_file((dir_ / "cut.json").string(), cut);
+  expect_bad_input(plan_args("--pp 2 --calibrate cut.json -o c.json"),
+                   "cut.json: world_size: 4294967298: expected an integer in [1, 16384]");
+  expect_bad_input("compare --plan plan.json --run cut.json",
+                   "cut.json: world_size: 4294967298: expected an integer in [1, 16384]");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "c.json"));
 }
 
 // |error| of a compare.json difference, in percent.

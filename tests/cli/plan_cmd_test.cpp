@@ -1,0 +1,83 @@
+// End-to-end tests of `pipeplan plan`'s bounds and warnings (issue 18): every size flag has a
+// stated bound that keeps the search under a second, "no feasible plan" is exit 1 and says so
+// in --help, and numbers that mislead are warned of.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::CliTest;
+using testing::kFixture;
+using testing::Outcome;
+
+// `plan` on the fixture with every flag given by `flags`.
+std::string plan_with(const std::string& flags) {
+  return "plan --profile '" + kFixture + "' " + flags + " -o p.json";
+}
+
+// `plan --global-batch 1099511627776` ran until killed; every size flag now has a bound.
+TEST_F(CliTest, SizeFlagsBeyondTheirBoundExitTwoNamingTheBound) {
+  const std::string base = "--devices 2 --device-memory 4GiB ";
+  const auto start = std::chrono::steady_clock::now();
+  expect_bad_input(plan_with(base + "--global-batch 1099511627776"),
+                   "--global-batch: 1099511627776: expected an integer in [1, 16777216]");
+  expect_bad_input(plan_with(base + "--global-batch 9223372036854775807"),
+                   "--global-batch: 9223372036854775807: expected an integer in [1, 16777216]");
+  expect_bad_input(plan_with("--devices 100000 --device-memory 4GiB --global-batch 32"),
+                   "--devices: 100000: expected an integer in [1, 16384]");
+  expect_bad_input(plan_with(base + "--global-batch 32 --devices-per-node 0"),
+                   "--devices-per-node: 0: expected an integer in [1, 16384]");
+  expect_bad_input(plan_with(base + "--global-batch 32 --pp 1000000"),
+                   "--pp: 1000000: expected an integer in [1, 16384]");
+  expect_bad_input(plan_with(base + "--global-batch 32 --dp 0"),
+                   "--dp: 0: expected an integer in [1, 16384]");
+  expect_bad_input(plan_with(base + "--global-batch 32 --micro-batch-size 99999999999"),
+                   "--micro-batch-size: 99999999999: expected an integer in [1, 16777216]");
+  expect_bad_input(plan_with(base + "--global-batch 32 --top 100000"),
+                   "--top: 100000: expected an integer in [1, 100]");
+  expect_bad_input(plan_with("--devices 2 --device-memory 2048TiB --global-batch 32"),
+                   "--device-memory: 2251799813685248 bytes: expected a size in [1 byte, 1024.0 TiB]");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+}
+
+// At the largest accepted sizes `plan` answers within a few seconds (the search itself within
+// one: SearchTest.SerialLargestAcceptedSizesSearchWithinASecond), with a plan or exit 1.
+TEST_F(CliTest, SerialLargestAcceptedSizesAnswerQuickly) {
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome result =
+      run(plan_with("--devices 16384 --device-memory 1TiB --global-batch 16777216 --top 100"));
+  EXPECT_TRUE(result.exit_code == 0 || result.exit_code == 1) << result.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+}
+
+// "No feasible plan" is an answer: exit 1, and --help says so.
+TEST_F(CliTest, HelpStatesTheExitCodesAndTheBounds) {
+  const Outcome help = run("plan --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("1 when no plan fits (an answer, not bad input"), std::string::npos)
+      << help.out;
+  EXPECT_NE(help.out.find("--global-batch and --micro-batch-size at most 16777216"),
+            std::string::npos)
+      << help.out;
+}
+
+// A CPU profile planned for GPU-sized devices: the times are the CPU's.
+TEST_F(CliTest, PlanningGpuSizedDevicesFromACpuProfileWarns) {
+  const Outcome gpu = run(plan_with("--devices 2 --device-memory 16GiB --global-batch 32"));
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_NE(gpu.out.find("warning: " + kFixture +
+                         ": planning devices of 16.0 GiB from a CPU profile"),
+            std::string::npos)
+      << gpu.out;
+  const Outcome cpu = run(plan_with("--devices 2 --device-memory 4GiB --global-batch 32"));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(cpu.out.find("warning:"), std::string::npos) << cpu.out;
+}
+
+}  // namespace
+}  // namespace pipeplan
