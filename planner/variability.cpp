@@ -18,6 +18,18 @@ namespace {
 constexpr int kIntegrationSteps = 8192;
 constexpr double kIntegrationSpan = 9;
 
+// The 97.5 % quantile of Student's t with `dof` degrees of freedom: a 95 % confidence interval
+// of a mean from dof + 1 draws is ± this many standard errors.
+double t_quantile_975(int dof) {
+  static const double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  constexpr int kEntries = sizeof(kTable) / sizeof(kTable[0]);
+  if (dof <= kEntries) return kTable[dof - 1];
+  return dof <= 2 * kEntries ? 2.0 : 1.96;
+}
+
 // A player per replica kind (replicas with equal transfer times), and one pipeline's action
 // times, redrawn in place for each replica and draw of the every-replica mode.
 class ReplicaDrawer {
@@ -131,7 +143,7 @@ DrawnIteration folded(ReplicaDrawer& drawer, int max_draws) {
       moments[kind].add(drawer.draw_and_play(kind, multipliers));
     if (draws < std::min(kMinFoldDraws, max_draws)) continue;
     // The estimate moves with a kind's mean and, e times as much, its stddev; it is at least
-    // the largest mean.
+    // the largest mean. Stop once its 95 % confidence half-width is within the tolerance.
     double standard_error_ms = 0;
     double largest_mean_ms = 0;
     for (int kind = 0; kind < num_kinds; ++kind) {
@@ -140,7 +152,7 @@ DrawnIteration folded(ReplicaDrawer& drawer, int max_draws) {
           std::max(standard_error_ms, moments[kind].stddev() * std::sqrt((1 + e * e / 2) / draws));
       largest_mean_ms = std::max(largest_mean_ms, moments[kind].mean);
     }
-    if (standard_error_ms <= kFoldRelativeStandardError * largest_mean_ms) break;
+    if (t_quantile_975(draws - 1) * standard_error_ms <= kFoldTolerance * largest_mean_ms) break;
   }
   for (int kind = 0; kind < num_kinds; ++kind)
     fit[kind] = {moments[kind].mean, moments[kind].stddev(),

@@ -8,15 +8,17 @@
 
 namespace pipeplan {
 
-/// Work above which ReplicaDraws::kAuto folds the replicas in: draws × dp × pp × micro-batches
-/// (one stage's forward and backward of one micro-batch in one draw), about 0.1 s here. Folded
-/// draws of small pipelines may draw up to this much work too.
+/// Work above which ReplicaDraws::kAuto folds the replicas in, counted in draws × dp × pp ×
+/// micro-batches (one unit: one stage's forward and backward of one micro-batch in one draw).
+/// Folded draws of small pipelines may draw up to this much work too.
 inline constexpr double kEveryReplicaDrawBudget = 2e6;
-/// Folded draws stop once the estimate's standard error is below this share of it...
-inline constexpr double kFoldRelativeStandardError = 5e-4;
+/// Folded draws stop once the 95 % confidence interval of the estimate (Student's t over the
+/// draws so far) is within ± this share of it, half the 0.5 % within which folding is held to
+/// playing every replica...
+inline constexpr double kFoldTolerance = 2.5e-3;
 /// ...after at least this many draws of each replica kind, and at most the larger of the
 /// draws asked for and what kEveryReplicaDrawBudget affords, up to this many.
-inline constexpr int kMinFoldDraws = 3;
+inline constexpr int kMinFoldDraws = 2;
 inline constexpr int kMaxFoldDraws = 4096;
 
 /// The drawn iteration: its mean over the draws, in ms, and how it was obtained.
@@ -38,7 +40,7 @@ struct DrawnIteration {
 ///     every replica; the mean of their maxima;
 ///   - folded (kFold): replicas with the same transfer times (one kind) have the same X
 ///     distribution, so each kind's pipeline alone is played for draws of X until the
-///     estimate's standard error is below kFoldRelativeStandardError of it (at least
+///     estimate is known to within kFoldTolerance (at least
 ///     kMinFoldDraws; at most `draws`, or more for small pipelines, see kMaxFoldDraws), X is
 ///     taken as normal with the draws' mean and standard deviation, and the result is the
 ///     expected maximum over all replicas of their normal X (numerical integration). Work:
