@@ -3,8 +3,11 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <queue>
 #include <set>
 #include <tuple>
 
@@ -23,6 +26,18 @@ constexpr double kBoundSlack = 1e-9;
 struct Entry {
   Candidate candidate;
   double bound_ms = 0;
+};
+
+// A feasible, partitioned candidate waiting to be simulated, with the tighter bound its split
+// gives; `order` (evaluation order) breaks ties so that the search is deterministic.
+struct Pending {
+  double bound_ms = 0;
+  int order = 0;
+  Candidate candidate;
+  PartitionResult split;
+  bool operator>(const Pending& other) const {
+    return std::tie(bound_ms, order) > std::tie(other.bound_ms, other.order);
+  }
 };
 
 using FamilyKey = std::tuple<int, int, int64_t>;  // dp, pp, micro-batch size
@@ -107,12 +122,21 @@ class Search {
   Search(const PlanningContext& context, const SearchOptions& options)
       : context_(context), options_(options) {}
 
+  // Best first: candidates are partitioned in increasing order of their bound, and a
+  // partitioned one is simulated only once no candidate left can have a smaller bound (its
+  // split's bound, or an unpartitioned candidate's own, which is never larger) and while it
+  // could still enter the top K. Whatever is skipped could not have, so the top K are the
+  // exhaustive search's.
   SearchResult run() {
     std::vector<Entry> entries = enumerate();
     result_.candidates = static_cast<int>(entries.size());
     size_t idx = 0;
-    for (; idx < entries.size() && could_enter_top(entries[idx].bound_ms); ++idx)
+    for (; idx < entries.size(); ++idx) {
+      simulate_pending_below(entries[idx].bound_ms);
+      if (!could_enter_top(entries[idx].bound_ms)) break;
       evaluate(entries[idx].candidate);
+    }
+    simulate_pending_below(std::numeric_limits<double>::infinity());
     result_.pruned += static_cast<int>(entries.size() - idx);
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
@@ -127,7 +151,6 @@ class Search {
     return std::move(result_);
   }
 
- private:
   const LayerTable& table(int64_t micro_batch_size) {
     auto it = tables_.find(micro_batch_size);
     if (it == tables_.end())
@@ -232,16 +255,31 @@ class Search {
     }
     family.feasible = true;
     if (!seen_.insert(plan_key(candidate, split)).second) return;
-    Plan plan = build_plan(context_, layer_table, candidate, split, options_.partition.name());
-    if (!could_enter_top(iteration_lower_bound_ms(simulation_input(plan)))) {
-      ++result_.pruned;
-      return;
+    const Plan plan =
+        build_plan(context_, layer_table, candidate, split, options_.partition.name());
+    pending_.push(
+        {iteration_lower_bound_ms(simulation_input(plan)), result_.evaluated, candidate, split});
+  }
+
+  // Simulates, best bound first, the pending candidates whose bound is at most `limit_ms`
+  // (a smaller bound may still come from a candidate not yet partitioned otherwise), and
+  // drops those that can no longer enter the top K.
+  void simulate_pending_below(double limit_ms) {
+    while (!pending_.empty() && pending_.top().bound_ms <= limit_ms) {
+      const Pending next = pending_.top();
+      pending_.pop();
+      if (!could_enter_top(next.bound_ms)) {
+        ++result_.pruned;
+        continue;
+      }
+      Plan plan = build_plan(context_, table(next.candidate.micro_batch_size), next.candidate,
+                             next.split, options_.partition.name());
+      predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
+                                              /*merge_identical_replicas=*/true,
+                                              /*variability_draws=*/0});
+      ++result_.simulated;
+      insert(std::move(plan));
     }
-    predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
-                                            /*merge_identical_replicas=*/true,
-                                            /*variability_draws=*/0});
-    ++result_.simulated;
-    insert(std::move(plan));
   }
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
@@ -295,6 +333,7 @@ class Search {
   std::map<int64_t, std::unique_ptr<LayerTable>> tables_;
   std::map<FamilyKey, Family> families_;
   std::set<std::string> seen_;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> pending_;
   SearchResult result_;
 };
 
