@@ -56,12 +56,38 @@ class Multipliers {
   std::optional<double> spare_;
 };
 
+/// The layers of Marsaglia and Tsang's ziggurat for the standard normal: 256 of equal area
+/// under exp(−x²/2), the base one holding the tail beyond kR.
+struct Ziggurat {
+  static constexpr int kLayers = 256;
+  static constexpr double kR = 3.6541528853610088;   ///< where the tail begins
+  static constexpr double kArea = 0.00492867323399;  ///< of each layer
+  double x[kLayers + 1];  ///< right edges: x[0] = kArea / f(kR) (base), x[1] = kR, x[256] = 0
+  double f[kLayers + 1];  ///< exp(−x²/2) at each edge
+  Ziggurat() {
+    x[0] = kArea / std::exp(-0.5 * kR * kR);
+    x[1] = kR;
+    for (int idx = 1; idx < kLayers; ++idx)
+      x[idx + 1] =
+          idx + 1 == kLayers
+              ? 0.0
+              : std::sqrt(-2.0 * std::log(std::exp(-0.5 * x[idx] * x[idx]) + kArea / x[idx]));
+    for (int idx = 0; idx <= kLayers; ++idx) f[idx] = std::exp(-0.5 * x[idx] * x[idx]);
+  }
+  /// The one table, built on first use.
+  static const Ziggurat& instance() {
+    static const Ziggurat table;
+    return table;
+  }
+};
+
 /// The same distribution from a cheaper generator, for the folded draws (which play many more
-/// actions): xoshiro256++ (Blackman and Vigna) seeded by splitmix64, and Marsaglia's polar
-/// method, which needs no sine or cosine. Another sequence than Multipliers'.
+/// actions): xoshiro256++ (Blackman and Vigna) seeded by splitmix64, and standard normals from
+/// the ziggurat, which needs a logarithm only for the rare draws outside its layers. Another
+/// sequence than Multipliers'.
 class FastMultipliers {
  public:
-  FastMultipliers() {
+  FastMultipliers() : zig_(Ziggurat::instance()) {
     uint64_t seed = 0x5eed;
     for (uint64_t& word : state_) word = splitmix64(&seed);
   }
@@ -70,6 +96,20 @@ class FastMultipliers {
   double draw(const LogNormal& shape) {
     if (!shape.varies) return 1.0;
     return std::exp(shape.sigma * standard_normal() - shape.half_variance);
+  }
+
+  /// A standard normal draw.
+  double standard_normal() {
+    while (true) {
+      const uint64_t bits = next();
+      const int layer = static_cast<int>(bits & 0xff);
+      const double sign = (bits & 0x100) ? -1.0 : 1.0;
+      const double x = static_cast<double>(bits >> 11) * 0x1.0p-53 * zig_.x[layer];
+      if (x < zig_.x[layer + 1]) return sign * x;  // inside the layer's core: most draws
+      if (layer == 0) return sign * tail();
+      const double y = zig_.f[layer] + uniform() * (zig_.f[layer + 1] - zig_.f[layer]);
+      if (y < std::exp(-0.5 * x * x)) return sign * x;  // in the wedge under the curve
+    }
   }
 
  private:
@@ -91,29 +131,20 @@ class FastMultipliers {
     state_[3] = rotl(state_[3], 45);
     return result;
   }
-  double symmetric_uniform() {  // in (−1, 1)
-    return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-52 - 1.0;
+  double uniform() {  // in (0, 1)
+    return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53;
   }
-  double standard_normal() {  // polar method; the second value is kept for the next call
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double u = 0, v = 0, s = 0;
+  double tail() {  // beyond kR (Marsaglia 1964)
+    double x = 0, y = 0;
     do {
-      u = symmetric_uniform();
-      v = symmetric_uniform();
-      s = u * u + v * v;
-    } while (s >= 1.0 || s == 0.0);
-    const double scale = std::sqrt(-2.0 * std::log(s) / s);
-    spare_ = v * scale;
-    has_spare_ = true;
-    return u * scale;
+      x = -std::log(uniform()) / Ziggurat::kR;
+      y = -std::log(uniform());
+    } while (2 * y < x * x);
+    return Ziggurat::kR + x;
   }
 
+  const Ziggurat& zig_;
   uint64_t state_[4] = {};
-  double spare_ = 0;
-  bool has_spare_ = false;
 };
 
 }  // namespace pipeplan

@@ -18,18 +18,6 @@ namespace {
 constexpr int kIntegrationSteps = 8192;
 constexpr double kIntegrationSpan = 9;
 
-// The 97.5 % quantile of Student's t with `dof` degrees of freedom: a 95 % confidence interval
-// of a mean from dof + 1 draws is ± this many standard errors.
-double t_quantile_975(int dof) {
-  static const double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                                  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                                  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                                  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-  constexpr int kEntries = sizeof(kTable) / sizeof(kTable[0]);
-  if (dof <= kEntries) return kTable[dof - 1];
-  return dof <= 2 * kEntries ? 2.0 : 1.96;
-}
-
 // A player per replica kind (replicas with equal transfer times), and one pipeline's action
 // times, redrawn in place for each replica and draw of the every-replica mode.
 class ReplicaDrawer {
@@ -126,39 +114,16 @@ struct Moments {
   double stddev() const { return count > 1 ? std::sqrt(squares / (count - 1)) : 0.0; }
 };
 
-// One pipeline per kind and draw, until the folded estimate is precise enough.
-DrawnIteration folded(ReplicaDrawer& drawer, int max_draws) {
+// `draws` pipelines of each kind, folded through a normal fit of each kind's iteration.
+DrawnIteration folded(ReplicaDrawer& drawer, int draws) {
   FastMultipliers multipliers;
-  const int num_kinds = drawer.num_kinds();
-  std::vector<Moments> moments(num_kinds);
-  std::vector<double> standard_maximum(num_kinds);  // E[max of count standard normals]
-  for (int kind = 0; kind < num_kinds; ++kind)
-    standard_maximum[kind] =
-        expected_maximum({{0, 1, static_cast<double>(drawer.kind_count(kind))}});
-  std::vector<NormalKind> fit(num_kinds);
-  int draws = 0;
-  while (draws < max_draws) {
-    ++draws;
-    for (int kind = 0; kind < num_kinds; ++kind)
-      moments[kind].add(drawer.draw_and_play(kind, multipliers));
-    if (draws < std::min(kMinFoldDraws, max_draws)) continue;
-    // The estimate moves with a kind's mean and, e times as much, its stddev; it is at least
-    // the largest mean. Stop once its 95 % confidence half-width is within the tolerance.
-    double standard_error_ms = 0;
-    double largest_mean_ms = 0;
-    for (int kind = 0; kind < num_kinds; ++kind) {
-      const double e = standard_maximum[kind];
-      standard_error_ms =
-          std::max(standard_error_ms, moments[kind].stddev() * std::sqrt((1 + e * e / 2) / draws));
-      largest_mean_ms = std::max(largest_mean_ms, moments[kind].mean);
-    }
-    if (t_quantile_975(draws - 1) * standard_error_ms <= kFoldTolerance * largest_mean_ms) break;
+  std::vector<NormalKind> fit;
+  for (int kind = 0; kind < drawer.num_kinds(); ++kind) {
+    Moments moments;
+    for (int draw = 0; draw < draws; ++draw) moments.add(drawer.draw_and_play(kind, multipliers));
+    fit.push_back({moments.mean, moments.stddev(), static_cast<double>(drawer.kind_count(kind))});
   }
-  for (int kind = 0; kind < num_kinds; ++kind)
-    fit[kind] = {moments[kind].mean, moments[kind].stddev(),
-                 static_cast<double>(drawer.kind_count(kind))};
-  const double estimate_ms = expected_maximum(fit);
-  return {estimate_ms, draws, true};
+  return {expected_maximum(fit), draws, true};
 }
 
 }  // namespace
@@ -171,11 +136,9 @@ DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaD
       mode == ReplicaDraws::kFold ||
       (mode == ReplicaDraws::kAuto && draws * input.dp * pipeline_work > kEveryReplicaDrawBudget);
   if (!fold) return every_replica(drawer, input.dp, draws);
-  // Small pipelines vary most from draw to draw and cost least: they may draw more.
-  const double affordable = kEveryReplicaDrawBudget / (drawer.num_kinds() * pipeline_work);
-  const int max_draws =
-      std::max(draws, static_cast<int>(std::min<double>(affordable, kMaxFoldDraws)));
-  return folded(drawer, max_draws);
+  const double affordable = kFoldDrawBudget / pipeline_work;
+  return folded(drawer,
+                static_cast<int>(std::clamp<double>(affordable, kMinFoldDraws, kMaxFoldDraws)));
 }
 
 double expected_maximum(const std::vector<NormalKind>& kinds) {

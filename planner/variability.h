@@ -10,16 +10,14 @@ namespace pipeplan {
 
 /// Work above which ReplicaDraws::kAuto folds the replicas in, counted in draws × dp × pp ×
 /// micro-batches (one unit: one stage's forward and backward of one micro-batch in one draw).
-/// Folded draws of small pipelines may draw up to this much work too.
 inline constexpr double kEveryReplicaDrawBudget = 2e6;
-/// Folded draws stop once the 95 % confidence interval of the estimate (Student's t over the
-/// draws so far) is within ± this share of it, half the 0.5 % within which folding is held to
-/// playing every replica...
-inline constexpr double kFoldTolerance = 2.5e-3;
-/// ...after at least this many draws of each replica kind, and at most the larger of the
-/// draws asked for and what kEveryReplicaDrawBudget affords, up to this many.
+/// Folded draws of each replica kind: as many as this work allows (pp × micro-batches per
+/// draw), at least kMinFoldDraws and at most kMaxFoldDraws. A fixed count, not one that stops
+/// when the draws look precise: stopping on a small sample standard deviation would keep the
+/// draws that happen to understate it, and the maximum over replicas with them.
+inline constexpr double kFoldDrawBudget = 5e5;
 inline constexpr int kMinFoldDraws = 2;
-inline constexpr int kMaxFoldDraws = 4096;
+inline constexpr int kMaxFoldDraws = 1024;
 
 /// The drawn iteration: its mean over the draws, in ms, and how it was obtained.
 struct DrawnIteration {
@@ -39,15 +37,15 @@ struct DrawnIteration {
 ///     times (replica by replica, stage by stage, micro-batch by micro-batch) and playing
 ///     every replica; the mean of their maxima;
 ///   - folded (kFold): replicas with the same transfer times (one kind) have the same X
-///     distribution, so each kind's pipeline alone is played for draws of X until the
-///     estimate is known to within kFoldTolerance (at least
-///     kMinFoldDraws; at most `draws`, or more for small pipelines, see kMaxFoldDraws), X is
-///     taken as normal with the draws' mean and standard deviation, and the result is the
-///     expected maximum over all replicas of their normal X (numerical integration). Work:
-///     kinds × draws × pp × micro-batches; a cheaper generator (FastMultipliers) draws each
-///     time as it is played. X is skewed to the right, which the normal fit misses in its
-///     tail: it reads low where pipelines are short, replicas many and the variation large
-///     (variability_test.cpp holds it within 0.5 % of every replica up to cv = 0.1).
+///     distribution, so each kind's pipeline alone is played for draws of X (kFoldDrawBudget
+///     sets how many, whatever `draws` says), X is taken as normal with the draws' mean and
+///     standard deviation, and the result is the expected maximum over all replicas of their
+///     normal X (numerical integration). A cheaper generator (FastMultipliers) draws each
+///     time as it is played. Long pipelines get few draws, but their X varies least: its
+///     spread shrinks as the actions on its critical path add up. X is skewed to the right,
+///     which the normal fit misses in its tail: it reads low where pipelines are short,
+///     replicas many and the variation large (variability_test.cpp holds it within 0.5 % of
+///     every replica up to cv = 0.1).
 /// kAuto plays every replica while draws × dp × pp × m is at most kEveryReplicaDrawBudget and
 /// folds above it. input.rank_times must be empty (measured times are not drawn).
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode);
