@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -28,15 +29,21 @@ struct Entry {
   double bound_ms = 0;
 };
 
-// A feasible, partitioned candidate waiting to be simulated, with the tighter bound its split
-// gives; `order` (evaluation order) breaks ties so that the search is deterministic.
-struct Pending {
+// What the search does next with a candidate; each step gives a bound at least as tight.
+enum class Step {
+  kRefine,     // its bound is iteration_lower_bound_ms: compute the whole-layer one
+  kPartition,  // partition it; a feasible split gives the split's bound
+  kSimulate,   // simulate its split
+};
+
+// A candidate in the search's queue: smallest bound first, then enumeration order (`idx`,
+// into the entries), so that the search is deterministic.
+struct Queued {
   double bound_ms = 0;
-  int order = 0;
-  Candidate candidate;
-  PartitionResult split;
-  bool operator>(const Pending& other) const {
-    return std::tie(bound_ms, order) > std::tie(other.bound_ms, other.order);
+  int idx = 0;
+  Step step = Step::kRefine;
+  bool operator>(const Queued& other) const {
+    return std::tie(bound_ms, idx) > std::tie(other.bound_ms, other.idx);
   }
 };
 
@@ -122,25 +129,28 @@ class Search {
   Search(const PlanningContext& context, const SearchOptions& options)
       : context_(context), options_(options) {}
 
-  // Best first: candidates are partitioned in increasing order of their bound, and a
-  // partitioned one is simulated only once no candidate left can have a smaller bound (its
-  // split's bound, or an unpartitioned candidate's own, which is never larger) and while it
-  // could still enter the top K. Whatever is skipped could not have, so the top K are the
-  // exhaustive search's.
+  // Best first: the candidate with the smallest lower bound on its iteration takes its next
+  // step, which tightens its bound (the whole-layer bound, then its split's), or simulates
+  // it. Once the smallest bound cannot enter the top K, nothing left can: the top K are the
+  // exhaustive search's, found with the fewest partitions and simulations the bounds allow.
   SearchResult run() {
-    std::vector<Entry> entries = enumerate();
-    result_.candidates = static_cast<int>(entries.size());
-    size_t idx = 0;
-    for (; idx < entries.size(); ++idx) {
-      simulate_pending_below(entries[idx].bound_ms);
-      if (!could_enter_top(entries[idx].bound_ms)) break;
-      evaluate(entries[idx].candidate);
+    entries_ = enumerate();
+    result_.candidates = static_cast<int>(entries_.size());
+    splits_.resize(entries_.size());
+    for (size_t idx = 0; idx < entries_.size(); ++idx)
+      queue_.push({entries_[idx].bound_ms, static_cast<int>(idx), Step::kRefine});
+    while (!queue_.empty() && could_enter_top(queue_.top().bound_ms)) {
+      const Queued next = queue_.top();
+      queue_.pop();
+      take_step(next);
     }
-    simulate_pending_below(std::numeric_limits<double>::infinity());
-    result_.pruned += static_cast<int>(entries.size() - idx);
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
-    for (; idx < entries.size(); ++idx) prove_infeasible(entries[idx].candidate);
+    for (; !queue_.empty(); queue_.pop()) {
+      ++result_.pruned;
+      if (queue_.top().step != Step::kSimulate)
+        prove_infeasible(entries_[queue_.top().idx].candidate);
+    }
     // Candidates were ranked with every action at its mean time; the plans kept are predicted
     // with their actions' variation (simulate's draws) and ordered again.
     for (Plan& plan : result_.plans)
@@ -149,6 +159,25 @@ class Search {
     std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     report_infeasible_families();
     return std::move(result_);
+  }
+
+ private:
+  void take_step(const Queued& queued) {
+    Candidate& candidate = entries_[queued.idx].candidate;
+    switch (queued.step) {
+      case Step::kRefine:
+        queue_.push({std::max(queued.bound_ms, whole_layer_bound_ms(candidate)), queued.idx,
+                     Step::kPartition});
+        break;
+      case Step::kPartition:
+        if (std::optional<double> split_bound_ms = evaluate(&candidate, &splits_[queued.idx]))
+          queue_.push({std::max(queued.bound_ms, *split_bound_ms), queued.idx, Step::kSimulate});
+        break;
+      case Step::kSimulate:
+        simulate(candidate, splits_[queued.idx]);
+        splits_[queued.idx] = {};
+        break;
+    }
   }
 
   const LayerTable& table(int64_t micro_batch_size) {
@@ -190,6 +219,20 @@ class Search {
     };
     std::sort(entries.begin(), entries.end(), order);
     return entries;
+  }
+
+  // The candidate's bound with whole layers per stage (refined_iteration_lower_bound_ms),
+  // whose path term is computed once per table, pp, micro-batch count and recompute.
+  double whole_layer_bound_ms(const Candidate& c) {
+    const bool recompute = c.policy == CheckpointPolicy::kAll;
+    const auto key = std::make_tuple(c.micro_batch_size, c.pp, c.num_micro_batches, recompute);
+    auto it = path_ns_.find(key);
+    if (it == path_ns_.end())
+      it = path_ns_
+               .emplace(key, min_path_ns(table(c.micro_batch_size), c.pp, c.num_micro_batches,
+                                         recompute))
+               .first;
+    return refined_iteration_lower_bound_ms(context_, table(c.micro_batch_size), c, it->second);
   }
 
   bool could_enter_top(double iteration_bound_ms) const {
@@ -243,43 +286,34 @@ class Search {
     }
   }
 
-  void evaluate(Candidate candidate) {
-    const LayerTable& layer_table = table(candidate.micro_batch_size);
-    const PartitionResult split = partition(layer_table, &candidate);
+  // Partitions the candidate (fixing its layout) into `split`: the bound its split gives, or
+  // none when it is infeasible or a plan already seen.
+  std::optional<double> evaluate(Candidate* candidate, PartitionResult* split) {
+    const LayerTable& layer_table = table(candidate->micro_batch_size);
+    *split = partition(layer_table, candidate);
     ++result_.evaluated;
-    Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
+    Family& family = families_[{candidate->dp, candidate->pp, candidate->micro_batch_size}];
     --family.unevaluated;
-    if (!split.feasible) {
-      record_infeasible(&family, candidate, split);
-      return;
+    if (!split->feasible) {
+      record_infeasible(&family, *candidate, *split);
+      return std::nullopt;
     }
     family.feasible = true;
-    if (!seen_.insert(plan_key(candidate, split)).second) return;
+    if (!seen_.insert(plan_key(*candidate, *split)).second) return std::nullopt;
     const Plan plan =
-        build_plan(context_, layer_table, candidate, split, options_.partition.name());
-    pending_.push(
-        {iteration_lower_bound_ms(simulation_input(plan)), result_.evaluated, candidate, split});
+        build_plan(context_, layer_table, *candidate, *split, options_.partition.name());
+    return iteration_lower_bound_ms(simulation_input(plan));
   }
 
-  // Simulates, best bound first, the pending candidates whose bound is at most `limit_ms`
-  // (a smaller bound may still come from a candidate not yet partitioned otherwise), and
-  // drops those that can no longer enter the top K.
-  void simulate_pending_below(double limit_ms) {
-    while (!pending_.empty() && pending_.top().bound_ms <= limit_ms) {
-      const Pending next = pending_.top();
-      pending_.pop();
-      if (!could_enter_top(next.bound_ms)) {
-        ++result_.pruned;
-        continue;
-      }
-      Plan plan = build_plan(context_, table(next.candidate.micro_batch_size), next.candidate,
-                             next.split, options_.partition.name());
-      predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
-                                              /*merge_identical_replicas=*/true,
-                                              /*variability_draws=*/0});
-      ++result_.simulated;
-      insert(std::move(plan));
-    }
+  // Simulates the candidate's split with mean action times and offers it to the top K.
+  void simulate(const Candidate& candidate, const PartitionResult& split) {
+    Plan plan = build_plan(context_, table(candidate.micro_batch_size), candidate, split,
+                           options_.partition.name());
+    predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
+                                            /*merge_identical_replicas=*/true,
+                                            /*variability_draws=*/0});
+    ++result_.simulated;
+    insert(std::move(plan));
   }
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
@@ -332,8 +366,11 @@ class Search {
   const SearchOptions& options_;
   std::map<int64_t, std::unique_ptr<LayerTable>> tables_;
   std::map<FamilyKey, Family> families_;
+  std::map<std::tuple<int64_t, int, int, bool>, int64_t> path_ns_;  // min_path_ns by its arguments
   std::set<std::string> seen_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> pending_;
+  std::vector<Entry> entries_;           // enumerated, in order of their first bound
+  std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated
+  std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   SearchResult result_;
 };
 
