@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <memory>
@@ -124,6 +125,18 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
                  "} (choose a multiple of dp)");
 }
 
+// Predicts every plan with simulate's draws. The predictions are independent and each is
+// deterministic, so they run concurrently, one thread per plan; a thread's exception reaches
+// the caller through its future.
+void predict_with_draws(std::vector<Plan>* plans) {
+  const SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true};
+  std::vector<std::future<void>> predictions;
+  for (Plan& plan : *plans)
+    predictions.push_back(
+        std::async(std::launch::async, [&plan, &options] { predict_timing(&plan, options); }));
+  for (std::future<void>& prediction : predictions) prediction.get();
+}
+
 class Search {
  public:
   Search(const PlanningContext& context, const SearchOptions& options)
@@ -153,9 +166,7 @@ class Search {
     }
     // Candidates were ranked with every action at its mean time; the plans kept are predicted
     // with their actions' variation (simulate's draws) and ordered again.
-    for (Plan& plan : result_.plans)
-      predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
-                                              /*merge_identical_replicas=*/true});
+    predict_with_draws(&result_.plans);
     std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     report_infeasible_families();
     return std::move(result_);
