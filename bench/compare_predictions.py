@@ -2,10 +2,11 @@
 """Compares two outputs of bench/plan_predictions (a build before and after a change).
 
 Each plan is matched by scenario and rank; it must keep its configuration (dp, pp, b, m,
-schedule, split) and its predicted iteration within --tolerance (relative). Prints a summary
-(how many plans are bit-identical, how many moved, the largest move) and every plan that moved
-with --verbose; exits 1 when a plan changed configuration, moved beyond the tolerance or is
-missing.
+schedule, split) and its predicted iteration within --tolerance (relative), and in the second
+file each best plan re-simulated as `pipeplan simulate` does must give its own prediction.
+Prints a summary (how many plans are bit-identical, how many moved, the largest move) and
+every plan that moved with --verbose; exits 1 when a plan changed configuration, moved beyond
+the tolerance or is missing, or a re-simulation disagrees.
 """
 import argparse
 import sys
@@ -56,6 +57,10 @@ def main():
             worst, worst_key = move, key
         if abs(move) > args.tolerance:
             failures.append(f"{key}: iteration moved {move * 100:+.4f} %")
+    for key, new in sorted(after.items()):
+        if new["simulated"] != "-" and new["simulated"] != new["iteration"]:
+            failures.append(f"{key}: re-simulated {new['simulated']} ms, predicted "
+                            f"{new['iteration']} ms")
     print(f"{len(before)} plans: {identical} bit-identical, {len(before) - identical} moved; "
           f"largest move {worst * 100:+.4f} %" + (f" ({worst_key[0]} #{worst_key[1]})"
                                                    if worst_key else ""))

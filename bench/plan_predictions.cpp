@@ -58,9 +58,12 @@ void print_search(const Scenario& s) {
   for (size_t idx = 0; idx < result.plans.size(); ++idx) {
     const Plan& plan = result.plans[idx];
     std::string simulated = "-";
-    if (idx == 0)
-      simulated =
-          detail::concat(simulate(simulation_input(plan), SimulationOptions{}).iteration_ms);
+    if (idx == 0) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.12g",
+                    simulate(simulation_input(plan), SimulationOptions{}).iteration_ms);
+      simulated = text;
+    }
     std::printf("%s %zu %d %d %lld %d %s %s %.12g %.9g %s\n", s.name.c_str(), idx + 1, plan.dp,
                 plan.pp, static_cast<long long>(plan.micro_batch_size), plan.num_micro_batches,
                 to_string(plan.schedule).c_str(), split_of(plan).c_str(),
