@@ -1,13 +1,9 @@
 // Content hashes: FNV-1a 64 and seed mixing.
 #include "common/hash.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
-#include "common/error.h"
+#include "common/json.h"
 
 namespace pipeplan {
 
@@ -27,13 +23,7 @@ std::string content_hash(std::string_view bytes) {
   return std::string("fnv1a64:") + hex;
 }
 
-std::string file_hash(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  PIPEPLAN_CHECK(in.good(), "cannot read ", quote(path), ": ", std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return content_hash(buffer.str());
-}
+std::string file_hash(const std::string& path) { return content_hash(read_file_bytes(path)); }
 
 uint64_t mix_seed(uint64_t seed, uint64_t salt) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);

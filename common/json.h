@@ -15,6 +15,10 @@ namespace pipeplan {
 
 using Json = nlohmann::json;
 
+/// A file's bytes, read in one piece. Throws Error(kBadInput) naming the path when it is
+/// missing or unreadable.
+std::string read_file_bytes(const std::string& path);
+
 /// Reads and parses a JSON file. Throws Error(kBadInput) naming the path when it is missing,
 /// unreadable or not JSON.
 Json read_json_file(const std::string& path);
