@@ -15,7 +15,8 @@ namespace pipeplan {
 /// (and, with send_occupies_sender, their rank), receives that block until the data arrives,
 /// an all-reduce per stage that starts when every played pipeline's rank of the stage reached
 /// it, then the optimizer step. Holds no action list (plans/schedule.h: StageActionList) and
-/// only the messages in flight, so memory grows with pp, not with pp × micro-batches.
+/// only the messages in flight: with 1f1b at most a stage's warm-up, pp − s, on the links of
+/// stage s, whatever the micro-batches (gpipe sends all forwards first: up to m per link).
 /// Reusable: play() starts every iteration afresh.
 class PipelinePlayer {
  public:

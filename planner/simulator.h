@@ -96,8 +96,9 @@ struct SimulationResult {
 /// is a bug (PIPEPLAN_ASSERT). When a stage's action times vary and input.rank_times is empty,
 /// the iteration (and with it idle time and bubble) is the mean over options.variability_draws
 /// draws, each action's time drawn independently with a fixed seed: the same input gives the
-/// same result (planner/variability.h: drawn_iteration, with options.replica_draws). Memory
-/// grows with dp × pp (and the timeline, when recorded), not with the micro-batches.
+/// same result (planner/variability.h: drawn_iteration, with options.replica_draws). No rank's
+/// action list is built (plans/schedule.h: StageActionList); memory holds per-rank results,
+/// the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 
 /// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer
