@@ -12,7 +12,6 @@
 namespace pipeplan {
 namespace {
 
-
 StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
                                  const PartitionProblem& problem, const Candidate& candidate,
                                  int stage_idx, int first, int last, bool checkpoint,
@@ -32,6 +31,20 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
   stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
                                     links.bandwidth(spans_nodes), links.latency_ms);
   return stage;
+}
+
+// Writes a simulation's timing into the plan's predictions; busy and idle time are equal over
+// a stage's replicas (they do the same work in the same iteration).
+void record_timing(const SimulationResult& result, Plan* plan) {
+  Predictions& p = plan->predictions;
+  p.iteration_ms = result.iteration_ms;
+  p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
+  p.bubble_fraction = result.bubble_fraction;
+  for (const RankAssignment& assignment : plan->ranks) {
+    StagePrediction& stage = p.stages[assignment.stage];
+    stage.busy_ms = result.busy_ms[assignment.rank];
+    stage.idle_ms = result.idle_ms[assignment.rank];
+  }
 }
 
 }  // namespace
@@ -131,16 +144,24 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
 
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
   SimulationResult result = simulate(simulation_input(*plan), options);
-  Predictions& p = plan->predictions;
-  p.iteration_ms = result.iteration_ms;
-  p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
-  p.bubble_fraction = result.bubble_fraction;
-  for (const RankAssignment& assignment : plan->ranks) {
-    StagePrediction& stage = p.stages[assignment.stage];
-    stage.busy_ms = result.busy_ms[assignment.rank];
-    stage.idle_ms = result.idle_ms[assignment.rank];
-  }
+  record_timing(result, plan);
   return result;
+}
+
+void predict_variation(Plan* plan) {
+  SimulationResult result;
+  result.iteration_ms = plan->predictions.iteration_ms;
+  result.mean_times_iteration_ms = result.iteration_ms;
+  result.bubble_fraction = plan->predictions.bubble_fraction;
+  result.busy_ms.resize(plan->ranks.size());
+  result.idle_ms.resize(plan->ranks.size());
+  for (const RankAssignment& assignment : plan->ranks) {
+    const StagePrediction& stage = plan->predictions.stages[assignment.stage];
+    result.busy_ms[assignment.rank] = stage.busy_ms;
+    result.idle_ms[assignment.rank] = stage.idle_ms;
+  }
+  add_variation(simulation_input(*plan), SimulationOptions{/*record_timeline=*/false}, &result);
+  record_timing(result, plan);
 }
 
 }  // namespace pipeplan

@@ -73,4 +73,9 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
 /// iteration). Returns the simulation (with its timeline when options ask for it).
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
 
+/// predict_timing with the draws (SimulationOptions' defaults, no timeline) for a plan that
+/// predict_timing already predicted with mean times (variability_draws = 0): the same numbers,
+/// without simulating the mean times again.
+void predict_variation(Plan* plan);
+
 }  // namespace pipeplan

@@ -125,15 +125,13 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
                  "} (choose a multiple of dp)");
 }
 
-// Predicts every plan with simulate's draws. The predictions are independent and each is
-// deterministic, so they run concurrently, one thread per plan; a thread's exception reaches
-// the caller through its future.
+// Predicts every plan, already predicted with mean times, with simulate's draws. The
+// predictions are independent and each is deterministic, so they run concurrently, one thread
+// per plan; a thread's exception reaches the caller through its future.
 void predict_with_draws(std::vector<Plan>* plans) {
-  const SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true};
   std::vector<std::future<void>> predictions;
   for (Plan& plan : *plans)
-    predictions.push_back(
-        std::async(std::launch::async, [&plan, &options] { predict_timing(&plan, options); }));
+    predictions.push_back(std::async(std::launch::async, [&plan] { predict_variation(&plan); }));
   for (std::future<void>& prediction : predictions) prediction.get();
 }
 

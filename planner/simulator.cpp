@@ -104,21 +104,27 @@ SimulationResult simulate(const SimulationInput& input, const SimulationOptions&
   check_input(input);
   SimulationResult result = simulate_mean_times(input, options);
   result.mean_times_iteration_ms = result.iteration_ms;
-  if (options.variability_draws <= 0 || !times_vary(input)) return result;
+  add_variation(input, options, &result);
+  return result;
+}
+
+void add_variation(const SimulationInput& input, const SimulationOptions& options,
+                   SimulationResult* result) {
+  if (options.variability_draws <= 0 || !times_vary(input)) return;
   const DrawnIteration drawn =
       drawn_iteration(input, options.variability_draws, options.replica_draws);
-  const double iteration_ms = std::max(result.iteration_ms, drawn.iteration_ms);
+  const double iteration_ms = std::max(result->mean_times_iteration_ms, drawn.iteration_ms);
   double idle_total = 0;
-  for (size_t rank = 0; rank < result.busy_ms.size(); ++rank) {
-    result.idle_ms[rank] = iteration_ms - result.busy_ms[rank];
-    idle_total += result.idle_ms[rank];
+  for (size_t rank = 0; rank < result->busy_ms.size(); ++rank) {
+    result->idle_ms[rank] = iteration_ms - result->busy_ms[rank];
+    idle_total += result->idle_ms[rank];
   }
-  result.iteration_ms = iteration_ms;
-  result.bubble_fraction = idle_total / (static_cast<double>(result.busy_ms.size()) * iteration_ms);
-  result.timeline.bubble_fraction = result.bubble_fraction;
-  result.variability_draws = drawn.draws;
-  result.replicas_folded = drawn.folded;
-  return result;
+  result->iteration_ms = iteration_ms;
+  result->bubble_fraction =
+      idle_total / (static_cast<double>(result->busy_ms.size()) * iteration_ms);
+  result->timeline.bubble_fraction = result->bubble_fraction;
+  result->variability_draws = drawn.draws;
+  result->replicas_folded = drawn.folded;
 }
 
 SimulationInput simulation_input(const Plan& plan) {

@@ -101,6 +101,13 @@ struct SimulationResult {
 /// the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 
+/// The draws step of simulate(), for a `result` of `input` with every action at its mean time
+/// (busy_ms by rank, mean_times_iteration_ms): when action times vary, sets the iteration to
+/// the mean over the draws (never below the mean-times one), each rank's idle time and the
+/// bubble to match, and how the draws were played; otherwise leaves it as it is.
+void add_variation(const SimulationInput& input, const SimulationOptions& options,
+                   SimulationResult* result);
+
 /// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer
 /// times from the stages' boundary shapes × micro_batch_size over the cluster's intra- or
 /// inter-node link (by the nodes of the two ranks), the rank map, and whether sends occupy
