@@ -34,9 +34,17 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
 }
 
 // Writes a simulation's timing into the plan's predictions; busy and idle time are equal over
-// a stage's replicas (they do the same work in the same iteration).
+// a stage's replicas (they do the same work in the same iteration). A plan whose draws folded
+// its replicas in says so in its notes.
 void record_timing(const SimulationResult& result, Plan* plan) {
   Predictions& p = plan->predictions;
+  if (result.replicas_folded) {
+    const std::string note = detail::concat(
+        "the variation of action times was drawn ", result.variability_draws,
+        " times for one replica of each kind (equal transfer times), the slowest of the ", plan->dp,
+        " replicas taken from a normal fit of its iteration (planner/variability.h)");
+    if (std::find(p.notes.begin(), p.notes.end(), note) == p.notes.end()) p.notes.push_back(note);
+  }
   p.iteration_ms = result.iteration_ms;
   p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
   p.bubble_fraction = result.bubble_fraction;

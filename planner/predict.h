@@ -70,7 +70,8 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
 
 /// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction and each stage's
 /// busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the same
-/// iteration). Returns the simulation (with its timeline when options ask for it).
+/// iteration), and a note when the draws folded the replicas in (ReplicaDraws). Returns the
+/// simulation (with its timeline when options ask for it).
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
 
 /// predict_timing with the draws (SimulationOptions' defaults, no timeline) for a plan that

@@ -1,9 +1,10 @@
 // Tests for planner/predict.h: re-predicting a mean-times plan with the draws gives what
-// predicting it with the draws from the start gives.
+// predicting it with the draws from the start gives; folded draws are noted.
 #include "planner/predict.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "planner/search.h"
@@ -44,6 +45,35 @@ TEST(PredictTest, VariationOnMeanTimesEqualsPredictingWithTheDraws) {
     }
   }
   EXPECT_GT(varied, 10);
+}
+
+// A plan whose draws folded its replicas in says so in its notes, once.
+TEST(PredictTest, FoldedDrawsAreNoted) {
+  std::mt19937_64 rng(4);
+  Profile profile =
+      testing::make_profile(testing::random_layers(rng, 6), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+  for (LayerProfile& layer : profile.layers)
+    for (LayerPoint& point : layer.points) point.fwd_ms_p90 = point.fwd_ms * 1.1;
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = "profile.json";
+  context.cluster =
+      make_cluster(profile, 8, int64_t{1} << 30, 2, kDefaultInterNodeBandwidthBytesPerS);
+  context.global_batch = 32;
+  const SearchResult result = search(context, SearchOptions{});
+  ASSERT_FALSE(result.plans.empty());
+  auto folded_notes = [](const Plan& plan) {
+    return std::count_if(
+        plan.predictions.notes.begin(), plan.predictions.notes.end(),
+        [](const std::string& note) { return note.find("normal fit") != note.npos; });
+  };
+  EXPECT_EQ(folded_notes(result.plans.front()), 0);  // small: every replica is played
+  Plan plan = result.plans.front();
+  SimulationOptions fold{/*record_timeline=*/false};
+  fold.replica_draws = ReplicaDraws::kFold;
+  predict_timing(&plan, fold);
+  predict_timing(&plan, fold);
+  EXPECT_EQ(folded_notes(plan), 1);
 }
 
 }  // namespace
