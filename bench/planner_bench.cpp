@@ -64,6 +64,8 @@ BENCHMARK(BM_PlanSearch)
     ->ArgNames({"layers", "devices", "global_batch", "hidden"})
     ->Args({1000, 1024, 4096, 2048})
     ->Args({150, 64, 512, 1024})
+    ->Args({10000, 16384, 65536, 4096})
+    ->MeasureProcessCPUTime()  // the final plans are predicted on threads of their own
     ->Unit(benchmark::kMillisecond);
 
 // Args: layers, pp. One exact partition of a 1000-layer profile at b = 2, 64 micro-batches,

@@ -41,7 +41,10 @@ int run_simulate(const SimulateOptions& o) {
   if (o.svg) check_writable(*o.svg, "--svg");
   const Plan plan = read_plan(o.plan);
   check_predicts_compute(plan, o.plan);
-  SimulationResult result = simulate(simulation_input(plan), SimulationOptions{});
+  // The timeline holds every rank's every action: build it only when it is written.
+  SimulationOptions options;
+  options.record_timeline = o.trace.has_value() || o.svg.has_value();
+  SimulationResult result = simulate(simulation_input(plan), options);
   result.timeline.title =
       detail::concat(o.plan, " (dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
                      " m=", plan.num_micro_batches, " ", to_string(plan.schedule), ")");

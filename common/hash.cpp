@@ -1,13 +1,10 @@
 // Content hashes: FNV-1a 64 and seed mixing.
 #include "common/hash.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
-#include "common/error.h"
+#include "common/json.h"
 
 namespace pipeplan {
 
@@ -30,11 +27,7 @@ std::string format_hash(uint64_t hash) {
 }
 
 std::string file_hash(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  PIPEPLAN_CHECK(in.good(), "cannot read ", quote(path), ": ", std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return content_hash(buffer.str());
+  return content_hash(read_file_bytes(path, std::numeric_limits<int64_t>::max()));
 }
 
 uint64_t mix_seed(uint64_t seed, uint64_t salt) {

@@ -17,6 +17,11 @@ namespace pipeplan {
 
 using Json = nlohmann::json;
 
+/// A file's bytes, read in one piece. Throws Error(kBadInput) "<path>: ..." when it is missing,
+/// unreadable, not a regular file (a FIFO or a device would block or never end) or larger than
+/// `max_bytes`.
+std::string read_file_bytes(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes);
+
 /// Reads and parses a JSON file. Throws Error(kBadInput) "<path>: ..." when it is missing,
 /// unreadable, not a regular file (a FIFO or a device would block or never end), larger than
 /// kMaxJsonFileBytes, or not JSON.

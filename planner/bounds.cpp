@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
 
@@ -27,7 +28,58 @@ double path_bound(double total, int num_micro_batches, int pp) {
   return total / (1.0 - std::pow(keep, pp));
 }
 
+// Stage 0's all-reduce and optimizer step over at least layer 0, which end every path.
+double tail_ms(const PlanningContext& context, const LayerTable& table, int dp) {
+  return cheapest_allreduce_ms(context.cluster,
+                               table.param_count(0, 1) * kGradientBytesPerParameter, dp) +
+         to_ms(table.optimizer_ns(0, 1));
+}
+
+// Whether pp stages can split the layers with every max_k (Σ_{s<k} c_s + m·c_k) <= limit:
+// each stage greedily as long as the limit allows, leaving a layer for each later stage.
+bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64_t limit) {
+  const int layers = table.num_layers();
+  auto prefix = [&](int position) {  // Σ c over layers [0, position)
+    return table.compute_ns(0, position) + (recompute ? table.fwd_ns(0, position) : 0);
+  };
+  int start = 0;
+  for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
+    const int64_t chain = prefix(start);
+    auto fits = [&](int end) { return chain + m * (prefix(end) - chain) <= limit; };
+    const int last_end = layers - (pp - stage_idx - 1);
+    if (!fits(start + 1)) return false;
+    int end = start + 1;
+    while (end < last_end && fits(end + 1)) ++end;
+    if (stage_idx == pp - 1) return end == layers;
+    start = end;
+  }
+  return false;
+}
+
 }  // namespace
+
+int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute) {
+  const int layers = table.num_layers();
+  const int64_t total = table.compute_ns(0, layers) + (recompute ? table.fwd_ns(0, layers) : 0);
+  // Any split fits m · total (each path is at most that); lo = −1 stands for "nothing fits".
+  int64_t lo = -1;
+  int64_t hi = total * num_micro_batches;
+  PIPEPLAN_ASSERT(path_fits(table, pp, num_micro_batches, recompute, hi));
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (path_fits(table, pp, num_micro_batches, recompute, mid))
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return hi;
+}
+
+double refined_iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
+                                        const Candidate& candidate, int64_t path_ns) {
+  return std::max(iteration_lower_bound_ms(context, table, candidate),
+                  to_ms(path_ns) + tail_ms(context, table, candidate.dp));
+}
 
 double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
                                 const Candidate& candidate) {
@@ -41,10 +93,7 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
   double path = std::max({total, path_bound(total, m, pp), m * slowest_stage});
   if (candidate.schedule == Schedule::kGpipe)
     path = std::max(path, total + (m - 1) * slowest_stage);
-  const double tail =
-      cheapest_allreduce_ms(context.cluster, table.param_count(0, 1) * kGradientBytesPerParameter,
-                            candidate.dp) +
-      to_ms(table.optimizer_ns(0, 1));
+  const double tail = tail_ms(context, table, candidate.dp);
   // Σ over stages of their all-reduces: the bytes add up, the latency term comes once per stage.
   const double allreduces =
       cheapest_allreduce_ms(context.cluster,

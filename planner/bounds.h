@@ -24,6 +24,19 @@ namespace pipeplan {
 double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
                                 const Candidate& candidate);
 
+/// The path term of iteration_lower_bound_ms with whole layers: the least, over every split
+/// of the table's layers into `pp` non-empty contiguous stages, of max_k (Σ_{s<k} c_s + m·c_k)
+/// with c_s a stage's forward + backward per micro-batch (plus its forward again when
+/// `recompute`), in ns. Exact: bisection over the value, each probe a greedy split (stages as
+/// long as the value allows, which only loosens the stages after them). O(L · 64).
+int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute);
+
+/// iteration_lower_bound_ms(context, table, candidate) raised by `path_ns`, a min_path_ns of
+/// the candidate (recompute for CheckpointPolicy::kAll), followed by the same all-reduce and
+/// optimizer step of stage 0: still a lower bound for any split.
+double refined_iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
+                                        const Candidate& candidate, int64_t path_ns);
+
 /// A tighter lower bound once the split is known: the same paths with the actual stage times,
 /// recompute and the transfers along them (replica 0's links), and the busiest rank.
 double iteration_lower_bound_ms(const SimulationInput& input);

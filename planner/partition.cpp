@@ -22,8 +22,7 @@ constexpr int kGreedyProbes = 24;
 // Whether stage `stage_idx` holding [first, last) passes both monotone lower bounds: cost
 // within `bound` and memory within the device. Once it fails, every larger range fails too.
 bool may_fit(const StageEvaluator& ev, int stage_idx, int first, int last, int64_t bound) {
-  return ev.cost_lower_bound_ns(stage_idx, first, last) <= bound &&
-         ev.memory_lower_bound_bytes(stage_idx, first, last) <= ev.device_memory_bytes();
+  return ev.may_fit(stage_idx, first, last, bound);
 }
 
 // The smallest start that may_fit each end of one stage, for ends asked in increasing order:
@@ -177,8 +176,7 @@ int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
     int best_end = -1;
     int64_t best_cost = 0;
     for (int end = first_end; end <= last_end; ++end) {
-      if (ev.cost_lower_bound_ns(stage_idx, pos, end) > limit) break;
-      if (ev.memory_lower_bound_bytes(stage_idx, pos, end) > ev.device_memory_bytes()) break;
+      if (!may_fit(ev, stage_idx, pos, end, limit)) break;
       const StageChoice choice = ev.evaluate(stage_idx, pos, end);
       if (choice.fits && choice.cost_ns <= limit) {
         best_end = end;

@@ -27,7 +27,6 @@ void check_stage_prediction(const StagePrediction& stage, int stage_idx) {
   check_predicted(stage.allreduce_ms, kMaxIterationMs, "all-reduce", stage_idx);
 }
 
-
 StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
                                  const PartitionProblem& problem, const Candidate& candidate,
                                  int stage_idx, int first, int last, bool checkpoint,
@@ -47,6 +46,36 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
   stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
                                     links.bandwidth(spans_nodes), links.latency_ms);
   return stage;
+}
+
+// Writes a simulation's timing into the plan's predictions; busy and idle time are equal over
+// a stage's replicas (they do the same work in the same iteration). A plan whose draws folded
+// its replicas in says so in its notes.
+// Writes a simulation's figures into the plan. Throws when the iteration passes what a plan
+// may hold.
+void record_timing(const SimulationResult& result, Plan* plan) {
+  PIPEPLAN_CHECK(result.iteration_ms <= kMaxIterationMs, "the predicted iteration is ",
+                 result.iteration_ms, " ms: expected at most ", kMaxIterationMs,
+                 " ms, the planner's limit (the profile's times or its links are out of "
+                 "proportion)");
+  Predictions& p = plan->predictions;
+  if (result.replicas_folded) {
+    const std::string note = detail::concat(
+        "the variation of action times was drawn ", result.variability_draws,
+        " times for one replica of each kind (equal transfer times), the slowest of the ", plan->dp,
+        " replicas taken from a normal fit of its iteration (planner/variability.h)");
+    if (std::find(p.notes.begin(), p.notes.end(), note) == p.notes.end()) p.notes.push_back(note);
+  }
+  p.iteration_ms = result.iteration_ms;
+  p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
+  // One stage is no pipeline: its idle time (waiting for slower replicas at the all-reduce, or
+  // for the variation of action times) is no bubble.
+  p.bubble_fraction = plan->pp == 1 ? 0 : result.bubble_fraction;
+  for (const RankAssignment& assignment : plan->ranks) {
+    StagePrediction& stage = p.stages[assignment.stage];
+    stage.busy_ms = result.busy_ms[assignment.rank];
+    stage.idle_ms = result.idle_ms[assignment.rank];
+  }
 }
 
 }  // namespace
@@ -196,22 +225,24 @@ void check_predicts_compute(const Plan& plan, std::string_view document) {
 
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
   SimulationResult result = simulate(simulation_input(*plan), options);
-  PIPEPLAN_CHECK(result.iteration_ms <= kMaxIterationMs, "the predicted iteration is ",
-                 result.iteration_ms, " ms: expected at most ", kMaxIterationMs,
-                 " ms, the planner's limit (the profile's times or its links are out of "
-                 "proportion)");
-  Predictions& p = plan->predictions;
-  p.iteration_ms = result.iteration_ms;
-  p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
-  // One stage is no pipeline: its idle time (waiting for slower replicas at the all-reduce, or
-  // for the variation of action times) is no bubble.
-  p.bubble_fraction = plan->pp == 1 ? 0 : result.bubble_fraction;
-  for (const RankAssignment& assignment : plan->ranks) {
-    StagePrediction& stage = p.stages[assignment.stage];
-    stage.busy_ms = result.busy_ms[assignment.rank];
-    stage.idle_ms = result.idle_ms[assignment.rank];
-  }
+  record_timing(result, plan);
   return result;
+}
+
+void predict_variation(Plan* plan) {
+  SimulationResult result;
+  result.iteration_ms = plan->predictions.iteration_ms;
+  result.mean_times_iteration_ms = result.iteration_ms;
+  result.bubble_fraction = plan->predictions.bubble_fraction;
+  result.busy_ms.resize(plan->ranks.size());
+  result.idle_ms.resize(plan->ranks.size());
+  for (const RankAssignment& assignment : plan->ranks) {
+    const StagePrediction& stage = plan->predictions.stages[assignment.stage];
+    result.busy_ms[assignment.rank] = stage.busy_ms;
+    result.idle_ms[assignment.rank] = stage.idle_ms;
+  }
+  add_variation(simulation_input(*plan), SimulationOptions{/*record_timeline=*/false}, &result);
+  record_timing(result, plan);
 }
 
 }  // namespace pipeplan

@@ -99,9 +99,15 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
 void check_predicts_compute(const Plan& plan, std::string_view document);
 
 /// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1) and
-/// each stage's busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the same
-/// iteration). Returns the simulation (with its timeline when options ask for it). Throws
-/// Error(kBadInput) when the iteration passes kMaxIterationMs.
+/// each stage's busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the
+/// same iteration), and a note when the draws folded the replicas in (ReplicaDraws). Returns the
+/// simulation (with its timeline when options ask for it). Throws Error(kBadInput) when the
+/// iteration passes kMaxIterationMs.
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
+
+/// predict_timing with the draws (SimulationOptions' defaults, no timeline) for a plan that
+/// predict_timing already predicted with mean times (variability_draws = 0): the same numbers,
+/// without simulating the mean times again.
+void predict_variation(Plan* plan);
 
 }  // namespace pipeplan

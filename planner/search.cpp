@@ -3,8 +3,13 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <functional>
+#include <future>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
+#include <queue>
 #include <set>
 #include <tuple>
 
@@ -24,6 +29,24 @@ constexpr double kBoundSlack = 1e-9;
 struct Entry {
   Candidate candidate;
   double bound_ms = 0;
+};
+
+// What the search does next with a candidate; each step gives a bound at least as tight.
+enum class Step {
+  kRefine,     // its bound is iteration_lower_bound_ms: compute the whole-layer one
+  kPartition,  // partition it; a feasible split gives the split's bound
+  kSimulate,   // simulate its split
+};
+
+// A candidate in the search's queue: smallest bound first, then enumeration order (`idx`,
+// into the entries), so that the search is deterministic.
+struct Queued {
+  double bound_ms = 0;
+  int idx = 0;
+  Step step = Step::kRefine;
+  bool operator>(const Queued& other) const {
+    return std::tie(bound_ms, idx) > std::tie(other.bound_ms, other.idx);
+  }
 };
 
 using FamilyKey = std::tuple<int, int, int64_t>;  // dp, pp, micro-batch size
@@ -108,32 +131,70 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
                  "} (choose a multiple of dp)");
 }
 
+// Predicts every plan, already predicted with mean times, with simulate's draws. The
+// predictions are independent and each is deterministic, so they run concurrently, one thread
+// per plan; a thread's exception reaches the caller through its future.
+void predict_with_draws(std::vector<Plan>* plans) {
+  std::vector<std::future<void>> predictions;
+  for (Plan& plan : *plans)
+    predictions.push_back(std::async(std::launch::async, [&plan] { predict_variation(&plan); }));
+  for (std::future<void>& prediction : predictions) prediction.get();
+}
+
 class Search {
  public:
   Search(const PlanningContext& context, const SearchOptions& options)
       : context_(context), options_(options) {}
 
+  // Best first: the candidate with the smallest lower bound on its iteration takes its next
+  // step, which tightens its bound (the whole-layer bound, then its split's), or simulates
+  // it. Once the smallest bound cannot enter the top K, nothing left can: the top K are the
+  // exhaustive search's, found with the fewest partitions and simulations the bounds allow.
   SearchResult run() {
-    std::vector<Entry> entries = enumerate();
-    result_.candidates = static_cast<int>(entries.size());
-    size_t idx = 0;
-    for (; idx < entries.size() && could_enter_top(entries[idx].bound_ms); ++idx)
-      evaluate(entries[idx].candidate);
-    result_.pruned += static_cast<int>(entries.size() - idx);
+    entries_ = enumerate();
+    result_.candidates = static_cast<int>(entries_.size());
+    splits_.resize(entries_.size());
+    for (size_t idx = 0; idx < entries_.size(); ++idx)
+      queue_.push({entries_[idx].bound_ms, static_cast<int>(idx), Step::kRefine});
+    while (!queue_.empty() && could_enter_top(queue_.top().bound_ms)) {
+      const Queued next = queue_.top();
+      queue_.pop();
+      take_step(next);
+    }
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
-    for (; idx < entries.size(); ++idx) prove_infeasible(entries[idx].candidate);
+    for (; !queue_.empty(); queue_.pop()) {
+      ++result_.pruned;
+      if (queue_.top().step != Step::kSimulate)
+        prove_infeasible(entries_[queue_.top().idx].candidate);
+    }
     // Candidates were ranked with every action at its mean time; the plans kept are predicted
     // with their actions' variation (simulate's draws) and ordered again.
-    for (Plan& plan : result_.plans)
-      predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
-                                              /*merge_identical_replicas=*/true});
+    predict_with_draws(&result_.plans);
     std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     report_infeasible_families();
     return std::move(result_);
   }
 
  private:
+  void take_step(const Queued& queued) {
+    Candidate& candidate = entries_[queued.idx].candidate;
+    switch (queued.step) {
+      case Step::kRefine:
+        queue_.push({std::max(queued.bound_ms, whole_layer_bound_ms(candidate)), queued.idx,
+                     Step::kPartition});
+        break;
+      case Step::kPartition:
+        if (std::optional<double> split_bound_ms = evaluate(&candidate, &splits_[queued.idx]))
+          queue_.push({std::max(queued.bound_ms, *split_bound_ms), queued.idx, Step::kSimulate});
+        break;
+      case Step::kSimulate:
+        simulate(candidate, splits_[queued.idx]);
+        splits_[queued.idx] = {};
+        break;
+    }
+  }
+
   const LayerTable& table(int64_t micro_batch_size) {
     auto it = tables_.find(micro_batch_size);
     if (it == tables_.end())
@@ -206,6 +267,20 @@ class Search {
                      Schedule::kOneFOneB) != options_.schedules.end();
   }
 
+  // The candidate's bound with whole layers per stage (refined_iteration_lower_bound_ms),
+  // whose path term is computed once per table, pp, micro-batch count and recompute.
+  double whole_layer_bound_ms(const Candidate& c) {
+    const bool recompute = c.policy == CheckpointPolicy::kAll;
+    const auto key = std::make_tuple(c.micro_batch_size, c.pp, c.num_micro_batches, recompute);
+    auto it = path_ns_.find(key);
+    if (it == path_ns_.end())
+      it = path_ns_
+               .emplace(key, min_path_ns(table(c.micro_batch_size), c.pp, c.num_micro_batches,
+                                         recompute))
+               .first;
+    return refined_iteration_lower_bound_ms(context_, table(c.micro_batch_size), c, it->second);
+  }
+
   bool could_enter_top(double iteration_bound_ms) const {
     if (!options_.prune || static_cast<int>(result_.plans.size()) < options_.top_k) return true;
     const double bound_samples_per_s =
@@ -257,23 +332,29 @@ class Search {
     }
   }
 
-  void evaluate(Candidate candidate) {
-    const LayerTable& layer_table = table(candidate.micro_batch_size);
-    const PartitionResult split = partition(layer_table, &candidate);
+  // Partitions the candidate (fixing its layout) into `split`: the bound its split gives, or
+  // none when it is infeasible or a plan already seen.
+  std::optional<double> evaluate(Candidate* candidate, PartitionResult* split) {
+    const LayerTable& layer_table = table(candidate->micro_batch_size);
+    *split = partition(layer_table, candidate);
     ++result_.evaluated;
-    Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
+    Family& family = families_[{candidate->dp, candidate->pp, candidate->micro_batch_size}];
     --family.unevaluated;
-    if (!split.feasible) {
-      record_infeasible(&family, candidate, split);
-      return;
+    if (!split->feasible) {
+      record_infeasible(&family, *candidate, *split);
+      return std::nullopt;
     }
     family.feasible = true;
-    if (!seen_.insert(plan_key(candidate, split)).second) return;
-    Plan plan = build_plan(context_, layer_table, candidate, split, options_.partition.name());
-    if (!could_enter_top(iteration_lower_bound_ms(simulation_input(plan)))) {
-      ++result_.pruned;
-      return;
-    }
+    if (!seen_.insert(plan_key(*candidate, *split)).second) return std::nullopt;
+    const Plan plan =
+        build_plan(context_, layer_table, *candidate, *split, options_.partition.name());
+    return iteration_lower_bound_ms(simulation_input(plan));
+  }
+
+  // Simulates the candidate's split with mean action times and offers it to the top K.
+  void simulate(const Candidate& candidate, const PartitionResult& split) {
+    Plan plan = build_plan(context_, table(candidate.micro_batch_size), candidate, split,
+                           options_.partition.name());
     predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
                                             /*merge_identical_replicas=*/true,
                                             /*variability_draws=*/0});
@@ -332,7 +413,11 @@ class Search {
   std::map<int64_t, std::unique_ptr<LayerTable>> tables_;
   std::map<int64_t, std::string> unplannable_;  // by micro-batch size: unplannable_reason
   std::map<FamilyKey, Family> families_;
+  std::map<std::tuple<int64_t, int, int, bool>, int64_t> path_ns_;  // min_path_ns by its arguments
   std::set<std::string> seen_;
+  std::vector<Entry> entries_;           // enumerated, in order of their first bound
+  std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated
+  std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   SearchResult result_;
 };
 

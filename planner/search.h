@@ -56,9 +56,11 @@ struct SearchResult {
 /// Each is partitioned with `options.partition`; its ranks are placed replica-major, or
 /// stage-major when its replicas' all-reduce bytes exceed its pipeline's p2p bytes
 /// (choose_layout) and the cluster has more than one node; feasible ones are simulated.
-/// Candidates are evaluated in increasing order of iteration_lower_bound_ms and the search
-/// stops once a bound cannot beat the K-th best found. Throws Error(kBadInput) when the context
-/// or the options do not validate, or contradict the cluster, the global batch or the model
+/// Best first: the candidate with the smallest lower bound on its iteration takes its next
+/// step — its bound with whole layers per stage (refined_iteration_lower_bound_ms), then its
+/// partition and its split's bound, then its simulation — and the search stops once the
+/// smallest bound cannot beat the K-th best found. Throws Error(kBadInput) when the context or
+/// the options do not validate, or contradict the cluster, the global batch or the model
 /// (naming the flag).
 SearchResult search(const PlanningContext& context, const SearchOptions& options);
 

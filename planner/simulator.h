@@ -50,6 +50,13 @@ struct SimulationInput {
 /// Draws of the iteration simulate() plays when action times vary (StageCosts::fwd_cv, bwd_cv).
 inline constexpr int kVariabilityDraws = 32;
 
+/// How simulate()'s draws treat the dp replicas (planner/variability.h: drawn_iteration).
+enum class ReplicaDraws {
+  kAuto,   ///< every replica while that is cheap (kEveryReplicaDrawBudget), folded above
+  kEvery,  ///< draw and play every rank of every replica
+  kFold,   ///< play one pipeline per replica kind; fold the slowest of the replicas in
+};
+
 /// What the simulator does besides timing.
 struct SimulationOptions {
   bool record_timeline = true;  ///< fill SimulationResult::timeline (the search does not)
@@ -59,6 +66,7 @@ struct SimulationOptions {
   /// Draws played when action times vary; 0 plays the mean times only (the search does this
   /// while it ranks candidates, and re-predicts its final plans with the draws).
   int variability_draws = kVariabilityDraws;
+  ReplicaDraws replica_draws = ReplicaDraws::kAuto;  ///< how the draws play the replicas
 };
 
 /// One simulated iteration.
@@ -69,10 +77,12 @@ struct SimulationResult {
   double iteration_ms = 0;
   /// The iteration with every action at its mean time; the timeline shows this one.
   double mean_times_iteration_ms = 0;
-  std::vector<double> busy_ms;  ///< by rank: forward, backward, recompute, all-reduce, optimizer
-  std::vector<double> idle_ms;  ///< by rank: iteration_ms − busy_ms (waits and the bubble)
-  double bubble_fraction = 0;   ///< Σ idle_ms / (ranks · iteration_ms)
-  Timeline timeline;            ///< every rank's events (none unless record_timeline)
+  std::vector<double> busy_ms;   ///< by rank: forward, backward, recompute, all-reduce, optimizer
+  std::vector<double> idle_ms;   ///< by rank: iteration_ms − busy_ms (waits and the bubble)
+  double bubble_fraction = 0;    ///< Σ idle_ms / (ranks · iteration_ms)
+  Timeline timeline;             ///< every rank's events (none unless record_timeline)
+  int variability_draws = 0;     ///< draws played (0: none; folded: per replica kind)
+  bool replicas_folded = false;  ///< the draws folded the replicas in (ReplicaDraws)
 };
 
 /// Plays stage_actions(schedule, pp, s, m, dp > 1) on every rank: compute actions run one at
@@ -86,8 +96,17 @@ struct SimulationResult {
 /// is a bug (PIPEPLAN_ASSERT). When a stage's action times vary and input.rank_times is empty,
 /// the iteration (and with it idle time and bubble) is the mean over options.variability_draws
 /// draws, each action's time drawn independently with a fixed seed: the same input gives the
-/// same result.
+/// same result (planner/variability.h: drawn_iteration, with options.replica_draws). No rank's
+/// action list is built (plans/schedule.h: StageActionList); memory holds per-rank results,
+/// the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
+
+/// The draws step of simulate(), for a `result` of `input` with every action at its mean time
+/// (busy_ms by rank, mean_times_iteration_ms): when action times vary, sets the iteration to
+/// the mean over the draws (never below the mean-times one), each rank's idle time and the
+/// bubble to match, and how the draws were played; otherwise leaves it as it is.
+void add_variation(const SimulationInput& input, const SimulationOptions& options,
+                   SimulationResult* result);
 
 /// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer
 /// times from the stages' boundary shapes × micro_batch_size over the cluster's intra- or

@@ -42,31 +42,51 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
                  problem.pp, ", the planner's limit (the link's bandwidth or latency is out of "
                  "proportion to the activations: check --inter-node-bandwidth and the profile's "
                  "interconnect)");
+  const MemorySettings& memory = problem.memory;
+  bytes_per_parameter_ = static_bytes_per_parameter(memory);
+  const int64_t smallest = table.min_inner_boundary_bytes();
+  for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx) {
+    StageConstants stage;
+    stage.in_flight = in_flight(memory.schedule, memory.pp, stage_idx, memory.num_micro_batches);
+    stage.comm = comm_buffer_counts(memory.schedule, memory.pp, stage_idx);
+    stage.fixed_bytes = memory.runtime_overhead_bytes + memory.calibration_of(stage_idx);
+    stage.bound_input_bytes = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
+    stage.bound_fixed_bytes =
+        stage.fixed_bytes + smallest * (stage.comm.in + stage.comm.out + stage.comm.sends);
+    stages_.push_back(stage);
+  }
 }
 
 StageChoice StageEvaluator::evaluate_as(int stage_idx, int first, int last, bool checkpoint) const {
-  StageChoice choice;
-  choice.checkpoint = checkpoint;
-  choice.memory_bytes =
-      stage_memory(table_, problem_.memory, stage_idx, first, last, checkpoint).total_bytes;
-  choice.fits = choice.memory_bytes <= problem_.device_memory_bytes;
-  choice.cost_ns = table_.compute_ns(first, last) + (checkpoint ? table_.fwd_ns(first, last) : 0) +
-                   p2p_ns(stage_idx, first, last);
-  return choice;
+  return choice(stage_idx, first, last, checkpoint,
+                memory_bytes(stage_idx, first, last, checkpoint));
 }
 
 StageChoice StageEvaluator::evaluate(int stage_idx, int first, int last) const {
+  const MemoryBounds totals = memory_totals(stage_idx, first, last);
   switch (problem_.policy) {
     case CheckpointPolicy::kNone:
-      return evaluate_as(stage_idx, first, last, /*checkpoint=*/false);
+      return choice(stage_idx, first, last, /*checkpoint=*/false, totals.plain);
     case CheckpointPolicy::kAll:
-      return evaluate_as(stage_idx, first, last, /*checkpoint=*/true);
+      return choice(stage_idx, first, last, /*checkpoint=*/true, totals.checkpointed);
     case CheckpointPolicy::kNeeded: {
-      const StageChoice plain = evaluate_as(stage_idx, first, last, /*checkpoint=*/false);
-      return plain.fits ? plain : evaluate_as(stage_idx, first, last, /*checkpoint=*/true);
+      const bool plain_fits = totals.plain <= problem_.device_memory_bytes;
+      return choice(stage_idx, first, last, /*checkpoint=*/!plain_fits,
+                    plain_fits ? totals.plain : totals.checkpointed);
     }
   }
   return {};
+}
+
+StageChoice StageEvaluator::choice(int stage_idx, int first, int last, bool checkpoint,
+                                   int64_t memory_bytes) const {
+  StageChoice result;
+  result.checkpoint = checkpoint;
+  result.memory_bytes = memory_bytes;
+  result.fits = memory_bytes <= problem_.device_memory_bytes;
+  result.cost_ns = table_.compute_ns(first, last) + (checkpoint ? table_.fwd_ns(first, last) : 0) +
+                   p2p_ns(stage_idx, first, last);
+  return result;
 }
 
 }  // namespace pipeplan

@@ -67,8 +67,7 @@ class StageEvaluator {
     const int64_t lower = cost_lower_bound_ns(first, last);
     if (problem_.policy != CheckpointPolicy::kNeeded) return lower;
     const bool must_checkpoint =
-        stage_memory_lower_bound(table_, problem_.memory, stage_idx, first, last,
-                                 /*checkpoint=*/false) > problem_.device_memory_bytes;
+        memory_bounds(stage_idx, first, last).plain > problem_.device_memory_bytes;
     return must_checkpoint ? lower + table_.fwd_ns(first, last) : lower;
   }
   /// A lower bound of cost_ns at every stage index.
@@ -80,18 +79,42 @@ class StageEvaluator {
   /// A lower bound of memory_bytes at stage `stage_idx` for any choice the policy can make,
   /// non-decreasing as the range grows (stage_memory_lower_bound).
   int64_t memory_lower_bound_bytes(int stage_idx, int first, int last) const {
-    auto bound = [&](bool checkpoint) {
-      return stage_memory_lower_bound(table_, problem_.memory, stage_idx, first, last, checkpoint);
-    };
+    const MemoryBounds bounds = memory_bounds(stage_idx, first, last);
     switch (problem_.policy) {
       case CheckpointPolicy::kNone:
-        return bound(false);
+        return bounds.plain;
       case CheckpointPolicy::kAll:
-        return bound(true);
+        return bounds.checkpointed;
       case CheckpointPolicy::kNeeded:
-        return std::min(bound(false), bound(true));
+        return std::min(bounds.plain, bounds.checkpointed);
     }
     return 0;
+  }
+  /// Whether the stage passes both monotone lower bounds: cost_lower_bound_ns(stage_idx,
+  /// first, last) <= cost_bound and memory_lower_bound_bytes(...) <= the device memory. Once
+  /// it fails, every larger range fails too.
+  bool may_fit(int stage_idx, int first, int last, int64_t cost_bound) const {
+    const MemoryBounds bounds = memory_bounds(stage_idx, first, last);
+    int64_t cost = cost_lower_bound_ns(first, last);
+    int64_t memory = bounds.plain;
+    if (problem_.policy == CheckpointPolicy::kAll) memory = bounds.checkpointed;
+    if (problem_.policy == CheckpointPolicy::kNeeded) {
+      if (bounds.plain > problem_.device_memory_bytes) cost += table_.fwd_ns(first, last);
+      memory = std::min(bounds.plain, bounds.checkpointed);
+    }
+    return cost <= cost_bound && memory <= problem_.device_memory_bytes;
+  }
+  /// stage_memory_lower_bound(table, problem.memory, stage_idx, first, last, checkpoint),
+  /// from terms of the stage index computed once.
+  int64_t memory_lower_bound_as(int stage_idx, int first, int last, bool checkpoint) const {
+    const MemoryBounds bounds = memory_bounds(stage_idx, first, last);
+    return checkpoint ? bounds.checkpointed : bounds.plain;
+  }
+  /// stage_memory(table, problem.memory, stage_idx, first, last, checkpoint).total_bytes,
+  /// from terms of the stage index computed once.
+  int64_t memory_bytes(int stage_idx, int first, int last, bool checkpoint) const {
+    const MemoryBounds totals = memory_totals(stage_idx, first, last);
+    return checkpoint ? totals.checkpointed : totals.plain;
   }
   /// The send time of stage `stage_idx`'s boundary tensors, in ns.
   int64_t p2p_ns(int stage_idx, int first, int last) const {
@@ -114,8 +137,59 @@ class StageEvaluator {
   const LayerTable& table() const { return table_; }
 
  private:
+  // What a stage's memory adds for its index alone (planner/memory_model.h).
+  struct StageConstants {
+    int64_t in_flight = 0;          // ℓ_s
+    CommBufferCounts comm;          // boundary tensors its communication buffers hold
+    int64_t fixed_bytes = 0;        // runtime overhead + calibration
+    int64_t bound_input_bytes = 0;  // the lower bound's checkpointed input: model input or smallest
+    int64_t bound_fixed_bytes = 0;  // fixed_bytes + the lower bound's communication buffers
+  };
+  // The choice of checkpoint flag `checkpoint` whose memory is `memory_bytes`.
+  StageChoice choice(int stage_idx, int first, int last, bool checkpoint,
+                     int64_t memory_bytes) const;
+  // A stage's memory, or its lower bound, without and with checkpointing.
+  struct MemoryBounds {
+    int64_t plain = 0;
+    int64_t checkpointed = 0;
+  };
+  // The terms of a range that do not depend on its stage index: parameters with their
+  // gradients, optimizer state and autocast copy, buffers, the largest transient and the
+  // gradient bucket.
+  int64_t range_bytes(int first, int last) const {
+    const int64_t params = table_.param_count(first, last);
+    const int64_t bucket = problem_.memory.dp > 1
+                               ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes)
+                               : 0;
+    return params * bytes_per_parameter_ + table_.buffer_bytes(first, last) +
+           table_.transient_bytes(first, last) + bucket;
+  }
+  // stage_memory_lower_bound for both checkpoint flags.
+  MemoryBounds memory_bounds(int stage_idx, int first, int last) const {
+    const StageConstants& stage = stages_[stage_idx];
+    const int64_t activations = table_.retained_bytes(first, last);
+    const int64_t common = range_bytes(first, last) + stage.bound_fixed_bytes;
+    return {std::max<int64_t>(0, common + stage.in_flight * activations),
+            std::max<int64_t>(0, common + stage.in_flight * stage.bound_input_bytes + activations)};
+  }
+  // stage_memory(...).total_bytes for both checkpoint flags.
+  MemoryBounds memory_totals(int stage_idx, int first, int last) const {
+    const StageConstants& stage = stages_[stage_idx];
+    const int64_t activations = table_.retained_bytes(first, last);
+    const int64_t in_bytes = stage_idx > 0 ? table_.boundary_bytes(first) : 0;
+    const int64_t out_bytes = stage_idx < problem_.memory.pp - 1 ? table_.boundary_bytes(last) : 0;
+    const int64_t common = range_bytes(first, last) + stage.fixed_bytes + stage.comm.in * in_bytes +
+                           stage.comm.out * out_bytes +
+                           stage.comm.sends * std::max(in_bytes, out_bytes);
+    return {std::max<int64_t>(0, common + stage.in_flight * activations),
+            std::max<int64_t>(
+                0, common + stage.in_flight * table_.boundary_bytes(first) + activations)};
+  }
+
   const LayerTable& table_;
   const PartitionProblem& problem_;
+  std::vector<StageConstants> stages_;      // by stage index
+  int64_t bytes_per_parameter_ = 0;         // static_bytes_per_parameter
   std::vector<int64_t> intra_transfer_ns_;  // by boundary position
   std::vector<int64_t> inter_transfer_ns_;
   int64_t largest_transfer_ns_ = 0;

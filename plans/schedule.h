@@ -59,6 +59,52 @@ struct Action {
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
                                   bool all_reduce);
 
+/// One micro-batch's forward with its transfers ([recv-act] F [send-act]) or backward with its
+/// own ([recv-grad] B [send-grad]): the unit stage_actions repeats, 2m times per stage.
+struct ComputeBlock {
+  bool forward = true;
+  int micro_batch = 0;
+};
+
+/// stage_actions(schedule, pp, stage_idx, num_micro_batches, all_reduce) without the list:
+/// each action (or block of actions) is computed from its index, so that a player of long
+/// pipelines (the simulator) holds no stage's list in memory. Equal to stage_actions element by
+/// element (a test checks).
+class StageActionList {
+ public:
+  StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce);
+  /// stage_actions(...).size(): num_blocks() · block_size(), then the all-reduce (when asked
+  /// for) and the optimizer step.
+  size_t size() const { return size_; }
+  /// stage_actions(...)[idx]; idx < size().
+  Action operator[](size_t idx) const;
+  /// 2 · num_micro_batches.
+  int num_blocks() const { return 2 * num_micro_batches_; }
+  /// Actions per block: 1 + (stage_idx > 0) + (stage_idx < pp − 1).
+  int block_size() const { return block_size_; }
+  /// Block `block_idx` < num_blocks(), in list order.
+  ComputeBlock block(int block_idx) const {
+    const int m = num_micro_batches_;
+    if (schedule_ == Schedule::kGpipe || block_idx < warmup_ || block_idx >= steady_end_)
+      return block_idx < m ? ComputeBlock{true, block_idx} : ComputeBlock{false, block_idx - m};
+    const int step = block_idx - warmup_;  // steady state: F(warmup + i), B(i), ...
+    return step % 2 == 0 ? ComputeBlock{true, warmup_ + step / 2} : ComputeBlock{false, step / 2};
+  }
+  /// Whether the list ends with an all-reduce before the optimizer step.
+  bool all_reduce() const { return all_reduce_; }
+
+ private:
+  Schedule schedule_;
+  int pp_;
+  int stage_idx_;
+  int num_micro_batches_;
+  int warmup_;      // 1f1b: forwards before the first backward
+  int steady_end_;  // 1f1b: first block after the last forward
+  int block_size_;
+  bool all_reduce_;
+  size_t size_;
+};
+
 /// The actions of every rank of `plan` (indexed by rank), peers as ranks of the same replica.
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 

@@ -73,7 +73,7 @@ TEST(JsonTest, RefusesAFifoAndAFolderInsteadOfBlocking) {
   fs::remove(fifo);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(error_of([&] { read_json_file(fifo.string()); }),
-            fifo.string() + ": not a regular file (a folder, FIFO or device); expected a JSON file");
+            fifo.string() + ": not a regular file (a folder, FIFO or device); expected a file");
   fs::remove(fifo);
   EXPECT_NE(error_of([] { read_json_file("/tmp"); }).find("/tmp: not a regular file"),
             std::string::npos);

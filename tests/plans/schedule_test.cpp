@@ -181,5 +181,23 @@ TEST(ScheduleTest, PeakInFlightIsMForGpipeAndMinOfMAndRemainingStagesFor1f1b) {
     }
 }
 
+// The simulator plays StageActionList; the executor runs stage_actions. They must agree.
+TEST(ScheduleTest, StageActionListEqualsStageActions) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+    for (int pp = 1; pp <= 7; ++pp)
+      for (int m = 1; m <= 11; ++m)
+        for (int stage = 0; stage < pp; ++stage)
+          for (bool all_reduce : {false, true}) {
+            const std::vector<Action> expected = stage_actions(schedule, pp, stage, m, all_reduce);
+            const StageActionList list(schedule, pp, stage, m, all_reduce);
+            ASSERT_EQ(list.size(), expected.size());
+            for (size_t idx = 0; idx < expected.size(); ++idx)
+              ASSERT_EQ(list[idx], expected[idx])
+                  << to_string(schedule) << " pp=" << pp << " m=" << m << " stage=" << stage
+                  << " action " << idx << ": " << to_string(list[idx]) << " instead of "
+                  << to_string(expected[idx]);
+          }
+}
+
 }  // namespace
 }  // namespace pipeplan

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Compares two outputs of bench/plan_predictions (a build before and after a change).
+
+Each plan is matched by scenario and rank; it must keep its configuration (dp, pp, b, m,
+schedule, split) and its predicted iteration within --tolerance (relative), and in the second
+file each best plan re-simulated as `pipeplan simulate` does must give its own prediction.
+Prints a summary (how many plans are bit-identical, how many moved, the largest move) and
+every plan that moved with --verbose; exits 1 when a plan changed configuration, moved beyond
+the tolerance or is missing, or a re-simulation disagrees.
+"""
+import argparse
+import sys
+
+
+def load(path):
+    plans = {}
+    with open(path) as lines:
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 11:
+                continue  # "scenario none": no feasible plan
+            scenario, rank, dp, pp, b, m, schedule, split, iteration, bubble, simulated = fields
+            plans[(scenario, int(rank))] = {
+                "config": (dp, pp, b, m, schedule, split),
+                "iteration": iteration,
+                "bubble": bubble,
+                "simulated": simulated,
+            }
+    return plans
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--tolerance", type=float, default=0.005, help="relative (default 0.005)")
+    parser.add_argument("--verbose", action="store_true", help="list every plan that moved")
+    args = parser.parse_args()
+    before, after = load(args.before), load(args.after)
+    failures, identical, worst, worst_key = [], 0, 0.0, None
+    for key, old in sorted(before.items()):
+        new = after.get(key)
+        if new is None:
+            failures.append(f"{key}: missing after")
+            continue
+        if new["config"] != old["config"]:
+            failures.append(f"{key}: configuration {old['config'][:5]} became {new['config'][:5]}")
+            continue
+        move = float(new["iteration"]) / float(old["iteration"]) - 1
+        if new["iteration"] == old["iteration"]:
+            identical += 1
+        elif args.verbose:
+            print(f"{key[0]} #{key[1]} dp={old['config'][0]} pp={old['config'][1]} "
+                  f"m={old['config'][3]} {old['config'][4]}: {old['iteration']} -> "
+                  f"{new['iteration']} ms ({move * 100:+.4f} %)")
+        if abs(move) > abs(worst):
+            worst, worst_key = move, key
+        if abs(move) > args.tolerance:
+            failures.append(f"{key}: iteration moved {move * 100:+.4f} %")
+    for key, new in sorted(after.items()):
+        if new["simulated"] != "-" and new["simulated"] != new["iteration"]:
+            failures.append(f"{key}: re-simulated {new['simulated']} ms, predicted "
+                            f"{new['iteration']} ms")
+    print(f"{len(before)} plans: {identical} bit-identical, {len(before) - identical} moved; "
+          f"largest move {worst * 100:+.4f} %" + (f" ({worst_key[0]} #{worst_key[1]})"
+                                                   if worst_key else ""))
+    for failure in failures:
+        print("FAIL " + failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

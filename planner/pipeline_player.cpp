@@ -1,0 +1,235 @@
+// The simulator's discrete-event core: ranks run until they block, in dataflow order.
+#include "planner/pipeline_player.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace pipeplan {
+namespace {
+
+constexpr int kActivation = 0;  // message directions on a boundary
+constexpr int kGradient = 1;
+constexpr size_t kInitialChannelCapacity = 8;  // messages; a power of two
+
+}  // namespace
+
+void PipelinePlayer::Channel::grow() {
+  std::vector<double> larger(std::max(kInitialChannelCapacity, 2 * ring.size()));
+  for (size_t idx = 0; idx < count; ++idx) larger[idx] = ring[(head + idx) & (ring.size() - 1)];
+  ring.swap(larger);
+  head = 0;
+}
+
+PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pipelines,
+                               bool record_timeline)
+    : in_(input),
+      pp_(input.pp),
+      record_timeline_(record_timeline),
+      pipelines_(std::move(pipelines)) {
+  PIPEPLAN_ASSERT(!pipelines_.empty());
+  for (int stage = 0; stage < pp_; ++stage) {
+    lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1);
+    fwd_shape_.push_back(log_normal(in_.stages[stage].fwd_cv));
+    bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
+  }
+  channels_.resize(pipelines_.size() * std::max(pp_ - 1, 0) * 2);
+  arrived_at_allreduce_.assign(pp_, 0);
+  ranks_.resize(pipelines_.size() * pp_);
+  if (record_timeline_) events_.resize(ranks_.size());
+  for (size_t pipeline_idx = 0; pipeline_idx < pipelines_.size(); ++pipeline_idx)
+    for (int stage = 0; stage < pp_; ++stage) connect(static_cast<int>(pipeline_idx), stage);
+}
+
+// Points the rank of `stage` of a pipeline at its channels and transfer times.
+void PipelinePlayer::connect(int pipeline_idx, int stage) {
+  SimRank& rank = ranks_[sim_index(pipeline_idx, stage)];
+  rank.stage = stage;
+  const int replica = pipelines_[pipeline_idx];
+  auto channel = [&](int boundary, int direction) {
+    return (pipeline_idx * (pp_ - 1) + boundary) * 2 + direction;
+  };
+  if (stage + 1 < pp_) {  // activations out, gradients in, over boundary `stage`
+    rank.outbox[kActivation] = channel(stage, kActivation);
+    rank.transfer_ms[kActivation] = in_.activation_ms[replica][stage];
+    rank.inbox[kGradient] = channel(stage, kGradient);
+  }
+  if (stage > 0) {  // activations in, gradients out, over boundary `stage − 1`
+    rank.inbox[kActivation] = channel(stage - 1, kActivation);
+    rank.outbox[kGradient] = channel(stage - 1, kGradient);
+    rank.transfer_ms[kGradient] = in_.gradient_ms[replica][stage - 1];
+  }
+}
+
+void PipelinePlayer::reset() {
+  for (SimRank& rank : ranks_) {
+    rank.block = 0;
+    rank.tail = 0;
+    rank.clock_ms = 0;
+    rank.busy_ms = 0;
+    rank.waits_for_message = false;
+  }
+  for (std::vector<TimelineEvent>& events : events_) events.clear();
+  for (Channel& channel : channels_) {
+    channel.head = 0;
+    channel.count = 0;
+    channel.link_free_ms = 0;
+  }
+  std::fill(arrived_at_allreduce_.begin(), arrived_at_allreduce_.end(), 0);
+  ready_.clear();
+}
+
+double PipelinePlayer::play() {
+  reset();
+  for (size_t idx = 0; idx < ranks_.size(); ++idx) ready_.push_back(static_cast<int>(idx));
+  while (!ready_.empty()) {
+    const int idx = ready_.back();
+    ready_.pop_back();
+    if (record_timeline_)
+      run<true>(idx);
+    else
+      run<false>(idx);
+  }
+  check_finished();
+  double iteration_ms = 0;
+  for (const SimRank& rank : ranks_) iteration_ms = std::max(iteration_ms, rank.clock_ms);
+  return iteration_ms;
+}
+
+void PipelinePlayer::check_finished() const {
+  for (const SimRank& rank : ranks_) {
+    if (rank.tail == 2) continue;
+    const StageActionList& list = lists_[rank.stage];
+    const size_t next = rank.block < list.num_blocks()
+                            ? static_cast<size_t>(rank.block) * list.block_size()
+                            : list.size() - (rank.tail == 0 && list.all_reduce() ? 2 : 1);
+    PIPEPLAN_ASSERT(false, "schedule deadlock: stage ", rank.stage, " stuck at ",
+                    to_string(list[next]));
+  }
+}
+
+template <bool kRecord>
+void PipelinePlayer::compute(SimRank& rank, TimelineKind kind, int micro_batch,
+                             double duration_ms) {
+  const double end_ms = rank.clock_ms + duration_ms;
+  if (kRecord && end_ms > rank.clock_ms)
+    events_[&rank - ranks_.data()].push_back(
+        {rank.stage, kind, micro_batch, rank.clock_ms, end_ms, -1});
+  rank.clock_ms = end_ms;
+  rank.busy_ms += duration_ms;
+}
+
+template <bool kRecord>
+void PipelinePlayer::send(SimRank& rank, int direction, int micro_batch) {
+  Channel& channel = channels_[rank.outbox[direction]];
+  const double start_ms = std::max(rank.clock_ms, channel.link_free_ms);
+  channel.link_free_ms = start_ms + rank.transfer_ms[direction];
+  channel.push(channel.link_free_ms);
+  const int receiver =
+      static_cast<int>(&rank - ranks_.data()) + (direction == kActivation ? 1 : -1);
+  if (kRecord && channel.link_free_ms > start_ms)
+    events_[&rank - ranks_.data()].push_back({rank.stage, TimelineKind::kSend, micro_batch,
+                                              start_ms, channel.link_free_ms,
+                                              ranks_[receiver].stage});
+  if (in_.send_occupies_sender) rank.clock_ms = channel.link_free_ms;
+  if (ranks_[receiver].waits_for_message) {
+    ranks_[receiver].waits_for_message = false;
+    ready_.push_back(receiver);
+  }
+}
+
+// False when the message has not been sent yet (the rank blocks).
+template <bool kRecord>
+bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch) {
+  Channel& channel = channels_[rank.inbox[direction]];
+  if (channel.count == 0) return false;
+  const double at_ms = channel.pop();
+  if (at_ms > rank.clock_ms) {
+    if (kRecord)
+      events_[&rank - ranks_.data()].push_back(
+          {rank.stage, TimelineKind::kRecvWait, micro_batch, rank.clock_ms, at_ms,
+           direction == kActivation ? rank.stage - 1 : rank.stage + 1});
+    rank.clock_ms = at_ms;
+  }
+  return true;
+}
+
+// False until every pipeline's rank of the stage has arrived; the last to arrive releases all.
+template <bool kRecord>
+bool PipelinePlayer::all_reduce(SimRank& rank) {
+  const int num_pipelines = static_cast<int>(pipelines_.size());
+  if (++arrived_at_allreduce_[rank.stage] < num_pipelines) return false;
+  double start_ms = 0;
+  for (int pipeline_idx = 0; pipeline_idx < num_pipelines; ++pipeline_idx)
+    start_ms = std::max(start_ms, ranks_[sim_index(pipeline_idx, rank.stage)].clock_ms);
+  for (int pipeline_idx = 0; pipeline_idx < num_pipelines; ++pipeline_idx) {
+    const int idx = sim_index(pipeline_idx, rank.stage);
+    SimRank& member = ranks_[idx];
+    member.clock_ms = start_ms;
+    compute<kRecord>(member, TimelineKind::kAllReduce, -1, in_.stages[rank.stage].allreduce_ms);
+    member.tail = 1;
+    if (&member != &rank) ready_.push_back(idx);
+  }
+  return true;
+}
+
+// Runs rank `idx` through its compute blocks until it blocks at a receive, then its tail.
+template <bool kRecord>
+void PipelinePlayer::run(int idx) {
+  SimRank& rank = ranks_[idx];
+  const StageActionList& list = lists_[rank.stage];
+  const StageCosts& costs = in_.stages[rank.stage];
+  const RankStepTimes* times = rank.times;
+  const bool upstream = rank.stage > 0;
+  const bool downstream = rank.stage + 1 < pp_;
+  const LogNormal& fwd_shape = fwd_shape_[rank.stage];
+  const LogNormal& bwd_shape = bwd_shape_[rank.stage];
+  for (const int num_blocks = list.num_blocks(); rank.block < num_blocks; ++rank.block) {
+    const ComputeBlock block = list.block(rank.block);
+    const int mb = block.micro_batch;
+    if (block.forward) {
+      if (upstream && !receive<kRecord>(rank, kActivation, mb)) {
+        rank.waits_for_message = true;
+        return;
+      }
+      double fwd_ms = times ? times->fwd_ms[mb] : costs.fwd_ms;
+      if (multipliers_) fwd_ms *= multipliers_->draw(fwd_shape);
+      compute<kRecord>(rank, TimelineKind::kForward, mb, fwd_ms);
+      if (downstream) send<kRecord>(rank, kActivation, mb);
+    } else {
+      if (downstream && !receive<kRecord>(rank, kGradient, mb)) {
+        rank.waits_for_message = true;
+        return;
+      }
+      double recompute_ms =
+          times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[mb]) : costs.recompute_ms;
+      if (recompute_ms > 0) {
+        if (multipliers_) recompute_ms *= multipliers_->draw(fwd_shape);
+        compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms);
+      }
+      double bwd_ms = times ? times->bwd_ms[mb] : costs.bwd_ms;
+      if (multipliers_) bwd_ms *= multipliers_->draw(bwd_shape);
+      compute<kRecord>(rank, TimelineKind::kBackward, mb, bwd_ms);
+      if (upstream) send<kRecord>(rank, kGradient, mb);
+    }
+  }
+  run_tail<kRecord>(rank);
+}
+
+// The all-reduce (dp > 1; the last pipeline to arrive resumes the others) and the step.
+template <bool kRecord>
+void PipelinePlayer::run_tail(SimRank& rank) {
+  if (rank.tail == 0) {
+    if (!lists_[rank.stage].all_reduce())
+      rank.tail = 1;
+    else if (!all_reduce<kRecord>(rank))
+      return;
+  }
+  if (rank.tail == 1) {
+    compute<kRecord>(rank, TimelineKind::kOptimizer, -1,
+                     rank.times ? rank.times->optimizer_ms : in_.stages[rank.stage].optimizer_ms);
+    rank.tail = 2;
+  }
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,180 @@
+// Draws of varying action times: log-normal multipliers from a fixed seed, played replica by
+// replica, or folded over the replicas through a normal fit of each kind's iteration.
+#include "planner/variability.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "common/error.h"
+#include "planner/lognormal.h"
+#include "planner/pipeline_player.h"
+
+namespace pipeplan {
+namespace {
+
+// Integration intervals of expected_maximum over mean ± kIntegrationSpan standard deviations.
+constexpr int kIntegrationSteps = 8192;
+constexpr double kIntegrationSpan = 9;
+
+// A player per replica kind (replicas with equal transfer times), and one pipeline's action
+// times, redrawn in place for each replica and draw of the every-replica mode.
+class ReplicaDrawer {
+ public:
+  explicit ReplicaDrawer(const SimulationInput& in) : in_(in) {
+    std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
+    for (int replica = 0; replica < in.dp; ++replica) {
+      const auto key = std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]);
+      const auto [it, added] = seen.emplace(key, static_cast<int>(players_.size()));
+      if (added) {
+        players_.emplace_back(in, std::vector<int>{replica}, /*record_timeline=*/false);
+        kind_counts_.push_back(0);
+      }
+      kind_of_.push_back(it->second);
+      ++kind_counts_[it->second];
+    }
+  }
+
+  int num_kinds() const { return static_cast<int>(players_.size()); }
+  int kind_of(int replica) const { return kind_of_[replica]; }
+  int kind_count(int kind) const { return kind_counts_[kind]; }
+
+  // Draws every action time of one pipeline from `multipliers` and plays it as `kind`: its
+  // iteration, in ms. Stage by stage, micro-batch by micro-batch: forward, backward,
+  // recompute (when the stage recomputes), the order every draw of this simulator has used.
+  double draw_and_play(int kind, Multipliers& multipliers) {
+    if (times_.empty()) allocate_times();
+    for (int stage = 0; stage < in_.pp; ++stage) {
+      const StageCosts& costs = in_.stages[stage];
+      const LogNormal fwd_shape = log_normal(costs.fwd_cv);
+      const LogNormal bwd_shape = log_normal(costs.bwd_cv);
+      RankStepTimes& rank = times_[stage];
+      const bool recomputes = !rank.recompute_ms.empty();
+      for (int mb = 0; mb < in_.num_micro_batches; ++mb) {
+        rank.fwd_ms[mb] = costs.fwd_ms * multipliers.draw(fwd_shape);
+        rank.bwd_ms[mb] = costs.bwd_ms * multipliers.draw(bwd_shape);
+        if (recomputes) rank.recompute_ms[mb] = costs.recompute_ms * multipliers.draw(fwd_shape);
+      }
+    }
+    return players_[kind].play();
+  }
+
+  // Plays `kind` with every action time drawn from `multipliers` as it is played.
+  double draw_and_play(int kind, FastMultipliers& multipliers) {
+    players_[kind].draw_times(&multipliers);
+    return players_[kind].play();
+  }
+
+ private:
+  void allocate_times() {
+    times_.resize(in_.pp);
+    for (int stage = 0; stage < in_.pp; ++stage) {
+      const bool recomputes = in_.stages[stage].recompute_ms > 0;
+      times_[stage].fwd_ms.resize(in_.num_micro_batches);
+      times_[stage].bwd_ms.resize(in_.num_micro_batches);
+      times_[stage].recompute_ms.resize(recomputes ? in_.num_micro_batches : 0);
+      times_[stage].optimizer_ms = in_.stages[stage].optimizer_ms;
+    }
+    for (PipelinePlayer& player : players_)
+      for (int stage = 0; stage < in_.pp; ++stage) player.set_times(0, stage, &times_[stage]);
+  }
+
+  const SimulationInput& in_;
+  std::vector<RankStepTimes> times_;     // by stage, once every-replica draws begin
+  std::vector<PipelinePlayer> players_;  // by kind
+  std::vector<int> kind_of_;             // by replica
+  std::vector<int> kind_counts_;
+};
+
+// Every replica of every draw: the mean over draws of the slowest replica's iteration.
+DrawnIteration every_replica(ReplicaDrawer& drawer, int dp, int draws) {
+  Multipliers multipliers;
+  double total_ms = 0;
+  for (int draw = 0; draw < draws; ++draw) {
+    double slowest_ms = 0;
+    for (int replica = 0; replica < dp; ++replica)
+      slowest_ms = std::max(slowest_ms, drawer.draw_and_play(drawer.kind_of(replica), multipliers));
+    total_ms += slowest_ms;
+  }
+  return {total_ms / draws, draws, false};
+}
+
+// Running mean and variance (Welford) of one kind's drawn iterations.
+struct Moments {
+  int count = 0;
+  double mean = 0;
+  double squares = 0;  // Σ (x − mean)²
+  void add(double x) {
+    ++count;
+    const double delta = x - mean;
+    mean += delta / count;
+    squares += delta * (x - mean);
+  }
+  double stddev() const { return count > 1 ? std::sqrt(squares / (count - 1)) : 0.0; }
+};
+
+// `draws` pipelines of each kind, folded through a normal fit of each kind's iteration.
+DrawnIteration folded(ReplicaDrawer& drawer, int draws) {
+  FastMultipliers multipliers;
+  std::vector<NormalKind> fit;
+  for (int kind = 0; kind < drawer.num_kinds(); ++kind) {
+    Moments moments;
+    for (int draw = 0; draw < draws; ++draw) moments.add(drawer.draw_and_play(kind, multipliers));
+    fit.push_back({moments.mean, moments.stddev(), static_cast<double>(drawer.kind_count(kind))});
+  }
+  return {expected_maximum(fit), draws, true};
+}
+
+}  // namespace
+
+DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode) {
+  PIPEPLAN_ASSERT(draws >= 1 && input.rank_times.empty());
+  ReplicaDrawer drawer(input);
+  const double pipeline_work = static_cast<double>(input.pp) * input.num_micro_batches;
+  const bool fold =
+      mode == ReplicaDraws::kFold ||
+      (mode == ReplicaDraws::kAuto && draws * input.dp * pipeline_work > kEveryReplicaDrawBudget);
+  if (!fold) return every_replica(drawer, input.dp, draws);
+  const double affordable = kFoldDrawBudget / pipeline_work;
+  return folded(drawer,
+                static_cast<int>(std::clamp<double>(affordable, kMinFoldDraws, kMaxFoldDraws)));
+}
+
+double expected_maximum(const std::vector<NormalKind>& kinds) {
+  PIPEPLAN_ASSERT(!kinds.empty());
+  double floor = -std::numeric_limits<double>::infinity();  // largest constant kind
+  double lowest = std::numeric_limits<double>::infinity();  // of the varying kinds' ranges
+  double highest = floor;
+  double widest = 0;
+  for (const NormalKind& kind : kinds) {
+    if (kind.stddev <= 0) {
+      floor = std::max(floor, kind.mean);
+      continue;
+    }
+    widest = std::max(widest, kind.stddev);
+    lowest = std::min(lowest, kind.mean);
+    highest = std::max(highest, kind.mean);
+  }
+  if (widest <= 0 || floor >= highest + kIntegrationSpan * widest) return floor;
+  // M >= start always, so E[M] = start + ∫_start^hi (1 − F(x)) dx, F(hi) = 1 to double
+  // precision; the constant kinds are 1 above the floor.
+  const double start = std::max(lowest - kIntegrationSpan * widest, floor);
+  const double hi = highest + kIntegrationSpan * widest;
+  const double step = (hi - start) / kIntegrationSteps;
+  auto above = [&](double x) {  // 1 − F(x), F = Π Φ((x − mean) / stddev)^count
+    double log_f = 0;
+    for (const NormalKind& kind : kinds) {
+      if (kind.stddev <= 0) continue;
+      const double phi = 0.5 * std::erfc(-(x - kind.mean) / (kind.stddev * std::sqrt(2.0)));
+      if (phi <= 0) return 1.0;
+      log_f += kind.count * std::log(phi);
+    }
+    return -std::expm1(log_f);
+  };
+  double integral = (above(start) + above(hi)) / 2;
+  for (int idx = 1; idx < kIntegrationSteps; ++idx) integral += above(start + idx * step);
+  return start + integral * step;
+}
+
+}  // namespace pipeplan

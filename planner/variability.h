@@ -1,0 +1,65 @@
+// The iteration when action times vary: draws of log-normal forward, recompute and backward
+// times played through the pipelines, with the dp replicas played or folded in.
+#pragma once
+
+#include <vector>
+
+#include "planner/simulator.h"
+
+namespace pipeplan {
+
+/// Work above which ReplicaDraws::kAuto folds the replicas in, counted in draws × dp × pp ×
+/// micro-batches (one unit: one stage's forward and backward of one micro-batch in one draw).
+inline constexpr double kEveryReplicaDrawBudget = 2e6;
+/// Folded draws of each replica kind: as many as this work allows (pp × micro-batches per
+/// draw), at least kMinFoldDraws and at most kMaxFoldDraws. A fixed count, not one that stops
+/// when the draws look precise: stopping on a small sample standard deviation would keep the
+/// draws that happen to understate it, and the maximum over replicas with them.
+inline constexpr double kFoldDrawBudget = 5e5;
+inline constexpr int kMinFoldDraws = 2;
+inline constexpr int kMaxFoldDraws = 1024;
+
+/// The drawn iteration: its mean over the draws, in ms, and how it was obtained.
+struct DrawnIteration {
+  double iteration_ms = 0;
+  int draws = 0;        ///< iterations played (folded: per replica kind)
+  bool folded = false;  ///< the replicas were folded in (see drawn_iteration)
+};
+
+/// The expected iteration when each forward, recompute and backward of every rank takes an
+/// independent log-normal multiple (mean 1, coefficient of variation StageCosts::fwd_cv,
+/// bwd_cv) of its stage's time, from a fixed-seed generator: the same input gives the same
+/// result. Replicas meet only at the all-reduces, after which each rank steps its optimizer
+/// as long as its stage's other replicas, so an iteration ends with its slowest replica: it
+/// is the maximum over replicas of X_r, the iteration replica r alone would play. Its mean,
+/// two ways:
+///   - every replica (ReplicaDraws::kEvery): `draws` iterations, each drawing every rank's
+///     times (replica by replica, stage by stage, micro-batch by micro-batch) and playing
+///     every replica; the mean of their maxima;
+///   - folded (kFold): replicas with the same transfer times (one kind) have the same X
+///     distribution, so each kind's pipeline alone is played for draws of X (kFoldDrawBudget
+///     sets how many, whatever `draws` says), X is taken as normal with the draws' mean and
+///     standard deviation, and the result is the expected maximum over all replicas of their
+///     normal X (numerical integration). A cheaper generator (FastMultipliers) draws each
+///     time as it is played. Long pipelines get few draws, but their X varies least: its
+///     spread shrinks as the actions on its critical path add up. X is skewed to the right,
+///     which the normal fit misses in its tail: it reads low where pipelines are short,
+///     replicas many and the variation large (variability_test.cpp holds it within 0.5 % of
+///     every replica up to cv = 0.1).
+/// kAuto plays every replica while draws × dp × pp × m is at most kEveryReplicaDrawBudget and
+/// folds above it. input.rank_times must be empty (measured times are not drawn).
+DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode);
+
+/// One kind of replica for expected_maximum: `count` independent normal variables.
+struct NormalKind {
+  double mean = 0;
+  double stddev = 0;  ///< 0: the kind always takes its mean
+  double count = 1;
+};
+
+/// E[max] of every variable of every kind, by numerical integration of the maximum's
+/// distribution Π Φ((x − mean) / stddev)^count over ±9 standard deviations (to about 1e-6 of
+/// the largest stddev); kinds of stddev 0 are constants.
+double expected_maximum(const std::vector<NormalKind>& kinds);
+
+}  // namespace pipeplan

@@ -1,0 +1,98 @@
+// Tests for planner/bounds.h: the whole-layer path bound against every split, and the refined
+// candidate bound against the simulated plans of a search.
+#include "planner/bounds.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "common/limits.h"
+#include "planner/search.h"
+#include "tests/planner/test_profiles.h"
+
+namespace pipeplan {
+namespace {
+
+// min over every split of max_k (Σ_{s<k} c_s + m·c_k), by enumerating the splits.
+int64_t brute_force_path_ns(const LayerTable& table, int pp, int64_t m, bool recompute) {
+  const int layers = table.num_layers();
+  auto cost = [&](int first, int last) {
+    return table.compute_ns(first, last) + (recompute ? table.fwd_ns(first, last) : 0);
+  };
+  int64_t best = std::numeric_limits<int64_t>::max();
+  std::vector<int> bounds(pp + 1, 0);  // bounds[0] = 0, bounds[pp] = layers
+  bounds[pp] = layers;
+  auto visit = [&](auto&& self, int stage_idx) -> void {
+    if (stage_idx == pp - 1) {
+      int64_t worst = 0;
+      for (int k = 0; k < pp; ++k)
+        worst = std::max(worst, cost(0, bounds[k]) + m * cost(bounds[k], bounds[k + 1]));
+      best = std::min(best, worst);
+      return;
+    }
+    for (int end = bounds[stage_idx] + 1; end <= layers - (pp - stage_idx - 1); ++end) {
+      bounds[stage_idx + 1] = end;
+      self(self, stage_idx + 1);
+    }
+  };
+  visit(visit, 0);
+  return best;
+}
+
+TEST(BoundsTest, MinPathMatchesEverySplit) {
+  std::mt19937_64 rng(11);
+  for (int case_idx = 0; case_idx < 40; ++case_idx) {
+    const int layers = 1 + case_idx % 9;
+    const Profile profile = testing::make_profile(testing::random_layers(rng, layers));
+    const LayerTable table(profile, 1 + case_idx % 2, OptimizerKind::kSgd);
+    for (int pp = 1; pp <= layers; ++pp)
+      for (int m : {1, 2, 5})
+        for (bool recompute : {false, true})
+          EXPECT_EQ(min_path_ns(table, pp, m, recompute),
+                    brute_force_path_ns(table, pp, m, recompute))
+              << "case " << case_idx << " pp=" << pp << " m=" << m << " recompute=" << recompute;
+  }
+}
+
+// Every plan an exhaustive search simulates lies at or above its candidate's refined bound.
+TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  for (int case_idx = 0; case_idx < 12; ++case_idx) {
+    const Profile profile = testing::make_profile(testing::random_layers(rng, 4 + case_idx % 5),
+                                                  {1, 2, 4}, 64, 1000, 0.02, 2e6);
+    PlanningContext context;
+    context.profile = &profile;
+    context.profile_path = "profile.json";
+    const int devices = 1 << (case_idx % 4);
+    context.cluster = make_cluster(profile, devices, int64_t{1} << 30, std::max(devices / 2, 1),
+                                   kDefaultInterNodeBandwidthBytesPerS);
+    context.global_batch = 16;
+    SearchOptions options;
+    options.top_k = kMaxTopK;  // with prune off: every feasible plan of these small searches
+    options.prune = false;
+    for (const Plan& plan : search(context, options).plans) {
+      const LayerTable table(profile, plan.micro_batch_size, context.optimizer);
+      bool all_checkpointed = true;
+      for (const StagePlan& stage : plan.stages) all_checkpointed &= stage.checkpoint;
+      const Candidate candidate{plan.dp,
+                                plan.pp,
+                                plan.micro_batch_size,
+                                plan.num_micro_batches,
+                                plan.schedule,
+                                all_checkpointed ? CheckpointPolicy::kAll : CheckpointPolicy::kNone,
+                                Layout::kReplicaMajor};
+      const int64_t path_ns = min_path_ns(table, plan.pp, plan.num_micro_batches, all_checkpointed);
+      EXPECT_LE(refined_iteration_lower_bound_ms(context, table, candidate, path_ns),
+                plan.predictions.iteration_ms * (1 + 1e-9))
+          << "case " << case_idx << " dp=" << plan.dp << " pp=" << plan.pp;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+}  // namespace
+}  // namespace pipeplan
