@@ -7,12 +7,16 @@ file each best plan re-simulated as `pipeplan simulate` does must give its own p
 Prints a summary (how many plans are bit-identical, how many moved, the largest move) and
 every plan that moved with --verbose; exits 1 when a plan changed configuration, moved beyond
 the tolerance or is missing, or a re-simulation disagrees.
+
+With --skip-one-stage-gpipe, plans of one stage under GPipe in the first file are left out
+and plans are matched by scenario and configuration instead of rank: since issue 18 the search
+lists one-stage GPipe no more (it is one-stage 1F1B, worse), so the plans below it move up.
 """
 import argparse
 import sys
 
 
-def load(path):
+def load(path, by_config=False, skip_one_stage_gpipe=False):
     plans = {}
     with open(path) as lines:
         for line in lines:
@@ -20,7 +24,10 @@ def load(path):
             if len(fields) < 11:
                 continue  # "scenario none": no feasible plan
             scenario, rank, dp, pp, b, m, schedule, split, iteration, bubble, simulated = fields
-            plans[(scenario, int(rank))] = {
+            if skip_one_stage_gpipe and pp == "1" and schedule == "gpipe":
+                continue
+            key = (scenario, (dp, pp, b, m, schedule, split)) if by_config else (scenario, int(rank))
+            plans[key] = {
                 "config": (dp, pp, b, m, schedule, split),
                 "iteration": iteration,
                 "bubble": bubble,
@@ -35,8 +42,12 @@ def main():
     parser.add_argument("after")
     parser.add_argument("--tolerance", type=float, default=0.005, help="relative (default 0.005)")
     parser.add_argument("--verbose", action="store_true", help="list every plan that moved")
+    parser.add_argument("--skip-one-stage-gpipe", action="store_true",
+                        help="leave out the first file's pp=1 GPipe plans; match by configuration")
     args = parser.parse_args()
-    before, after = load(args.before), load(args.after)
+    by_config = args.skip_one_stage_gpipe
+    before = load(args.before, by_config, args.skip_one_stage_gpipe)
+    after = load(args.after, by_config)
     failures, identical, worst, worst_key = [], 0, 0.0, None
     for key, old in sorted(before.items()):
         new = after.get(key)

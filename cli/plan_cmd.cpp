@@ -228,7 +228,7 @@ Runner add_plan_command(CLI::App& app) {
       "Exit status: 0 when a plan was written; 1 when no plan fits (an answer, not bad input: "
       "the reasons are printed); 2 on bad input. Sizes are bounded: --devices, "
       "--devices-per-node, --pp and --dp at most 16384; --global-batch and --micro-batch-size at "
-      "most 16777216 (2^24); at most 1024 micro-batches, and 16384 micro-batches times stages; "
+      "most 16777216 (2^24); at most 16384 micro-batches, and 1048576 micro-batches times stages; "
       "--top at most 100.");
   return [o] { return run_plan(*o); };
 }

@@ -9,10 +9,10 @@ namespace pipeplan {
 
 /// The longest time a file may hold for one action, one micro-batch or one iteration, and the
 /// longest a whole model may take per micro-batch when the planner extrapolates a profile:
-/// 1e9 ms (about 11.6 days). The planner counts whole nanoseconds in 64 bits (9.2e12 ms at
+/// 1e8 ms (about 28 hours). The planner counts whole nanoseconds in 64 bits (9.2e12 ms at
 /// most); with at most kMaxMicroBatches micro-batches of a stage costing up to four such times
-/// (forward and backward, recompute, two transfers), an iteration stays below 4.1e12 ms.
-inline constexpr double kMaxTimeMs = 1e9;
+/// (forward and backward, recompute, two transfers), an iteration stays below 6.6e12 ms.
+inline constexpr double kMaxTimeMs = 1e8;
 
 /// The largest byte count a file may hold, a device may have, or a stage's sums may reach: 2^50
 /// bytes (1 PiB). In-flight copies (at most kMaxMicroBatches) and per-parameter multiples keep
@@ -30,18 +30,19 @@ inline constexpr int kMaxDevices = 1 << 14;
 /// lists the divisors of the per-replica batch in O(sqrt(2^24)) = 4,096 steps.
 inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 
-/// The most micro-batches of one iteration: 1,024. The simulator plays about four actions per
-/// micro-batch and stage, 32 times over when action times vary; more makes `simulate` and the
-/// search slow and memory-hungry (1e7 micro-batches took over 6 GB) for no real pipeline.
-inline constexpr int kMaxMicroBatches = 1 << 10;
+/// The most micro-batches of one iteration: 16,384 (a global batch of 16,384 in micro-batches of
+/// one sample). The simulator plays about four actions per micro-batch and stage, more than once
+/// when action times vary; a plan of 1e7 micro-batches made `simulate` grow past 6 GB.
+inline constexpr int kMaxMicroBatches = 1 << 14;
 
-/// The most micro-batches times stages of one pipeline: 2^14 = 16,384 (e.g. 1,024 micro-batches
-/// of 16 stages, or 256 of 64). The simulator's work grows with it (four actions per micro-batch
-/// and stage, 33 plays when action times vary): 0.46 s at 16 × 1,024, 1.6 s at 64 × 1,024.
-inline constexpr int kMaxPipelineMicroBatches = 1 << 14;
+/// The most micro-batches times stages of one pipeline: 2^20 = 1,048,576 (e.g. 2,048
+/// micro-batches of 512 stages, which the search picks among its best plans for 1,000 layers on
+/// 1,024 devices). The simulator plays one pipeline per draw and folds the replicas in, so its
+/// work grows with this product: SearchTest.LargestAcceptedPipelineSimulatesWithinASecond.
+inline constexpr int kMaxPipelineMicroBatches = 1 << 20;
 
 /// The longest time a file may hold for a whole iteration (an iteration, a stage's compute over
-/// its micro-batches): kMaxMicroBatches micro-batches of four actions of kMaxTimeMs, 4.1e12 ms,
+/// its micro-batches): kMaxMicroBatches micro-batches of four actions of kMaxTimeMs, 6.6e12 ms,
 /// still below the 9.2e12 ms of 64-bit nanoseconds.
 inline constexpr double kMaxIterationMs = kMaxTimeMs * 4 * kMaxMicroBatches;
 

@@ -50,9 +50,9 @@ TEST(JsonTest, IntegersAreReadWholeOrRefused) {
   EXPECT_EQ(error_of([&] { reader.integers_in("times", 0, 9); }),
             "run.json: times: -2: expected an integer in [0, 9] in the array");
   EXPECT_EQ(error_of([&] { reader.times_ms("times"); }),
-            "run.json: times: -2: expected times in ms in [0, 1e+09]");
+            "run.json: times: -2: expected times in ms in [0, 1e+08]");
   EXPECT_EQ(error_of([&] { reader.time_ms("big"); }),
-            "run.json: big: 4294967297: expected a time in ms in [0, 1e+09]");
+            "run.json: big: 4294967297: expected a time in ms in [0, 1e+08]");
 }
 
 TEST(JsonTest, LongValuesAndKeysAreQuotedShortened) {

@@ -261,8 +261,8 @@ TEST_F(CalibrationTest, AnAbsurdIterationIsRefusedNotAnAssertion) {
   pipeplan::Run run = testing::run_as_predicted(plan_, plan_);
   run.measured.iteration_ms = kMaxIterationMs;
   EXPECT_NE(refusal(profile_, plan_, run)
-                .find("run.json: measured.iteration_ms: 4.096e+12 ms: expected an iteration that a "
-                      "latency of at most 5e+08 ms per message explains"),
+                .find("run.json: measured.iteration_ms: 6.5536e+12 ms: expected an iteration that a "
+                      "latency of at most 5e+07 ms per message explains"),
             std::string::npos)
       << refusal(profile_, plan_, run);
 }

@@ -233,11 +233,11 @@ TEST(SearchTest, RefusesSizesBeyondTheirBoundsNamingTheBound) {
   o.micro_batch_size = int64_t{1} << 40;
   EXPECT_EQ(error_of([&] { search(context, o); }),
             "--micro-batch-size: 1099511627776: expected an integer in [1, 16777216]");
-  // A micro-batch size that makes more than 1,024 micro-batches is no candidate.
+  // A micro-batch size that makes more than 16,384 micro-batches is no candidate.
   o = {};
   o.micro_batch_size = 1;
-  EXPECT_NE(error_of([&] { search(context_for(profile, 1, int64_t{1} << 30, 4096), o); })
-                .find("into at most 1024 micro-batches"),
+  EXPECT_NE(error_of([&] { search(context_for(profile, 1, int64_t{1} << 30, 32768), o); })
+                .find("into at most 16384 micro-batches"),
             std::string::npos);
 }
 
@@ -257,11 +257,42 @@ TEST(SearchTest, SerialLargestAcceptedSizesSearchWithinASecond) {
   }
 }
 
+// The largest pipeline a plan may hold (kMaxPipelineMicroBatches micro-batches times stages),
+// with action times that vary (the draws): searched, partitioned and predicted within a second.
+TEST(SearchTest, LargestAcceptedPipelineSimulatesWithinASecond) {
+  for (const auto& [pp, dp] : {std::pair{64, 1}, {512, 2}}) {
+    std::mt19937_64 rng(7);
+    Profile profile = testing::make_profile(testing::random_layers(rng, pp), {1, 2, 4}, 32, 1000,
+                                            0.02, 5e6);
+    for (LayerProfile& layer : profile.layers)
+      for (LayerPoint& point : layer.points) {
+        point.fwd_ms_p90 = point.fwd_ms * 1.05;
+        point.bwd_ms_p90 = point.bwd_ms * 1.05;
+      }
+    const int64_t global_batch = int64_t{dp} * kMaxPipelineMicroBatches / pp;
+    SearchOptions options;
+    options.pp = pp;
+    options.dp = dp;
+    options.micro_batch_size = 1;
+    options.schedules = {Schedule::kOneFOneB};
+    options.policies = {CheckpointPolicy::kNone};
+    const auto start = std::chrono::steady_clock::now();
+    const SearchResult result =
+        search(context_for(profile, pp * dp, int64_t{1} << 40, global_batch, 8), options);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_EQ(result.plans.size(), 1u) << ::testing::PrintToString(result.infeasible);
+    EXPECT_EQ(int64_t{result.plans[0].pp} * result.plans[0].num_micro_batches,
+              kMaxPipelineMicroBatches);
+    EXPECT_LT(seconds, 1.0) << "pp=" << pp;
+  }
+}
+
 // Issue 18: profile times whose extrapolation passes the planner's 64-bit nanoseconds reached
 // internal assertions of the partitioner; such a micro-batch size is now an infeasible family.
 TEST(SearchTest, MicroBatchesBeyondThePlannersRangeAreInfeasibleWithTheReason) {
   std::vector<testing::LayerSpec> layers = testing::equal_layers(4, 1, 2);
-  layers[2].fwd_ms = 1e8;  // per sample: 4e8 ms at the profiled 4, 1.6e9 ms at 16
+  layers[2].fwd_ms = 1e7;  // per sample: 8e7 ms at 8, 1.6e8 ms at 16 (kMaxTimeMs: 1e8)
   const Profile profile = testing::make_profile(layers);
   const SearchResult result = search(context_for(profile, 2, int64_t{1} << 40, 32), {});
   ASSERT_FALSE(result.plans.empty());

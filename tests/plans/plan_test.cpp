@@ -191,7 +191,7 @@ TEST(PlanTest, ValidateRejectsEachInconsistencyNamingTheField) {
       {"optimizer.base_lr: 0: expected", [](Plan& p) { p.optimizer.base_lr = 0; }},
       // Inputs that parse but mean nothing (issue 18).
       {"pp: 4: expected an integer in [1, 3]", [](Plan& p) { p.pp = 4; }},
-      {"num_micro_batches: 10000000: expected an integer in [1, 1024]",
+      {"num_micro_batches: 10000000: expected an integer in [1, 16384]",
        [](Plan& p) { p.num_micro_batches = 10000000; }},
       {"cluster.devices: 32768: expected at most 16384",
        [](Plan& p) { p.dp = 16384, p.cluster.devices = 32768; }},
@@ -211,7 +211,7 @@ TEST(PlanTest, ValidateRejectsEachInconsistencyNamingTheField) {
       {"partition: 'fastest': expected", [](Plan& p) { p.partition = "fastest"; }},
       {"predictions.stages[0].compute_ms: 9.5: expected",
        [](Plan& p) { p.predictions.stages[0].compute_ms = 9.5; }},
-      {"predictions.stages[1].fwd_ms: 1e+13: expected a time in ms in [0, 1e+09]",
+      {"predictions.stages[1].fwd_ms: 1e+13: expected a time in ms in [0, 1e+08]",
        [](Plan& p) { p.predictions.stages[1].fwd_ms = 1e13; }},
       {"predictions.stages[0].memory.total_bytes: 63: expected the sum of the terms, 62",
        [](Plan& p) { p.predictions.stages[0].memory.total_bytes = 63; }},
@@ -263,7 +263,7 @@ TEST(PlanTest, ReaderRefusesIntegersItWouldCutAndQuotesLongValuesShortened) {
   json = to_json(full_plan());
   json["num_micro_batches"] = 3.0;
   EXPECT_EQ(error_of([&] { plan_from_json(json, "plan.json"); }),
-            "plan.json: num_micro_batches: 3.0: expected an integer in [1, 1024]");
+            "plan.json: num_micro_batches: 3.0: expected an integer in [1, 16384]");
   json = to_json(full_plan());
   json["partition"] = std::string(size_t{1} << 20, 'z');
   const std::string message = error_of([&] { plan_from_json(json, "plan.json"); });
@@ -278,10 +278,10 @@ TEST(PlanTest, ReaderRefusesIntegersItWouldCutAndQuotesLongValuesShortened) {
 TEST(PlanTest, MicroBatchesTimesStagesAreBounded) {
   EXPECT_NO_THROW(testing::make_test_plan(1, 16, 1024, Schedule::kOneFOneB).validate("plan.json"));
   EXPECT_EQ(error_of([] {
-              testing::make_test_plan(1, 32, 1024, Schedule::kOneFOneB).validate("plan.json");
+              testing::make_test_plan(1, 128, 16384, Schedule::kOneFOneB).validate("plan.json");
             }),
-            "plan.json: num_micro_batches: 1024: expected at most 512 with pp=32 (at most 16384 "
-            "micro-batches times stages)");
+            "plan.json: num_micro_batches: 16384: expected at most 8192 with pp=128 (at most "
+            "1048576 micro-batches times stages)");
 }
 
 TEST(PlanTest, ActivationBytesFollowShapeDtypeAndBatch) {
