@@ -4,8 +4,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "common/files.h"
 #include "common/json.h"
 #include "planner/compare.h"
 #include "planner/predict.h"
@@ -33,14 +35,13 @@ int run_compare(const CompareOptions& o) {
   check_run_of_plan(plan, o.plan, run, o.run);
   const Comparison comparison = compare(plan, o.plan, run, o.run);
   std::fputs(to_table(comparison).c_str(), stdout);
-  if (o.json) {
-    write_json_file(*o.json, to_json(comparison));
-    std::printf("wrote %s\n", o.json->c_str());
-  }
-  if (o.svg) {
-    write_file_atomic(*o.svg, to_svg(comparison));
-    std::printf("wrote %s\n", o.svg->c_str());
-  }
+  // All outputs or none: a failed --svg leaves no new --json behind.
+  std::vector<OutputContent> outputs;
+  if (o.json) outputs.push_back({*o.json, to_json(comparison).dump(2) + "\n"});
+  if (o.svg) outputs.push_back({*o.svg, to_svg(comparison)});
+  check_stream_written(stdout, "standard output");
+  write_files_atomic(outputs);
+  for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
   return 0;
 }
 

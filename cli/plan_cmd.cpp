@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "common/files.h"
 #include "common/hash.h"
 #include "common/json.h"
 #include "common/units.h"
@@ -192,6 +193,7 @@ int run_plan(const PlanOptions& o) {
   print_table(result);
   for (const std::string& note : result.plans.front().predictions.notes)
     std::printf("note: %s\n", note.c_str());
+  check_stream_written(stdout, "standard output");  // before the plan: a failure writes none
   write_plan(o.output, result.plans.front());
   std::printf("wrote %s\n", o.output.c_str());
   return 0;

@@ -4,8 +4,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "common/files.h"
 #include "common/json.h"
 #include "common/units.h"
 #include "planner/predict.h"
@@ -60,14 +62,13 @@ int run_simulate(const SimulateOptions& o) {
         "action at its mean; the timeline shows that iteration)\n",
         result.iteration_ms - result.mean_times_iteration_ms, result.mean_times_iteration_ms);
   print_ranks(plan, result);
-  if (o.trace) {
-    write_chrome_trace(*o.trace, result.timeline);
-    std::printf("wrote %s\n", o.trace->c_str());
-  }
-  if (o.svg) {
-    write_svg(*o.svg, result.timeline);
-    std::printf("wrote %s\n", o.svg->c_str());
-  }
+  // All outputs or none: a failed --svg leaves no new --trace behind.
+  std::vector<OutputContent> outputs;
+  if (o.trace) outputs.push_back({*o.trace, to_chrome_trace(result.timeline).dump() + "\n"});
+  if (o.svg) outputs.push_back({*o.svg, to_svg(result.timeline)});
+  check_stream_written(stdout, "standard output");
+  write_files_atomic(outputs);
+  for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
   return 0;
 }
 

@@ -59,11 +59,11 @@ void write_in_place(const std::string& path, std::string_view bytes) {
   if (::close(fd) != 0) fail_write(path, errno);
 }
 
-// The temporary file is removed on any failure; what `path` held before stays.
-void write_through_rename(const std::string& path, std::string_view bytes) {
+// Writes `bytes` to "<path>.tmp.<pid>" and flushes it to disk; returns that name. The temporary
+// file is removed on any failure.
+std::string write_temporary(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = open_checked(tmp, path, O_WRONLY | O_CREAT | O_TRUNC, "");
-  int err = 0;
   try {
     write_fd_fully(fd, bytes, path);
   } catch (...) {
@@ -71,12 +71,19 @@ void write_through_rename(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     throw;
   }
+  int err = 0;
   if (::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err == 0) return;
+  if (err == 0) return tmp;
   ::unlink(tmp.c_str());
   fail_write(path, err);
+}
+
+// The regular file a path names: the target of a symbolic link, so that the link survives.
+std::string regular_target(const std::string& path) {
+  std::error_code ec;
+  const fs::path target = fs::is_symlink(path, ec) ? fs::canonical(path, ec) : fs::path(path);
+  return ec ? path : target.string();
 }
 
 // Two paths name the same file: the same inode, or (for files not created yet) the same
@@ -103,10 +110,33 @@ void write_fd_fully(int fd, std::string_view bytes, const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-  if (is_special_target(path)) return write_in_place(path, bytes);
-  std::error_code ec;
-  const fs::path target = fs::is_symlink(path, ec) ? fs::canonical(path, ec) : fs::path(path);
-  write_through_rename(ec ? path : target.string(), bytes);
+  write_files_atomic({{path, std::string(bytes)}});
+}
+
+void write_files_atomic(const std::vector<OutputContent>& outputs) {
+  std::vector<std::pair<std::string, std::string>> staged;  // temporary file, target
+  auto remove_staged = [&staged] {
+    for (const auto& [tmp, target] : staged) ::unlink(tmp.c_str());
+  };
+  try {
+    for (const OutputContent& output : outputs) {
+      if (is_special_target(output.path)) continue;
+      const std::string target = regular_target(output.path);
+      staged.emplace_back(write_temporary(target, output.bytes), target);
+    }
+    for (const OutputContent& output : outputs)
+      if (is_special_target(output.path)) write_in_place(output.path, output.bytes);
+  } catch (...) {
+    remove_staged();
+    throw;
+  }
+  for (size_t idx = 0; idx < staged.size(); ++idx) {
+    if (std::rename(staged[idx].first.c_str(), staged[idx].second.c_str()) == 0) continue;
+    const int err = errno;
+    staged.erase(staged.begin(), staged.begin() + static_cast<std::ptrdiff_t>(idx));
+    remove_staged();
+    fail_write(staged.front().second, err);
+  }
 }
 
 void check_writable(const std::string& path, std::string_view field) {

@@ -24,6 +24,18 @@ void write_fd_fully(int fd, std::string_view bytes, const std::string& path);
 /// removed).
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+/// One output of a command: where it goes and what it holds.
+struct OutputContent {
+  std::string path;
+  std::string bytes;
+};
+
+/// Writes several outputs of one command all or none: every regular file is first written to its
+/// temporary file and flushed, devices are written in place, and only then are the temporary
+/// files renamed over their targets. A failure before the renames removes every temporary file
+/// and leaves every target as it was. Throws as write_file_atomic.
+void write_files_atomic(const std::vector<OutputContent>& outputs);
+
 /// Checks that the parent folder of `path` exists and that a file can be created there, or, for
 /// an existing target that is no regular file (a device), that it can be written; `field` names
 /// the flag in the error. Call before long work so that it fails fast.

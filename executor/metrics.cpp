@@ -303,7 +303,9 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
     s.add(r, 1.0 / plan.dp);
     s.peak_memory_bytes = std::max(s.peak_memory_bytes, r.peak_memory_bytes);
   }
-  if (m.iteration_ms > 0)
+  // One stage is no pipeline: its idle time (waiting at the all-reduce) is no bubble, as in the
+  // planner's predictions.
+  if (m.iteration_ms > 0 && plan.pp > 1)
     m.bubble_fraction = std::min(1.0, idle_total_ms / (m.iteration_ms * static_cast<double>(ranks.size())));
   m.ranks = std::move(ranks);
   return m;

@@ -168,24 +168,29 @@ void run_rows(std::string* out, const Comparison& c) {
       format_fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
   row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1),
       format_fixed(c.samples_per_s.measured, 1), percent_text(c.samples_per_s.error_percent()));
+  // One stage is no pipeline: it has no bubble to compare (its ranks' idle time is listed above).
+  if (c.stages.size() == 1) return;
   row(out, "", "bubble", format_fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
       format_fixed(c.bubble_fraction.measured * kPercent, 1) + "%",
       percent_text(c.bubble_fraction.error_percent()));
 }
 
-void split_lines(std::string* out, const IterationSplit& s, double resimulated_bubble_fraction) {
+void split_lines(std::string* out, const IterationSplit& s, double resimulated_bubble_fraction,
+                 bool pipelined) {
+  const std::string bubble =
+      pipelined ? ", bubble " + format_fixed(resimulated_bubble_fraction * kPercent, 1) + "%" : "";
   char text[400];
   std::snprintf(text, sizeof text,
                 "\niteration error %+.3f ms (%s) = compute model %+.3f ms (%s)"
                 " + schedule, communication and overhead %+.3f ms (%s)\n"
-                "  (the plan re-simulated with the measured stage times: %.3f ms, bubble %.1f%%)\n",
+                "  (the plan re-simulated with the measured stage times: %.3f ms%s)\n",
                 to_ms(s.error_ns()),
                 percent_text(share_percent(s.error_ns(), s.measured_ns)).c_str(),
                 to_ms(s.compute_error_ns()),
                 percent_text(share_percent(s.compute_error_ns(), s.measured_ns)).c_str(),
                 to_ms(s.schedule_error_ns()),
                 percent_text(share_percent(s.schedule_error_ns(), s.measured_ns)).c_str(),
-                to_ms(s.resimulated_ns), resimulated_bubble_fraction * kPercent);
+                to_ms(s.resimulated_ns), bubble.c_str());
   *out += text;
 }
 
@@ -228,7 +233,7 @@ std::string to_table(const Comparison& c) {
   for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
     stage_rows(&out, c.stages[stage_idx], stage_idx);
   run_rows(&out, c);
-  split_lines(&out, c.split, c.resimulated_bubble_fraction);
+  split_lines(&out, c.split, c.resimulated_bubble_fraction, c.stages.size() > 1);
   const std::optional<double> compute_percent =
       share_percent(c.split.compute_error_ns(), c.split.measured_ns);
   if (!c.in_sample && compute_percent && std::abs(*compute_percent) >= kCalibrationHintPercent)

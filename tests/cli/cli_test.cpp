@@ -158,5 +158,22 @@ TEST_F(CliTest, OneStagePlansAreListedOnceWithoutABubble) {
   EXPECT_NE(simulated.out.find(", bubble - (plan predicted"), std::string::npos) << simulated.out;
 }
 
+// Issue 18: `simulate --trace t.json --svg /dev/full` wrote t.json, then failed on the SVG and
+// left it behind; an existing trace was replaced.
+TEST_F(CliTest, AFailedOutputLeavesTheOthersAsTheyWere) {
+  ASSERT_EQ(run(plan_args("--pp 2 -o plan.json")).exit_code, 0);
+  const Outcome failed = run("simulate --plan plan.json --trace new.json --svg /dev/full");
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  EXPECT_NE(failed.err.find("cannot write '/dev/full': No space left on device"),
+            std::string::npos)
+      << failed.err;
+  EXPECT_FALSE(fs::exists(dir_ / "new.json"));
+  std::ofstream(dir_ / "old.json") << "old\n";
+  EXPECT_EQ(run("simulate --plan plan.json --trace old.json --svg /dev/full").exit_code, 1);
+  EXPECT_EQ(slurp(dir_ / "old.json"), "old\n");
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+}
+
 }  // namespace
 }  // namespace pipeplan

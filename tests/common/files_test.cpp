@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "tests/common/file_size_limit.h"
 
 namespace pipeplan {
 namespace {
@@ -62,27 +63,7 @@ int temporary_files_in(const std::string& dir) {
   return count;
 }
 
-// While alive, files this process writes may not grow past `bytes` (RLIMIT_FSIZE) and the
-// kernel's SIGXFSZ is ignored, so a write past the limit fails with EFBIG: a full disk that
-// needs no root and no special file system.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    ::getrlimit(RLIMIT_FSIZE, &saved_);
-    previous_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved_;
-    limit.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved_);
-    ::signal(SIGXFSZ, previous_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  sighandler_t previous_handler_ = SIG_DFL;
-};
+using testing::FileSizeLimit;
 
 TEST(CommonFilesTest, AFullDeviceFailsNamingThePathAndErrno) {
   const Error error = error_of([] { write_file_atomic("/dev/full", "text\n"); });
@@ -129,6 +110,26 @@ TEST(CommonFilesTest, AFailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
   EXPECT_EQ(error.kind(), ErrorKind::kRuntime);
   EXPECT_EQ(std::string(error.what()), "cannot write '" + path + "': File too large");
   EXPECT_EQ(read_text(path), "old\n");
+  EXPECT_EQ(temporary_files_in(dir), 0);
+  fs::remove_all(dir);
+}
+
+// Issue 18: `simulate --trace t.json --svg /dev/full` wrote t.json and then failed on the SVG.
+TEST(CommonFilesTest, SeveralOutputsAreWrittenAllOrNone) {
+  const std::string dir = fresh_folder("together");
+  const std::string old_file = dir + "/trace.json";
+  const std::string new_file = dir + "/compare.json";
+  write_file_atomic(old_file, "old\n");
+  const Error error = error_of([&] {
+    write_files_atomic({{old_file, "new\n"}, {new_file, "new\n"}, {"/dev/full", "svg\n"}});
+  });
+  EXPECT_STREQ(error.what(), "cannot write '/dev/full': No space left on device");
+  EXPECT_EQ(read_text(old_file), "old\n");
+  EXPECT_FALSE(fs::exists(new_file));
+  EXPECT_EQ(temporary_files_in(dir), 0);
+  write_files_atomic({{old_file, "new\n"}, {new_file, "new\n"}, {"/dev/null", "svg\n"}});
+  EXPECT_EQ(read_text(old_file), "new\n");
+  EXPECT_EQ(read_text(new_file), "new\n");
   EXPECT_EQ(temporary_files_in(dir), 0);
   fs::remove_all(dir);
 }

@@ -15,6 +15,7 @@
 
 #include "common/hash.h"
 #include "models/model.h"
+#include "tests/common/file_size_limit.h"
 #include "tests/executor/train_harness.h"
 
 namespace pipeplan::executor {
@@ -43,26 +44,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// While alive, no file this process writes may grow past `bytes` and SIGXFSZ is ignored: writes
-// past the limit fail with EFBIG, as on a full disk, without root or a special file system.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    ::getrlimit(RLIMIT_FSIZE, &saved_);
-    previous_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved_;
-    limit.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved_);
-    ::signal(SIGXFSZ, previous_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  sighandler_t previous_handler_ = SIG_DFL;
-};
+using testing::FileSizeLimit;
 
 // One stage of mlp_tiny with its optimizer, saved to and loaded from a fresh folder.
 class CheckpointTest : public ::testing::Test {

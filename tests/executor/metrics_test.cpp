@@ -172,6 +172,19 @@ TEST(MetricsTest, CombinedIdleTimeCompletesEveryRanksIteration) {
   EXPECT_EQ(m.measured_steps, 3);
 }
 
+// Issue 18: one stage is no pipeline; its ranks' idle time is no bubble, as the plan predicts.
+TEST(MetricsTest, OneStageMeasuresNoBubble) {
+  const Plan plan = testing::make_test_plan(testing::split_spec(/*dp=*/2, /*pp=*/1));
+  std::vector<RankMeasurement> ranks(2);
+  ranks[0].busy_ms = 6;
+  ranks[1].rank = 1;
+  ranks[1].replica = 1;
+  ranks[1].busy_ms = 8;
+  const Measurements m = combine_measurements(plan, ranks, {10.0}, /*warmup_steps=*/0);
+  EXPECT_DOUBLE_EQ(m.stages[0].idle_ms, 3.0);
+  EXPECT_DOUBLE_EQ(m.bubble_fraction, 0.0);
+}
+
 TEST(MetricsTest, StepReducerNamesStepStageAndRankOfANan) {
   const Plan plan = testing::make_test_plan(testing::TestPlanSpec());
   auto comm = Comm::connect(RendezvousEnv(), plan, torch::kCPU, std::chrono::seconds(5));

@@ -238,6 +238,17 @@ TEST_F(CompareTest, APlanCalibratedFromTheRunIsComparedInSample) {
   EXPECT_THROW(check_run_of_plan(calibrated, "calibrated.json", run, "run.json"), Error);
 }
 
+// Issue 18: with one stage the table compared a "bubble" that is the ranks' idle time.
+TEST_F(CompareTest, OneStageHasNoBubbleRow) {
+  const Plan one_stage = testing::plan_for(profile_, /*dp=*/2, /*pp=*/1);
+  const std::string table =
+      to_table(compare(one_stage, "plan.json", imperfect_run(one_stage), "run.json"));
+  EXPECT_EQ(table.find("bubble"), std::string::npos) << table;
+  EXPECT_NE(table.find("samples/s"), std::string::npos) << table;
+  const std::string piped = to_table(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
+  EXPECT_NE(piped.find("bubble"), std::string::npos) << piped;
+}
+
 TEST_F(CompareTest, JsonHasEveryField) {
   const Json json = to_json(compare(plan_, "plan.json", imperfect_run(plan_), "run.json"));
   EXPECT_EQ(json.at("schema"), kCompareSchema);

@@ -417,6 +417,7 @@ TEST(InputFuzzTest, MutatedFilesAreReadOrRejectedAsBadInput) {
     std::printf("fuzz failure: %s\n", failures[idx].c_str());
   EXPECT_TRUE(failures.empty()) << failures.size() << " cases broke the contract";
   EXPECT_GT(accepted, 0) << "no mutation was accepted: the fuzz tests only the first checks";
+  EXPECT_LT(total_s, 60.0) << "the fuzz must stay under a minute of CI";
 }
 
 }  // namespace
