@@ -1,0 +1,30 @@
+// The command line shared by the two executables: a table of subcommands parsed with CLI11,
+// and the one place where errors become a one-line message and an exit code.
+#pragma once
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace pipeplan::cli {
+
+struct Subcommand {
+  const char* name;
+  AddCommand add;
+  bool internal = false;  ///< started by pipeplan itself; not listed
+};
+
+/// The message of an exception that is neither pipeplan::Error nor a CLI11 parse error.
+using DescribeError = std::string (*)(const std::exception& error);
+
+/// Parses `argv` against `subcommands` (in the order of `--help`) and runs the one given. Bad
+/// input exits 2, other failures 1, each with one line "pipeplan: error: ..." on stderr.
+int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
+                     DescribeError describe);
+
+/// Prints "pipeplan: error: <first line of message>" to stderr and returns `exit_code`.
+int fail(const std::string& message, int exit_code);
+
+}  // namespace pipeplan::cli
