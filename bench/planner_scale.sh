@@ -15,7 +15,8 @@ Writes the synthetic GPT-like profile (build/bench/synthetic_profile) of each si
 N times each under /usr/bin/time -v and prints, per size and command, the median wall time,
 CPU time (user + system) and peak RSS, and the chosen plan, as a markdown table headed by
 the date, the commit and the machine. Profile generation is not timed. A first row times
-`pipeplan --help`: what starting the program (loading LibTorch) costs any command.
+`pipeplan plan --help`: what starting the program costs plan and simulate (pipeplan loads no
+LibTorch; `pipeplan --help` starts pipeplan-torch, which does, and is timed on a second row).
 
   --build DIR    build folder holding bin/pipeplan (or cli/pipeplan) and bench/synthetic_profile
                  (default: build)
@@ -114,9 +115,13 @@ echo
 echo "| layers × devices | global batch | command | wall s | CPU s | peak RSS MiB | chosen plan |"
 echo "|---|---|---|---:|---:|---:|---|"
 start_times=""
-for ((run = 0; run < runs; ++run)); do start_times+=$(timed "$pipeplan" --help)$'\n'; done
+for ((run = 0; run < runs; ++run)); do start_times+=$(timed "$pipeplan" plan --help)$'\n'; done
 read -r wall cpu rss <<<"$(median <<<"$start_times")"
-echo "| - | - | --help (start-up) | $wall | $cpu | $rss | - |"
+echo "| - | - | plan --help (start-up) | $wall | $cpu | $rss | - |"
+torch_times=""
+for ((run = 0; run < runs; ++run)); do torch_times+=$(timed "$pipeplan" --help)$'\n'; done
+read -r wall cpu rss <<<"$(median <<<"$torch_times")"
+echo "| - | - | --help (start-up of pipeplan-torch, for comparison) | $wall | $cpu | $rss | - |"
 for size in $sizes; do
   IFS=: read -r layers devices batch hidden <<<"$size"
   profile=$work/synthetic_${layers}.json
