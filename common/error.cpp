@@ -24,11 +24,20 @@ void append_escaped(std::string* out, std::string_view text) {
   }
 }
 
-// `value` escaped, and cut to its start and end around "..." when longer than kQuotedChars,
-// between `open` and `close`, with the full length after them when cut.
+// A file path: a '/' and no whitespace or control character. It is quoted whole up to
+// kQuotedPathChars, since a shortened path names no file the user can find.
+bool looks_like_path(std::string_view value) {
+  if (value.size() > kQuotedPathChars || value.find('/') == std::string_view::npos) return false;
+  for (const char c : value)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  return true;
+}
+
+// `value` escaped, and cut to its start and end around "..." when longer than kQuotedChars (and
+// no path), between `open` and `close`, with the full length after them when cut.
 std::string clip(std::string_view value, std::string_view open, std::string_view close) {
   std::string out(open);
-  if (value.size() <= kQuotedChars) {
+  if (value.size() <= kQuotedChars || looks_like_path(value)) {
     append_escaped(&out, value);
     out += close;
     return out;

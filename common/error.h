@@ -42,10 +42,14 @@ std::string concat(const Args&... args) {
 /// its first and last characters and its length, so that the error stays one short line.
 inline constexpr size_t kQuotedChars = 80;
 
+/// The most characters of a file path quoted whole (PATH_MAX): a value with a '/' and no
+/// whitespace or control character is shown whole up to this length.
+inline constexpr size_t kQuotedPathChars = 4096;
+
 /// `value` as an error message shows it: control characters escaped (\n, \xNN), and when longer
-/// than kQuotedChars, its start and end around "..." followed by its length, e.g.
-/// "zzzz...zzzz (100000 characters)". Every message that shows what the user gave uses it (or
-/// quote).
+/// than kQuotedChars and no path (kQuotedPathChars), its start and end around "..." followed by
+/// its length, e.g. "zzzz...zzzz (100000 characters)". Every message that shows what the user
+/// gave uses it (or quote).
 std::string shorten(std::string_view value);
 
 /// `'value'` with single quotes, shortened as by shorten: "'zzzz...zzzz' (100000 characters)".

@@ -120,7 +120,7 @@ TEST_F(CliTest, SimulateRefusesPlansThatMeanNothing) {
   expect_bad_input(spoiled("config.json", [](Json& j) { j["model"]["config"]["num_classes"] = -10; }),
                    "config.json: model.config.num_classes: -10: expected a finite number >= 0");
   expect_bad_input(spoiled("many.json", [](Json& j) { j["num_micro_batches"] = 10000000; }),
-                   "many.json: num_micro_batches: 10000000: expected an integer in [1, 1024]");
+                   "many.json: num_micro_batches: 10000000: expected an integer in [1, 16384]");
   expect_bad_input(spoiled("long.json", [](Json& j) { j["schedule"] = std::string(1 << 20, 'z'); }),
                    "long.json: schedule: 'zzzz");
   const Outcome long_line = run("simulate --plan long.json");

@@ -44,6 +44,13 @@ TEST(ErrorTest, QuoteShortensLongValuesAndEscapesControlCharacters) {
                         "end.json' (158 characters)");
   EXPECT_EQ(shorten(std::string(1000, 'x')).size(),
             kQuotedChars + std::string(" (1000 characters)").size());
+  // A path is shown whole, up to PATH_MAX: shortened, it would name no file.
+  const std::string path = "/work/build/test_runs/" + std::string(150, 'd') + "/stage-0.pt";
+  EXPECT_EQ(quote(path), "'" + path + "'");
+  EXPECT_EQ(shorten(std::string(5000, '/')).size(),
+            kQuotedChars + std::string(" (5000 characters)").size());
+  EXPECT_EQ(shorten("a/b " + std::string(100, 'c')).size(),
+            kQuotedChars + std::string(" (104 characters)").size());
 }
 
 TEST(ErrorTest, PassingChecksDoNotThrow) {

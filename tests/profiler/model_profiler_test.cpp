@@ -366,7 +366,7 @@ TEST(ModelProfilerTest, OptionsAreCheckedWithTheFlagNamed) {
   EXPECT_EQ(error_of(options), "--co-located: 0 is below 1");
   options = ProfileOptions();
   options.precision = "fp8";
-  EXPECT_EQ(error_of(options), "--precision: 'fp8' is not one of fp32, amp-bf16, amp-fp16");
+  EXPECT_EQ(error_of(options), "--precision: 'fp8': expected one of fp32, amp-bf16, amp-fp16");
   options.precision = "amp-fp16";
   EXPECT_EQ(error_of(options),
             "--precision: 'amp-fp16' needs --device cuda; the cpu is profiled in fp32 only");
