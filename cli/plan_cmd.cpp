@@ -14,6 +14,7 @@
 #include "common/units.h"
 #include "planner/calibration.h"
 #include "planner/search.h"
+#include "plans/profile.h"
 #include "plans/run.h"
 
 namespace pipeplan::cli {
@@ -61,7 +62,8 @@ std::vector<CheckpointPolicy> parse_checkpoint(const std::string& text) {
 
 // Every size flag is bounded (common/limits.h) so that the search stays finite and fast: the
 // search's PlanningContext::validate and SearchOptions::validate name the flag and the bound.
-PlanningContext make_context(const PlanOptions& o, const Profile& profile) {
+PlanningContext make_context(const PlanOptions& o, const Profile& profile,
+                             const std::string& profile_hash) {
   const int64_t memory = parse_size(o.device_memory, "--device-memory");
   PIPEPLAN_CHECK(memory > 0, "--device-memory: ", quote(o.device_memory),
                  ": expected a positive size (e.g. 24GiB)");
@@ -71,7 +73,7 @@ PlanningContext make_context(const PlanOptions& o, const Profile& profile) {
   PlanningContext context;
   context.profile = &profile;
   context.profile_path = o.profile;
-  context.profile_hash = file_hash(o.profile);
+  context.profile_hash = profile_hash;
   context.cluster = make_cluster(profile, o.devices, memory, per_node, inter);
   context.global_batch = o.global_batch;
   context.optimizer = parse_optimizer(o.optimizer, "--optimizer");
@@ -167,11 +169,14 @@ int run_plan(const PlanOptions& o) {
   check_outputs_distinct({{"-o", o.output}},
                          {{"--profile", o.profile}, {"--calibrate", o.calibrate.value_or("")}});
   check_writable(o.output, "-o");
-  const Profile measured = read_profile(o.profile);
+  // The profile's bytes are read once, for its hash and its content (tens of MB at 10,000 layers).
+  const std::string profile_bytes = read_file_bytes(o.profile);
+  const std::string profile_hash = content_hash(profile_bytes);
+  const Profile measured = profile_from_json(parse_json(profile_bytes, o.profile), o.profile);
   std::optional<Calibration> calibration;
   if (o.calibrate) calibration = calibration_from(*o.calibrate, measured);
   const Profile profile = calibration ? calibrated_profile(measured, *calibration) : measured;
-  PlanningContext context = make_context(o, profile);
+  PlanningContext context = make_context(o, profile, profile_hash);
   context.calibration = calibration;
   if (calibration)
     context.notes.push_back(detail::concat("models calibrated from ", calibration->run_path,

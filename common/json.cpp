@@ -56,8 +56,12 @@ std::string read_file_bytes(const std::string& path, int64_t max_bytes) {
 }
 
 Json read_json_file(const std::string& path) {
+  return parse_json(read_file_bytes(path, kMaxJsonFileBytes), path);
+}
+
+Json parse_json(std::string_view text, const std::string& path) {
   try {
-    return Json::parse(read_file_bytes(path, kMaxJsonFileBytes));
+    return Json::parse(text);
   } catch (const Json::parse_error& e) {
     throw Error(ErrorKind::kBadInput,
                 detail::concat(path, ": not valid JSON (error at byte ", e.byte, ")"));

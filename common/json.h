@@ -27,6 +27,10 @@ std::string read_file_bytes(const std::string& path, int64_t max_bytes = kMaxJso
 /// kMaxJsonFileBytes, or not JSON.
 Json read_json_file(const std::string& path);
 
+/// Parses `text`, the content of the file `path`. Throws Error(kBadInput) "<path>: not valid
+/// JSON (error at byte N)".
+Json parse_json(std::string_view text, const std::string& path);
+
 /// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
 void write_json_file(const std::string& path, const Json& json);
 
