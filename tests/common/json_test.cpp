@@ -9,17 +9,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/error_of.h"
+
 namespace pipeplan {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(JsonTest, ReaderNamesDocumentAndPath) {
   const Json json = Json::parse(R"({"stages": [{"first": 0}, {"first": "x"}], "n": -3})");

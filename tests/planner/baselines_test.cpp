@@ -4,20 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
 
 namespace pipeplan {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(BaselinesTest, UniformGivesEqualLayerCounts) {
   EXPECT_EQ(uniform_boundaries(10, 3), (std::vector<int>{0, 3, 6, 10}));

@@ -12,21 +12,14 @@
 
 #include "common/error.h"
 #include "planner/search.h"
+#include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
 #include "tests/plans/test_plan.h"
 
 namespace pipeplan {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 PlanningContext context_for(const Profile& profile, int devices, int64_t memory_bytes,
                             int64_t global_batch) {

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "common/limits.h"
-
+#include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
 
 namespace pipeplan {
@@ -33,15 +33,7 @@ Profile eight_layer_profile(uint64_t seed) {
   return testing::make_profile(testing::random_layers(rng, 8), {1, 2, 4}, 32, 1000, 0.02, 5e6);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(SearchTest, BestPlanIsValidSimulatedAndRankedFirst) {
   const Profile profile = eight_layer_profile(1);

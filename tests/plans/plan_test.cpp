@@ -8,20 +8,13 @@
 #include <limits>
 
 #include "common/units.h"
+#include "tests/common/error_of.h"
 #include "tests/plans/test_plan.h"
 
 namespace pipeplan {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // A plan in which every field differs from its default.
 Plan full_plan() {

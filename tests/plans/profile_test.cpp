@@ -9,19 +9,12 @@
 #include <string>
 
 #include "common/error.h"
+#include "tests/common/error_of.h"
 
 namespace pipeplan {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2) << e.what();
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 LayerPoint sample_point(int64_t batch_size, double scale) {
   LayerPoint point;
