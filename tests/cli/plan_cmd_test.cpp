@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "common/json.h"
 #include "tests/cli/cli_fixture.h"
 
 namespace pipeplan {
@@ -77,6 +78,25 @@ TEST_F(CliTest, PlanningGpuSizedDevicesFromACpuProfileWarns) {
   const Outcome cpu = run(plan_with("--devices 2 --device-memory 4GiB --global-batch 32"));
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(cpu.out.find("warning:"), std::string::npos) << cpu.out;
+}
+
+// A layer whose forward time falls as the batch grows: `plan` names the layer and the fit.
+TEST_F(CliTest, AFitThatFallsAsTheBatchGrowsIsWarnedOf) {
+  Json profile = read_json_file(kFixture);
+  Json& layer = profile["layers"][1];
+  for (Json& point : layer["points"]) {  // 4.5 - 0.25 ms per sample at batch sizes 1 to 8
+    const double fwd_ms = 4.5 - 0.25 * point["batch_size"].get<double>();
+    point["fwd_ms"] = fwd_ms;
+    point["fwd_ms_p90"] = fwd_ms;
+  }
+  layer["fits"]["fwd_ms"] = Json{{"intercept", 4.5}, {"slope", -0.25}, {"rms_residual", 0.0}};
+  write_json_file((dir_ / "falling.json").string(), profile);
+  const Outcome result =
+      run("plan --profile falling.json --devices 2 --device-memory 4GiB --global-batch 32 -o p.json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("warning: falling.json: layers[1] ('"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("the fwd_ms fit falls as the batch grows"), std::string::npos)
+      << result.out;
 }
 
 }  // namespace
