@@ -137,6 +137,11 @@ TEST(SerialTrainTest, ResumeRefusesFlippedWeightsAndAStageFileOfAnotherStep) {
                              std::filesystem::copy_options::overwrite_existing);
   train(&run, plan, 4, {"--checkpoint-every", "2", "--resume"});
   expect_one_line_error(run.exits[1], 2, "holds step '2', not step 4");
+  // A stray folder among the checkpoints ended the run with "error: stoll": it is ignored.
+  std::ofstream(stage_file, std::ios::binary | std::ios::trunc) << intact;
+  std::filesystem::create_directories(std::filesystem::path(run.checkpoints) / "step-abc");
+  train(&run, plan, 4, {"--checkpoint-every", "2", "--resume"});
+  expect_success(run);
 }
 
 // torchrun's static rendezvous: its agent serves the store on MASTER_PORT (here the test does)
