@@ -86,6 +86,40 @@ std::string regular_target(const std::string& path) {
   return ec ? path : target.string();
 }
 
+// One output to write: where, and the bytes (owned by the caller).
+struct PendingWrite {
+  std::string path;
+  std::string_view bytes;
+};
+
+// Regular files first to their temporary files, then devices in place, then the renames: a
+// failure before the renames removes every temporary file and leaves every target as it was;
+// a failed rename leaves the targets renamed before it replaced.
+void write_together(const std::vector<PendingWrite>& writes) {
+  std::vector<const PendingWrite*> in_place;
+  std::vector<std::pair<std::string, std::string>> staged;  // temporary file, target
+  try {
+    for (const PendingWrite& write : writes) {
+      if (is_special_target(write.path)) {
+        in_place.push_back(&write);
+        continue;
+      }
+      const std::string target = regular_target(write.path);
+      staged.emplace_back(write_temporary(target, write.bytes), target);
+    }
+    for (const PendingWrite* write : in_place) write_in_place(write->path, write->bytes);
+  } catch (...) {
+    for (const auto& [tmp, target] : staged) ::unlink(tmp.c_str());
+    throw;
+  }
+  for (size_t idx = 0; idx < staged.size(); ++idx) {
+    if (std::rename(staged[idx].first.c_str(), staged[idx].second.c_str()) == 0) continue;
+    const int err = errno;
+    for (size_t rest = idx; rest < staged.size(); ++rest) ::unlink(staged[rest].first.c_str());
+    fail_write(staged[idx].second, err);
+  }
+}
+
 // Two paths name the same file: the same inode, or (for files not created yet) the same
 // absolute path once `.`, `..` and links of existing parents are resolved.
 bool same_file(const std::string& a, const std::string& b) {
@@ -110,33 +144,13 @@ void write_fd_fully(int fd, std::string_view bytes, const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-  write_files_atomic({{path, std::string(bytes)}});
+  write_together({{path, bytes}});
 }
 
 void write_files_atomic(const std::vector<OutputContent>& outputs) {
-  std::vector<std::pair<std::string, std::string>> staged;  // temporary file, target
-  auto remove_staged = [&staged] {
-    for (const auto& [tmp, target] : staged) ::unlink(tmp.c_str());
-  };
-  try {
-    for (const OutputContent& output : outputs) {
-      if (is_special_target(output.path)) continue;
-      const std::string target = regular_target(output.path);
-      staged.emplace_back(write_temporary(target, output.bytes), target);
-    }
-    for (const OutputContent& output : outputs)
-      if (is_special_target(output.path)) write_in_place(output.path, output.bytes);
-  } catch (...) {
-    remove_staged();
-    throw;
-  }
-  for (size_t idx = 0; idx < staged.size(); ++idx) {
-    if (std::rename(staged[idx].first.c_str(), staged[idx].second.c_str()) == 0) continue;
-    const int err = errno;
-    staged.erase(staged.begin(), staged.begin() + static_cast<std::ptrdiff_t>(idx));
-    remove_staged();
-    fail_write(staged.front().second, err);
-  }
+  std::vector<PendingWrite> writes;
+  for (const OutputContent& output : outputs) writes.push_back({output.path, output.bytes});
+  write_together(writes);
 }
 
 void check_writable(const std::string& path, std::string_view field) {
