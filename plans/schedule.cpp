@@ -6,47 +6,13 @@
 #include "common/error.h"
 
 namespace pipeplan {
-namespace {
-
-// Appends one micro-batch's forward with its receive and send.
-void add_forward(std::vector<Action>* actions, int pp, int stage_idx, int micro_batch) {
-  if (stage_idx > 0) actions->push_back({ActionKind::kRecvActivation, micro_batch, stage_idx - 1});
-  actions->push_back({ActionKind::kForward, micro_batch, -1});
-  if (stage_idx < pp - 1)
-    actions->push_back({ActionKind::kSendActivation, micro_batch, stage_idx + 1});
-}
-
-// Appends one micro-batch's backward with its receive and send.
-void add_backward(std::vector<Action>* actions, int pp, int stage_idx, int micro_batch) {
-  if (stage_idx < pp - 1)
-    actions->push_back({ActionKind::kRecvGradient, micro_batch, stage_idx + 1});
-  actions->push_back({ActionKind::kBackward, micro_batch, -1});
-  if (stage_idx > 0) actions->push_back({ActionKind::kSendGradient, micro_batch, stage_idx - 1});
-}
-
-}  // namespace
 
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
                                   bool all_reduce) {
-  PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
+  const StageActionList list(schedule, pp, stage_idx, num_micro_batches, all_reduce);
   std::vector<Action> actions;
-  const int m = num_micro_batches;
-  const int transfers_per_micro_batch = (stage_idx > 0) + (stage_idx < pp - 1);
-  actions.reserve(static_cast<size_t>(m) * 2 * (1 + transfers_per_micro_batch) + 2);
-  if (schedule == Schedule::kGpipe) {
-    for (int mb = 0; mb < m; ++mb) add_forward(&actions, pp, stage_idx, mb);
-    for (int mb = 0; mb < m; ++mb) add_backward(&actions, pp, stage_idx, mb);
-  } else {
-    const int warmup = std::min(pp - stage_idx - 1, m);
-    for (int mb = 0; mb < warmup; ++mb) add_forward(&actions, pp, stage_idx, mb);
-    for (int step = 0; step < m - warmup; ++step) {
-      add_forward(&actions, pp, stage_idx, warmup + step);
-      add_backward(&actions, pp, stage_idx, step);
-    }
-    for (int mb = m - warmup; mb < m; ++mb) add_backward(&actions, pp, stage_idx, mb);
-  }
-  if (all_reduce) actions.push_back({ActionKind::kAllReduce, -1, -1});
-  actions.push_back({ActionKind::kOptimizerStep, -1, -1});
+  actions.reserve(list.size());
+  for (size_t idx = 0; idx < list.size(); ++idx) actions.push_back(list[idx]);
   return actions;
 }
 
@@ -123,8 +89,12 @@ std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_m
   std::vector<std::vector<Action>> per_rank(plan.ranks.size());
   for (const RankAssignment& assignment : plan.ranks) {
     std::vector<Action>& actions = per_rank[assignment.rank];
-    for (int mb = 0; mb < num_micro_batches; ++mb)
-      add_forward(&actions, plan.pp, assignment.stage, mb);
+    if (num_micro_batches > 0) {
+      // GPipe's first half: every micro-batch's forward with its receive and send.
+      const StageActionList list(Schedule::kGpipe, plan.pp, assignment.stage, num_micro_batches,
+                                 /*all_reduce=*/false);
+      for (size_t idx = 0; idx < (list.size() - 1) / 2; ++idx) actions.push_back(list[idx]);
+    }
     for (Action& action : actions)
       if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
   }
