@@ -50,9 +50,7 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
 
 // Writes a simulation's timing into the plan's predictions; busy and idle time are equal over
 // a stage's replicas (they do the same work in the same iteration). A plan whose draws folded
-// its replicas in says so in its notes.
-// Writes a simulation's figures into the plan. Throws when the iteration passes what a plan
-// may hold.
+// its replicas in says so in its notes. Throws when the iteration passes what a plan may hold.
 void record_timing(const SimulationResult& result, Plan* plan) {
   PIPEPLAN_CHECK(result.iteration_ms <= kMaxIterationMs, "the predicted iteration is ",
                  result.iteration_ms, " ms: expected at most ", kMaxIterationMs,

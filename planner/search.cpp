@@ -3,6 +3,7 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <future>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "common/error.h"
@@ -132,13 +134,19 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
 }
 
 // Predicts every plan, already predicted with mean times, with simulate's draws. The
-// predictions are independent and each is deterministic, so they run concurrently, one thread
-// per plan; a thread's exception reaches the caller through its future.
+// predictions are independent and each is deterministic, so they run concurrently on at most
+// one worker per hardware thread, each taking the next plan; a worker's exception reaches the
+// caller through its future.
 void predict_with_draws(std::vector<Plan>* plans) {
-  std::vector<std::future<void>> predictions;
-  for (Plan& plan : *plans)
-    predictions.push_back(std::async(std::launch::async, [&plan] { predict_variation(&plan); }));
-  for (std::future<void>& prediction : predictions) prediction.get();
+  const size_t workers = std::min<size_t>(
+      plans->size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::vector<std::future<void>> running;
+  for (size_t worker = 0; worker < workers; ++worker)
+    running.push_back(std::async(std::launch::async, [plans, &next] {
+      for (size_t idx = next++; idx < plans->size(); idx = next++) predict_variation(&(*plans)[idx]);
+    }));
+  for (std::future<void>& worker : running) worker.get();
 }
 
 class Search {
