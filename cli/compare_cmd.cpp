@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/run.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "planner/compare.h"
@@ -39,9 +40,7 @@ int run_compare(const CompareOptions& o) {
   std::vector<OutputContent> outputs;
   if (o.json) outputs.push_back({*o.json, to_json(comparison).dump(2) + "\n"});
   if (o.svg) outputs.push_back({*o.svg, to_svg(comparison)});
-  check_stream_written(stdout, "standard output");
-  write_files_atomic(outputs);
-  for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
+  write_outputs(outputs);
   return 0;
 }
 

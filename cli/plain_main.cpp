@@ -35,13 +35,9 @@ int main(int argc, char** argv) {
   // report naming the file, instead of the signal killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
   using namespace pipeplan::cli;
-  const std::vector<Subcommand> subcommands = {
-      {"plan", add_plan_command},
-      {"simulate", add_simulate_command},
-      {"compare", add_compare_command},
-  };
   bool plain = false;
-  for (const Subcommand& sub : subcommands) plain = plain || (argc > 1 && argv[1] == std::string(sub.name));
+  for (const Subcommand& sub : plain_subcommands())
+    plain = plain || (argc > 1 && argv[1] == std::string(sub.name));
   if (!plain) return exec_torch_commands(argv);
-  return run_command_line(argc, argv, subcommands, describe);
+  return run_command_line(argc, argv, plain_subcommands(), describe);
 }

@@ -11,6 +11,7 @@
 #include "common/files.h"
 #include "common/hash.h"
 #include "common/json.h"
+#include "common/limits.h"
 #include "common/units.h"
 #include "planner/calibration.h"
 #include "planner/search.h"
@@ -231,12 +232,13 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--calibrate", o->calibrate,
                   "run.json of a plan of this profile: correct the models from its measurements");
   sub->add_option("-o,--output", o->output, "Where to write plan.json")->required();
-  sub->footer(
+  sub->footer(detail::concat(
       "Exit status: 0 when a plan was written; 1 when no plan fits (an answer, not bad input: "
       "the reasons are printed); 2 on bad input. Sizes are bounded: --devices, "
-      "--devices-per-node, --pp and --dp at most 16384; --global-batch and --micro-batch-size at "
-      "most 16777216 (2^24); at most 16384 micro-batches, and 1048576 micro-batches times stages; "
-      "--top at most 100.");
+      "--devices-per-node, --pp and --dp at most ", kMaxDevices,
+      "; --global-batch and --micro-batch-size at most ", kMaxBatchSize, "; at most ",
+      kMaxMicroBatches, " micro-batches, and ", kMaxPipelineMicroBatches,
+      " micro-batches times stages; --top at most ", kMaxTopK, "."));
   return [o] { return run_plan(*o); };
 }
 

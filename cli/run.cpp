@@ -16,6 +16,21 @@ int fail(const std::string& message, int exit_code) {
   return exit_code;
 }
 
+const std::vector<Subcommand>& plain_subcommands() {
+  static const std::vector<Subcommand> subcommands = {
+      {"plan", add_plan_command},
+      {"simulate", add_simulate_command},
+      {"compare", add_compare_command},
+  };
+  return subcommands;
+}
+
+void write_outputs(const std::vector<OutputContent>& outputs) {
+  check_stream_written(stdout, "standard output");
+  write_files_atomic(outputs);
+  for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
+}
+
 int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
                      DescribeError describe) {
   CLI::App app{"pipeplan: measure a network, plan its pipeline x data-parallel split, train it, "

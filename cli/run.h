@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/files.h"
 
 namespace pipeplan::cli {
 
@@ -23,6 +24,14 @@ using DescribeError = std::string (*)(const std::exception& error);
 /// input exits 2, other failures 1, each with one line "pipeplan: error: ..." on stderr.
 int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
                      DescribeError describe);
+
+/// The subcommands that need no LibTorch (plan, simulate, compare): all that `pipeplan` runs
+/// itself; pipeplan-torch runs them too.
+const std::vector<Subcommand>& plain_subcommands();
+
+/// Writes a command's output files all or none (after checking that standard output took its
+/// tables), then prints "wrote <path>" for each.
+void write_outputs(const std::vector<OutputContent>& outputs);
 
 /// Prints "pipeplan: error: <first line of message>" to stderr and returns `exit_code`.
 int fail(const std::string& message, int exit_code);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/run.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "common/units.h"
@@ -66,9 +67,7 @@ int run_simulate(const SimulateOptions& o) {
   std::vector<OutputContent> outputs;
   if (o.trace) outputs.push_back({*o.trace, to_chrome_trace(result.timeline).dump() + "\n"});
   if (o.svg) outputs.push_back({*o.svg, to_svg(result.timeline)});
-  check_stream_written(stdout, "standard output");
-  write_files_atomic(outputs);
-  for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
+  write_outputs(outputs);
   return 0;
 }
 
