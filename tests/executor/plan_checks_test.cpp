@@ -4,18 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "tests/common/error_of.h"
 
 namespace pipeplan::executor {
 namespace {
 
 std::string error_of(int planned_index, int visible_device_count) {
-  try {
+  return testing::error_of([&] {
     visible_cuda_index(planned_index, visible_device_count, "plan.json: ranks[1].device");
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    return e.what();
-  }
-  return "";
+  });
 }
 
 TEST(ExecutorPlanChecksTest, OneVisibleDeviceIsCudaZeroWhateverThePlanSays) {

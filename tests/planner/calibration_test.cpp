@@ -13,6 +13,7 @@
 #include "planner/compare.h"
 #include "planner/layer_table.h"
 #include "planner/search.h"
+#include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
 #include "tests/planner/test_runs.h"
 
@@ -229,13 +230,7 @@ TEST_F(CalibrationTest, RefusesARunOfAnotherModelOrDeviceKind) {
 
 // The bad-input message of calibrate(profile, run_plan, run, "run.json"), or "" when it accepts.
 std::string refusal(const Profile& profile, const Plan& run_plan, const pipeplan::Run& run) {
-  try {
-    calibrate(profile, run_plan, run, "run.json");
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
-    return e.what();
-  }
-  return "";
+  return testing::error_of([&] { calibrate(profile, run_plan, run, "run.json"); });
 }
 
 // Issue 18: a run of another configuration than its plan, or at another precision than the

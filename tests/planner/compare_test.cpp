@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "planner/layer_table.h"
+#include "tests/common/error_of.h"
 #include "tests/planner/test_runs.h"
 #include "tests/plans/xml_check.h"
 
@@ -188,14 +189,10 @@ TEST_F(CompareTest, ErrorsOfZeroMeasurementsHaveNoValue) {
 // The message of the bad-input error `check_run_of_plan(plan, plan_path, run, "run.json")`
 // throws (one line), or "" when it accepts the run.
 std::string refusal(const Plan& plan, const std::string& plan_path, const pipeplan::Run& run) {
-  try {
-    check_run_of_plan(plan, plan_path, run, "run.json");
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
-    return e.what();
-  }
-  return "";
+  const std::string message =
+      testing::error_of([&] { check_run_of_plan(plan, plan_path, run, "run.json"); });
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  return message;
 }
 
 // Issue 18: a run of another configuration is refused naming what differs (world size,
