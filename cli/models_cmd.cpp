@@ -1,17 +1,23 @@
-// `pipeplan models`: the zoo with layer counts, parameter counts and input shapes.
+// `pipeplan models`: the zoo with layer counts, parameter counts and input shapes; with --model,
+// one model's layer table with the live set at every cut.
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "common/json.h"
+#include "common/units.h"
 #include "models/zoo.h"
+#include "runtime/device.h"
 
 namespace pipeplan::cli {
 namespace {
 
 struct ModelsOptions {
   bool json = false;
+  std::string model;  ///< empty: the zoo listing
+  std::vector<std::string> model_args;
 };
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -20,7 +26,62 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return text;
 }
 
+// One row per layer: name, kind, parameters, and the live set after it (the cut to the next
+// layer; after the last layer, the model's output) with its bytes per sample.
+Json layer_table(const models::Model& model) {
+  Json rows = Json::array();
+  for (size_t layer_idx = 0; layer_idx < model.layers.size(); ++layer_idx) {
+    const models::LayerSpec& layer = model.layers[layer_idx];
+    Json live_set = Json::array();
+    int64_t bytes_per_sample = 0;
+    for (const models::LiveTensor& tensor : layer.live_out) {
+      int64_t bytes = static_cast<int64_t>(c10::elementSize(tensor.dtype));
+      for (int64_t dim : tensor.sample_shape) bytes *= dim;
+      bytes_per_sample += bytes;
+      live_set.push_back(Json{{"sample_shape", tensor.sample_shape},
+                              {"dtype", runtime::dtype_name(tensor.dtype)}});
+    }
+    Json row{{"index", layer_idx}, {"name", layer.name}, {"kind", layer.kind},
+             {"parameter_count", layer.param_count}};
+    if (!layer.live_out.empty()) {
+      row["live_out"] = live_set;
+      row["live_out_bytes_per_sample"] = bytes_per_sample;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int run_model_table(const ModelsOptions& options) {
+  const models::Model model = models::make_model(options.model, options.model_args);
+  const Json rows = layer_table(model);
+  if (options.json) {
+    std::printf("%s\n", Json{{"model", model.name}, {"layers", rows}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s: %zu layers, %lld parameters\n", model.name.c_str(), model.layers.size(),
+              static_cast<long long>(models::parameter_count(model)));
+  std::printf("%5s  %-28s %-16s %12s  %-22s %s\n", "layer", "name", "kind", "parameters",
+              "live set after", "bytes/sample");
+  for (const Json& row : rows) {
+    std::string live = "-", bytes = "-";
+    if (row.contains("live_out")) {
+      live.clear();
+      for (const Json& tensor : row["live_out"])
+        live += (live.empty() ? "" : " + ") +
+                format_shape(tensor["sample_shape"].get<std::vector<int64_t>>()) + " " +
+                tensor["dtype"].get<std::string>();
+      bytes = std::to_string(row["live_out_bytes_per_sample"].get<long long>());
+    }
+    std::printf("%5d  %-28s %-16s %12lld  %-22s %s\n", row["index"].get<int>(),
+                row["name"].get<std::string>().c_str(), row["kind"].get<std::string>().c_str(),
+                row["parameter_count"].get<long long>(), live.c_str(), bytes.c_str());
+  }
+  return 0;
+}
+
 int run_models(const ModelsOptions& options) {
+  if (!options.model.empty()) return run_model_table(options);
   Json listing = Json::array();
   for (const models::ZooEntry& entry : models::zoo()) {
     const models::Model model = models::make_model(entry.name);
@@ -49,8 +110,14 @@ int run_models(const ModelsOptions& options) {
 
 Runner add_models_command(CLI::App& app) {
   auto options = std::make_shared<ModelsOptions>();
-  CLI::App* sub = app.add_subcommand("models", "List the model zoo: layers, parameters, input.");
+  CLI::App* sub = app.add_subcommand(
+      "models", "List the model zoo: layers, parameters, input; or one model's layer table.");
   sub->add_flag("--json", options->json, "Print the listing as JSON");
+  sub->add_option("--model", options->model,
+                  "Print this model's layers instead (a zoo name or a TorchScript file): name, "
+                  "kind, parameters, and the live set after each layer (TorchScript files)");
+  sub->add_option("--model-arg", options->model_args,
+                  "KEY=VALUE configuration override for --model (repeatable)");
   return [options] { return run_models(*options); };
 }
 

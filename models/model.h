@@ -42,6 +42,12 @@ struct TargetSpec {
   LossKind loss = LossKind::kCrossEntropy;
 };
 
+/// One tensor of the live set at a cut, per sample.
+struct LiveTensor {
+  std::vector<int64_t> sample_shape;  ///< without the batch dimension
+  torch::Dtype dtype = torch::kFloat32;
+};
+
 /// One layer of the sequence, not yet built.
 struct LayerSpec {
   std::string name;          ///< unique within the model: "stem", "layer2.1", "block7", "head"
@@ -50,6 +56,9 @@ struct LayerSpec {
   /// Constructs and initialises it from the global torch RNG; unset when the model builds
   /// ranges of layers at once (Model::build_range).
   std::function<LayerPtr()> build;
+  /// The live set after the layer, when known before building (TorchScript models; checked by
+  /// a forward when the model is made); empty for zoo models, whose profile records it.
+  std::vector<LiveTensor> live_out = {};
 };
 
 /// A model: name, full configuration, layer sequence, input, target and loss.

@@ -1,6 +1,7 @@
-// A user's own model from a TorchScript file: loading, the chain check, layers sharing its tensors.
+// A user's own model from a TorchScript file: loading, the split into layers, layers running their graphs.
 #include "models/torchscript.h"
 
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
@@ -12,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "models/script_graph.h"
 #include "models/torch_error.h"
 #include "models/torchscript_settings.h"
 
@@ -20,118 +22,40 @@ namespace {
 
 namespace jit = torch::jit;
 
-// Samples in the forward that checks a new model's settings: more than one, so that a layer
-// that mixes up the batch dimension shows.
+// Batch sizes of the two probe forwards that split a new model: more than one sample, so that a
+// layer that mixes up the batch dimension shows, and two sizes, so that the batch dimension of
+// each live tensor is told from the others.
 constexpr int64_t kCheckBatchSize = 2;
+constexpr int64_t kProbeBatchSize = 3;
+// The leaf attribute every module has: a layer passes its own mode for it.
+constexpr const char* kTrainingAttribute = "training";
 
-// A module reached from the file's top module and its attribute path ("0", "layers.3"; "" for
-// the top one). The layers are such children.
-struct Child {
-  std::string path;
-  jit::Module module;
-};
-
-std::string child_path(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
+// pipeplan trains float32 parameters: the flat buffers and optimizers are float32.
+void check_parameters(const std::string& path, const jit::Module& module) {
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    PIPEPLAN_CHECK(item.value.scalar_type() == torch::kFloat32, "model ", quote(path),
+                   ": parameter ", quote(item.name), " is ", item.value.scalar_type(),
+                   "; pipeplan trains float32 parameters (call .float() before saving)");
 }
 
-// prim::GetAttr of a module: records the child it yields; anything else breaks the chain.
-std::string read_child(const jit::Node* node,
-                       std::unordered_map<const jit::Value*, Child>* modules) {
-  const std::string name = node->s(c10::attr::name);
-  const auto owner = modules->find(node->input());
-  const auto type = node->output()->type()->cast<c10::ClassType>();
-  if (owner == modules->end() || type == nullptr || !type->is_module())
-    return "it reads attribute " + quote(name) + ", which is not a child module";
-  (*modules)[node->output()] = {child_path(owner->second.path, name),
-                                owner->second.module.attr(name).toModule()};
-  return "";
-}
-
-// prim::CallMethod: must be a child's forward on the value the previous child returned.
-std::string call_child(const jit::Node* node, const jit::Value* self,
-                       const std::unordered_map<const jit::Value*, Child>& modules,
-                       const jit::Value** current, std::vector<Child>* children) {
-  const auto callee = modules.find(node->inputs().at(0));
-  if (node->s(c10::attr::name) != "forward" || callee == modules.end() || node->input(0) == self)
-    return "it calls method " + quote(node->s(c10::attr::name)) + " other than a child's forward";
-  if (node->inputs().size() != 2 || node->input(1) != *current)
-    return "child " + quote(callee->second.path) +
-           " does not take the previous child's output alone";
-  if (!node->output()->type()->isSubtypeOf(*c10::TensorType::get()))
-    return "child " + quote(callee->second.path) + " does not return one tensor";
-  children->push_back(callee->second);
-  *current = node->output();
-  return "";
-}
-
-// Why `module`'s forward is not a chain of its children, or "" when it is (then `children` holds
-// them in call order): only constants, GetAttr of child modules, and CallMethod forward of a
-// child on the previous child's output; the last output is returned.
-std::string chain_of(const jit::Module& module, const std::string& prefix,
-                     std::vector<Child>* children) {
-  const c10::optional<jit::Method> forward = module.find_method("forward");
-  if (!forward) return "it has no forward method";
-  const std::shared_ptr<jit::Graph> graph = forward->graph();
-  if (graph->inputs().size() != 2 ||
-      !graph->inputs()[1]->type()->isSubtypeOf(*c10::TensorType::get()))
-    return "its forward does not take exactly one tensor";
-  const jit::Value* self = graph->inputs()[0];
-  std::unordered_map<const jit::Value*, Child> modules{{self, Child{prefix, module}}};
-  const jit::Value* current = graph->inputs()[1];
-  for (const jit::Node* node : graph->nodes()) {
-    std::string why;
-    if (node->kind() == c10::prim::GetAttr) {
-      why = read_child(node, &modules);
-    } else if (node->kind() == c10::prim::CallMethod) {
-      why = call_child(node, self, modules, &current, children);
-    } else if (node->kind() != c10::prim::Constant) {  // a used constant shows in its user
-      why = std::string("it runs ") + node->kind().toQualString();
-    }
-    if (!why.empty()) return why;
+// The holder of attribute path `path` under `root` ("" is root), made on first use, so that a
+// layer's named_parameters() read as PyTorch's state_dict ("layer1.0.conv1.weight").
+torch::nn::Module& holder_at(torch::nn::Module& root, const std::string& path) {
+  torch::nn::Module* holder = &root;
+  for (size_t start = 0; start < path.size();) {
+    const size_t end = std::min(path.find('.', start), path.size());
+    const std::string name = path.substr(start, end - start);
+    const auto children = holder->named_children();
+    const auto* found = children.find(name);
+    holder = found != nullptr ? found->get()
+                              : holder->register_module(name, std::make_shared<torch::nn::Module>()).get();
+    start = end + 1;
   }
-  if (graph->outputs().size() != 1 || graph->outputs()[0] != current)
-    return "it does not return the last child's output";
-  return children->empty() ? "it calls no child" : "";
-}
-
-// The layers: the chained children, or those of a lone child that is itself such a chain.
-std::vector<Child> chained_children(const jit::Module& module, const std::string& path) {
-  std::vector<Child> children;
-  const std::string why = chain_of(module, "", &children);
-  PIPEPLAN_CHECK(why.empty(), "model ", quote(path), ": forward is not a chain of its children (",
-                 why,
-                 "); save a module whose forward only passes the input through its children "
-                 "one after another, such as torch.jit.script(nn.Sequential(...))");
-  for (std::vector<Child> inner; children.size() == 1; inner.clear()) {
-    if (!chain_of(children[0].module, children[0].path, &inner).empty()) break;
-    children = std::move(inner);
-  }
-  return children;
-}
-
-// Each layer needs its own parameters: weights tied across children (also a child used twice,
-// which loads as two modules sharing tensors) would be copied onto different stages and trained
-// apart.
-void check_children(const std::string& path, const std::vector<Child>& children) {
-  std::unordered_map<const void*, std::string> owners;
-  for (const Child& child : children) {
-    for (const auto& item : child.module.named_parameters(/*recurse=*/true)) {
-      const std::string name = child.path + "." + item.name;
-      PIPEPLAN_CHECK(item.value.scalar_type() == torch::kFloat32, "model ", quote(path),
-                     ": parameter ", quote(name), " is ", item.value.scalar_type(),
-                     "; pipeplan trains float32 parameters (call .float() before saving)");
-      const auto [tied, own] = owners.emplace(item.value.unsafeGetTensorImpl(), child.path);
-      PIPEPLAN_CHECK(own || tied->second == child.path, "model ", quote(path), ": parameter ",
-                     quote(name), " is tied to one of layer ", quote(tied->second),
-                     "; weights shared across layers are not supported");
-    }
-  }
+  return *holder;
 }
 
 // Registers `source`'s parameters, buffers and children on `target` as the same tensors, so that
-// named_parameters() reads as PyTorch's state_dict ("fc.weight") and updates reach the module.
-// Every parameter is trained; a tensor reachable twice is registered once.
+// updates reach the module. Every parameter is trained; a tensor reachable twice is registered once.
 void mirror(const jit::Module& source, torch::nn::Module& target,
             std::unordered_set<const void*>* seen) {
   for (const auto& item : source.named_parameters(/*recurse=*/false))
@@ -140,44 +64,76 @@ void mirror(const jit::Module& source, torch::nn::Module& target,
   for (const auto& item : source.named_buffers(/*recurse=*/false))
     if (seen->insert(item.value.unsafeGetTensorImpl()).second)
       target.register_buffer(item.name, item.value);
-  for (const auto& child : source.named_children()) {
-    auto holder = std::make_shared<torch::nn::Module>();
-    mirror(child.value, *holder, seen);
-    target.register_module(child.name, holder);
-  }
+  for (const auto& child : source.named_children()) mirror(child.value, holder_at(target, child.name), seen);
 }
 
-// One child module as a layer. Its tensors are those of the module: StageRuntime's set_data
-// into the flat buffer and to(device) replace their storage in place, which forward then uses.
+// "layer1.0.conv1" -> {"layer1.0", "conv1"}; "fc" -> {"", "fc"}.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return {"", path};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// One layer of the split: runs its graph on the module objects and attributes it reads, which it
+// shares with the file's module: StageRuntime's set_data into the flat buffer and to(device)
+// replace their storage in place, which the graph then uses.
 class TorchScriptLayer : public Layer {
  public:
-  TorchScriptLayer(Child child, std::string file)
-      : module_(std::move(child.module)), name_(std::move(child.path)), file_(std::move(file)) {
+  TorchScriptLayer(const jit::Module& top, const ScriptLayer& layer, std::string file)
+      : function_(std::make_shared<jit::GraphFunction>("pipeplan_layer", layer.graph, nullptr)),
+        name_(layer.name),
+        file_(std::move(file)) {
     std::unordered_set<const void*> seen;
-    mirror(module_, *this, &seen);
-    module_.train(true);
+    for (const ScriptAttribute& attribute : layer.attributes) {
+      const auto [owner_path, name] = split_path(attribute.path);
+      if (attribute.is_module) {
+        const jit::Module child = child_at(top, attribute.path);
+        mirror(child, holder_at(*this, attribute.path), &seen);
+        modules_.push_back(child);
+        arguments_.push_back(child._ivalue());
+        continue;
+      }
+      if (name == kTrainingAttribute) training_slots_.push_back(arguments_.size());
+      const c10::IValue value = attribute_value(top, attribute);
+      arguments_.push_back(value);
+      if (!value.isTensor() || !seen.insert(value.toTensor().unsafeGetTensorImpl()).second) continue;
+      const jit::Module owner = child_at(top, owner_path);
+      const auto slot = owner.type()->findAttributeSlot(name);
+      if (slot && owner.type()->is_parameter(*slot))
+        holder_at(*this, owner_path).register_parameter(name, value.toTensor(), /*requires_grad=*/true);
+      else
+        holder_at(*this, owner_path).register_buffer(name, value.toTensor());
+    }
+    train(true);
   }
 
   torch::Tensor forward(const torch::Tensor& input) override {
     // No profiling runs, specialisation or fusion: every run executes the module's own
     // operators with autograd, as PyTorch's eager mode does, so warm-up and timed runs agree.
     jit::GraphOptimizerEnabledGuard unoptimised(/*state=*/false);
+    jit::Stack stack = arguments_;
+    for (size_t slot : training_slots_) stack[slot] = c10::IValue(is_training());
+    stack.push_back(input);
     try {
-      return module_.forward({input}).toTensor();
+      function_->run(stack);
     } catch (const std::exception& error) {
       throw Error(ErrorKind::kRuntime, detail::concat("layer ", quote(name_), " of ", quote(file_),
                                                       ": ", error_line(error)));
     }
+    return stack.back().toTupleRef().elements()[0].toTensor();
   }
 
   void train(bool on = true) override {
     Layer::train(on);
-    module_.train(on);
+    for (jit::Module& module : modules_) module.train(on);
   }
 
  private:
-  jit::Module module_;
-  std::string name_;  // attribute path, for errors
+  std::shared_ptr<jit::GraphFunction> function_;
+  std::vector<jit::Module> modules_;      // the children it calls: their training mode
+  std::vector<c10::IValue> arguments_;    // the graph's attribute inputs, in order
+  std::vector<size_t> training_slots_;    // arguments that are a module's `training` flag
+  std::string name_;  // for errors
   std::string file_;
 };
 
@@ -208,71 +164,73 @@ void check_unchanged(const std::string& path, const std::string& expected_hash) 
                  "; profile and plan it again, or restore the file");
 }
 
-// Loads the file and keeps children [first, last) only; the rest is freed on return.
-std::vector<LayerPtr> load_layers(const std::string& path, const std::string& expected_hash,
-                                  int first, int last) {
-  check_unchanged(path, expected_hash);
-  const std::vector<Child> children = chained_children(load_module(path), path);
-  PIPEPLAN_ASSERT(last <= static_cast<int>(children.size()), "layer range [", first, ", ", last,
-                  ") of ", children.size(), " children");
-  std::vector<LayerPtr> layers;
-  for (int layer_idx = first; layer_idx < last; ++layer_idx)
-    layers.push_back(std::make_shared<TorchScriptLayer>(children[layer_idx], path));
+// The module split into layers by two probe forwards (eval mode, then back to training).
+std::vector<ScriptLayer> split_module(const std::string& path, jit::Module module,
+                                      const TorchScriptSettings& settings, torch::Tensor* output) {
+  ProbeInputs probe;
+  probe.small = settings_input(settings, kCheckBatchSize);
+  probe.large = settings_input(settings, kProbeBatchSize);
+  probe.description = describe_input(settings);
+  probe.hint = detail::concat("; check --model-arg input_shape, input_dtype",
+                              settings.token_range > 0 ? " and token_range" : "");
+  module.eval();
+  std::vector<ScriptLayer> layers = split_forward(module, path, probe, output);
+  module.train(true);
   return layers;
 }
 
-// The class name without its TorchScript prefixes: "Linear", "Sequential", "Block".
-std::string class_name(const jit::Module& module) {
-  const auto name = module.type()->name();
-  return name ? name->name() : "module";
+// Loads the file and keeps the tensors of layers [first, last) only; the rest is freed on return.
+std::vector<LayerPtr> load_layers(const std::string& path, const std::string& expected_hash,
+                                  const TorchScriptSettings& settings, int first, int last) {
+  check_unchanged(path, expected_hash);
+  const jit::Module module = load_module(path);
+  torch::Tensor output;
+  const std::vector<ScriptLayer> split = split_module(path, module, settings, &output);
+  PIPEPLAN_ASSERT(last <= static_cast<int>(split.size()), "layer range [", first, ", ", last,
+                  ") of ", split.size(), " layers");
+  std::vector<LayerPtr> layers;
+  for (int layer_idx = first; layer_idx < last; ++layer_idx)
+    layers.push_back(std::make_shared<TorchScriptLayer>(module, split[layer_idx], path));
+  return layers;
 }
 
-int64_t child_parameter_count(const jit::Module& module) {
+// Parameters a layer reads, each counted once.
+int64_t layer_parameter_count(const jit::Module& module, const ScriptLayer& layer) {
   std::unordered_set<const void*> seen;
   int64_t count = 0;
-  for (const auto& item : module.named_parameters(/*recurse=*/true))
-    if (seen.insert(item.value.unsafeGetTensorImpl()).second) count += item.value.numel();
+  const auto add = [&](const torch::Tensor& tensor) {
+    if (seen.insert(tensor.unsafeGetTensorImpl()).second) count += tensor.numel();
+  };
+  for (const ScriptAttribute& attribute : layer.attributes) {
+    if (attribute.is_module) {
+      for (const torch::Tensor& tensor : child_at(module, attribute.path).parameters()) add(tensor);
+      continue;
+    }
+    const auto [owner_path, name] = split_path(attribute.path);
+    const jit::Module owner = child_at(module, owner_path);
+    const auto slot = owner.type()->findAttributeSlot(name);
+    if (slot && owner.type()->is_parameter(*slot)) add(owner.attr(name).toTensor());
+  }
   return count;
 }
 
-// One forward of a small batch in eval mode, layer by layer, so that a failure names its layer;
-// then the output settles num_classes. The module is discarded afterwards.
-void check_forward(const std::string& path, const std::vector<Child>& children,
-                   TorchScriptSettings* settings) {
-  torch::NoGradGuard no_grad;
-  jit::GraphOptimizerEnabledGuard unoptimised(/*state=*/false);
-  torch::Tensor activation = settings_input(*settings, kCheckBatchSize);
-  for (const Child& child : children) {
-    jit::Module module = child.module;
-    module.eval();
-    try {
-      activation = module.forward({activation}).toTensor();
-    } catch (const std::exception& error) {
-      throw Error(ErrorKind::kBadInput,
-                  detail::concat("model ", quote(path), ": layer ", quote(child.path), " fails on ",
-                                 kCheckBatchSize, " samples of ", describe_input(*settings), " (",
-                                 error_line(error), "); check --model-arg input_shape, input_dtype",
-                                 settings->token_range > 0 ? " and token_range" : ""));
-    }
-  }
-  settle_from_output(path, activation, settings);
-}
-
 Model assemble(const std::string& path, const std::string& hash,
-               const TorchScriptSettings& settings, const std::vector<Child>& children) {
+               const TorchScriptSettings& settings, const jit::Module& module,
+               const std::vector<ScriptLayer>& split) {
   Model model;
   model.name = path;
   model.config = settings_config(settings, hash);
   apply_settings(settings, &model);
-  for (int layer_idx = 0; layer_idx < static_cast<int>(children.size()); ++layer_idx) {
+  for (const ScriptLayer& layer : split) {
     LayerSpec spec;
-    spec.name = children[layer_idx].path;
-    spec.kind = class_name(children[layer_idx].module);
-    spec.param_count = child_parameter_count(children[layer_idx].module);
+    spec.name = layer.name;
+    spec.kind = layer.kind;
+    spec.param_count = layer_parameter_count(module, layer);
+    spec.live_out = layer.live_out;
     model.layers.push_back(std::move(spec));
   }
-  model.build_range = [path, hash](int first, int last) {
-    return load_layers(path, hash, first, last);
+  model.build_range = [path, hash, settings](int first, int last) {
+    return load_layers(path, hash, settings, first, last);
   };
   return model;
 }
@@ -291,20 +249,24 @@ Model make_torchscript_model(const std::string& path, const std::vector<std::str
   check_file(path);
   const std::string hash = file_hash(path);
   const jit::Module module = load_module(path);
-  const std::vector<Child> children = chained_children(module, path);
-  check_children(path, children);
+  check_parameters(path, module);
+  check_forward_signature(module, path);
   TorchScriptSettings settings = settings_from_args(path, module, model_args);
-  check_forward(path, children, &settings);
-  return assemble(path, hash, settings, children);
+  torch::Tensor output;
+  const std::vector<ScriptLayer> split = split_module(path, module, settings, &output);
+  settle_from_output(path, output, &settings);
+  return assemble(path, hash, settings, module, split);
 }
 
 Model torchscript_model_from_config(const std::string& path, const Json& config) {
   const TorchScriptSettings settings = settings_from_config(path, config);
   const std::string hash = config_file_hash(config);
   check_unchanged(path, hash);
-  const std::vector<Child> children = chained_children(load_module(path), path);
-  check_children(path, children);
-  return assemble(path, hash, settings, children);
+  const jit::Module module = load_module(path);
+  check_parameters(path, module);
+  torch::Tensor output;
+  const std::vector<ScriptLayer> split = split_module(path, module, settings, &output);
+  return assemble(path, hash, settings, module, split);
 }
 
 }  // namespace pipeplan::models

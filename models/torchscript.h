@@ -1,4 +1,4 @@
-// A user's own model: a TorchScript file whose forward chains its children, as a layer sequence.
+// A user's own model: a TorchScript file whose forward graph is split into a layer sequence.
 #pragma once
 
 #include <string>
@@ -13,12 +13,13 @@ namespace pipeplan::models {
 /// ".pt" or ".pth" (zoo names never do). A relative path is read from the current directory.
 bool is_torchscript_path(const std::string& name);
 
-/// The model saved at `path` (torch.jit.script(module).save(path) in PyTorch). The module's
-/// forward must chain its children: take one tensor, pass it through children one after another
-/// and return the last one's output (a scripted nn.Sequential, or a module whose forward runs
-/// `for layer in self.layers: x = layer(x)`). Those children, in call order, are the layers,
-/// named by their attribute paths ("0", "layers.3"). When forward calls a single child whose own
-/// forward is such a chain (`return self.layers(x)`), that child's children are the layers.
+/// The model saved at `path` (torch.jit.script(module).save(path), or torch.jit.trace). Its
+/// forward graph is split into layers as split_forward (models/script_graph.h) says: containers
+/// opened, one layer per call of a child with parameters or buffers, functional ops and
+/// stateless children joining the next such call, and layers merged across any cut whose live
+/// set is not one batch-first tensor or that a weight is used on both sides of (a merged layer is
+/// named "first..last"). Layers are named by the attribute paths of their calls ("conv1",
+/// "layer1.0"), their parameters by their state_dict names.
 ///
 /// Input and loss come from `model_args` ("KEY=VALUE"), else from an attribute the module
 /// carries (set on the nn.Module before scripting), else from a default:
@@ -31,18 +32,18 @@ bool is_torchscript_path(const std::string& name);
 ///   num_classes   C or V; attribute pipeplan_num_classes (int); the last layer's output size
 ///   token_range   int64 inputs lie in [0, token_range); attribute pipeplan_token_range (int);
 ///                 num_classes
-/// One forward of two samples (eval mode) checks them. The configuration records these and the
-/// file's content hash (file_hash). Throws Error(kBadInput) with one line for a missing or
-/// corrupt file, a module that is not such a chain, weights tied across layers (or a child used
-/// as two layers), a parameter that is not float32, a missing input_shape (naming the
-/// --model-arg to give) or settings the forward contradicts.
+/// Two forwards (2 and 3 samples, eval mode) check them and find the live sets. The configuration
+/// records these and the file's content hash (file_hash). Throws Error(kBadInput) with one line
+/// for a missing or corrupt file, a forward split_forward refuses (naming the node), a parameter
+/// that is not float32, a missing input_shape (naming the --model-arg to give) or settings the
+/// forward contradicts.
 ///
 /// The model's build_range loads layers [first, last) from one read of the file: each layer
-/// holds only its child module, whose parameters and buffers it shares; every other child is
-/// released before it returns. Weights come from the file: no seed changes them. Layers start in
-/// training mode; train() and eval() reach the module (batch norm, dropout). Forward runs in the
-/// TorchScript interpreter without graph optimisation, so every run executes the same
-/// operators. It throws Error(kBadInput) when the file changed since the model was made.
+/// holds only the children and attributes its graph reads, sharing their parameters and buffers;
+/// everything else is released before it returns. Weights come from the file: no seed changes
+/// them. Layers start in training mode; train() and eval() reach the module (batch norm,
+/// dropout). Forward runs in the TorchScript interpreter without graph optimisation, so every
+/// run executes the same operators. It throws Error(kBadInput) when the file changed since the model was made.
 Model make_torchscript_model(const std::string& path, const std::vector<std::string>& model_args);
 
 /// Rebuilds the model from a configuration stored in a profile or plan. Throws Error(kBadInput)

@@ -8,7 +8,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp
   nlohmann-json3-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist python3-torch
+  dataset-fashion-mnist python3-torch python3-torchvision
 )
 
 as_root() {

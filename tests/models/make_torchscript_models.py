@@ -5,13 +5,19 @@ Usage: /usr/bin/python3 make_torchscript_models.py OUT_DIR [--mlp-weights FILE]
 mlp.pt mirrors the zoo's mlp_tiny layer for layer (models/mlp.cpp); with --mlp-weights (a
 dict of tensors written by torch::pickle_save, keys "LAYER.fc.weight" ...) it carries those
 weights. The other files cover batch norm, the `layers` container forms, token inputs, the
-module attributes, and the modules pipeplan must refuse.
+module attributes, graphs with skips and functional ops (scripted and traced), torchvision's
+resnet18 (when torchvision is installed), and the modules pipeplan must refuse.
+param_counts.json holds PyTorch's parameter count of every module of each scripted file, by
+attribute path ("" for the whole model).
 """
 import argparse
+import json
 import os
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from typing import Dict
 
 
 class Dense(nn.Module):
@@ -106,8 +112,107 @@ def big_first():
     return nn.Sequential(nn.Linear(1024, 1024), nn.Linear(1024, 8), nn.Linear(8, 10))
 
 
+class Skip3(nn.Module):
+    """A skip connection over three layers (b, c, d), then two more layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 16)
+        self.c = nn.Linear(16, 16)
+        self.d = nn.Linear(16, 16)
+        self.e = nn.Linear(16, 16)
+        self.f = nn.Linear(16, 4)
+        self.pipeplan_input_shape = [8]
+
+    def forward(self, x):
+        h = self.a(x)
+        y = self.c(torch.relu(self.b(h)))
+        z = self.d(y + h)
+        return self.f(torch.tanh(self.e(z)))
+
+
+class Functional(nn.Module):
+    """Functional ops between the child calls: flatten, gelu, dropout, cat, softmax, view."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(32, 32)
+        self.ln = nn.LayerNorm(32)
+        self.c = nn.Linear(64, 10)
+        self.pipeplan_input_shape = [4, 4]
+
+    def forward(self, x):
+        h = F.gelu(self.a(x.flatten(1)))
+        g = self.b(F.dropout(h, 0.25, self.training))
+        g = torch.cat([self.ln(g), torch.softmax(g, dim=-1) * 2.0], dim=1)
+        return self.c(g.view(g.size(0), -1))
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        return self.a(x + y)
+
+
+class DataDependent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 4)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return self.a(x)
+        return self.b(x)
+
+
+class InPlace(nn.Module):
+    """Changes in place the tensor that crosses the cut after `a`."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        h.relu_()
+        return self.b(h)
+
+
+class ReturnsDict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 4)
+
+    def forward(self, x) -> Dict[str, torch.Tensor]:
+        return {"logits": self.a(x)}
+
+
+def torchvision_resnet18():
+    """torchvision's own resnet18 for 10 classes on 3x32x32; None without torchvision."""
+    try:
+        import torchvision
+    except ImportError:
+        return None
+    model = torchvision.models.resnet18(num_classes=10)
+    model.pipeplan_input_shape = [3, 32, 32]
+    return model
+
+
+PARAM_COUNTS = {}
+
+
 def save(model, folder, name):
+    """Scripts and saves `model`; records PyTorch's parameter count of each of its modules."""
     torch.jit.script(model).save(os.path.join(folder, name))
+    PARAM_COUNTS[name] = {path or "": sum(p.numel() for p in module.parameters())
+                          for path, module in model.named_modules()}
 
 
 def main():
@@ -129,6 +234,18 @@ def main():
     save(nn.Sequential(nn.Linear(8, 4)).double(), args.out_dir, "float64.pt")
     save(big_first(), args.out_dir, "big_first.pt")
     torch.save(mlp.state_dict(), os.path.join(args.out_dir, "state_dict.pt"))
+    save(Skip3(), args.out_dir, "skip3.pt")
+    save(Functional(), args.out_dir, "functional.pt")
+    save(TwoInputs(), args.out_dir, "two_inputs.pt")
+    save(DataDependent(), args.out_dir, "data_dependent.pt")
+    save(InPlace(), args.out_dir, "in_place.pt")
+    save(ReturnsDict(), args.out_dir, "returns_dict.pt")
+    torch.jit.trace(Skip3(), torch.randn(2, 8)).save(os.path.join(args.out_dir, "skip3_traced.pt"))
+    resnet18 = torchvision_resnet18()
+    if resnet18 is not None:
+        save(resnet18, args.out_dir, "resnet18.pt")
+    with open(os.path.join(args.out_dir, "param_counts.json"), "w") as out:
+        json.dump(PARAM_COUNTS, out)
 
 
 if __name__ == "__main__":

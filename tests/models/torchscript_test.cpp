@@ -2,6 +2,7 @@
 #include "models/torchscript.h"
 
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/json.h"
 #include "common/units.h"
 #include "models/zoo.h"
 #include "runtime/memory_tracker.h"
@@ -107,24 +109,32 @@ TEST_F(TorchScriptTest, SameWeightsGiveTheZooModelsOutputsWhateverTheSeed) {
   for (int layer_idx = 0; layer_idx < num_layers; ++layer_idx) {
     const auto zoo_parameters = zoo_layers[layer_idx]->named_parameters();
     const auto file_parameters = file_layers[layer_idx]->named_parameters();
-    ASSERT_EQ(zoo_parameters.keys(), file_parameters.keys());
-    for (const auto& item : zoo_parameters)
-      EXPECT_TRUE(torch::equal(item.value(), file_parameters[item.key()])) << item.key();
+    ASSERT_EQ(zoo_parameters.size(), file_parameters.size());
+    for (const auto& item : zoo_parameters) {
+      // Named by their attribute path in the file, as PyTorch's state_dict names them.
+      const std::string file_name = std::to_string(layer_idx) + "." + item.key();
+      ASSERT_TRUE(file_parameters.contains(file_name)) << file_name;
+      EXPECT_TRUE(torch::equal(item.value(), file_parameters[file_name])) << file_name;
+    }
   }
   const torch::Tensor input = random_batch(model, /*batch_size=*/3, /*seed=*/1).first;
   EXPECT_TRUE(torch::allclose(forward_layers(file_layers, input), forward_layers(zoo_layers, input),
                               /*rtol=*/1e-6, /*atol=*/1e-7));
 }
 
+// Containers are opened; a child without parameters or buffers (ReLU) joins the next layer.
 TEST_F(TorchScriptTest, LayersContainerChildrenAreTheLayers) {
   for (const char* name : {"layers_list.pt", "layers_sequential.pt"}) {
     const Model model = make_model(file(name), {"input_shape=8"});
-    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"layers.0", "layers.1", "layers.2"}))
-        << name;
+    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"layers.0", "layers.2"})) << name;
     EXPECT_EQ(parameter_count(model), 8 * 16 + 16 + 16 * 4 + 4) << name;
     EXPECT_EQ(model.target.num_classes, 4) << name;
-    const auto layers = build_layers(model, 1, 3, /*seed=*/0);
-    EXPECT_EQ(forward_layers(layers, torch::randn({2, 16})).sizes(), (torch::IntArrayRef{2, 4}));
+    const auto layers = build_layers(model, 1, 2, /*seed=*/0);
+    const torch::Tensor input = torch::randn({2, 16}) - 0.5;
+    EXPECT_TRUE(torch::equal(forward_layers(layers, input),
+                             layers[0]->named_parameters()["layers.2.bias"] +
+                                 torch::relu(input).matmul(
+                                     layers[0]->named_parameters()["layers.2.weight"].t())));
   }
 }
 
@@ -132,7 +142,8 @@ TEST_F(TorchScriptTest, SettingsComeFromAttributesAndModelArgs) {
   const Model cnn = make_model(file("cnn.pt"));
   EXPECT_EQ(cnn.input.sample_shape, (std::vector<int64_t>{3, 16, 16}));
   EXPECT_EQ(cnn.target.num_classes, 10);
-  EXPECT_EQ(cnn.layers.size(), 4u);
+  EXPECT_EQ(layer_names(cnn),
+            (std::vector<std::string>{"0.0", "0.1", "1.0", "1.1", "2.0", "2.1", "3.2"}));
   EXPECT_EQ(make_model(file("cnn.pt"), {"input_shape=3x24x24"}).input.sample_shape,
             (std::vector<int64_t>{3, 24, 24}));
 
@@ -180,16 +191,20 @@ TEST_F(TorchScriptTest, MissingOrContradictedSettingsSayWhatToGive) {
             std::string::npos);
 }
 
-TEST_F(TorchScriptTest, RefusesFilesThatAreNotSequentialTorchScript) {
+TEST_F(TorchScriptTest, RefusesWhatCannotBeSplitNamingTheNode) {
   const std::string corrupt = scratch("corrupt.pt");
   std::ofstream(corrupt) << "not a zip archive\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {file("residual.pt"), "forward is not a chain of its children (it runs aten::add)"},
       {scratch("missing.pt"), "does not exist"},
       {corrupt, "is not a TorchScript file"},
       {file("state_dict.pt"), "is not a TorchScript file"},
-      {file("shared.pt"), "parameter '2.weight' is tied to one of layer '0'"},
       {file("float64.pt"), "parameter '0.weight' is Double"},
+      {file("two_inputs.pt"), "forward takes 2 inputs"},
+      {file("returns_dict.pt"), "forward returns Dict[str, Tensor]"},
+      {file("data_dependent.pt"),
+       "control flow whose condition depends on tensor values (prim::If at"},
+      {file("in_place.pt"), "changes in place a tensor that crosses a cut between layers "
+                            "(aten::relu_ at"},
   };
   for (const auto& [path, expected] : cases) {
     const std::string message = bad_input_message([&] { make_model(path, {"input_shape=8"}); });
@@ -237,9 +252,9 @@ TEST_F(TorchScriptTest, ParameterUpdatesReachTheModulesForward) {
 }
 
 TEST_F(TorchScriptTest, TrainAndEvalModesReachBatchNorm) {
-  const LayerPtr layer = build_layers(make_model(file("cnn.pt")), 0, 1, /*seed=*/0).front();
-  const torch::Tensor running_mean = layer->named_buffers()["1.running_mean"];
-  const torch::Tensor input = torch::randn({4, 3, 16, 16}) + 2.0;
+  const LayerPtr layer = build_layers(make_model(file("cnn.pt")), 1, 2, /*seed=*/0).front();
+  const torch::Tensor running_mean = layer->named_buffers()["0.1.running_mean"];
+  const torch::Tensor input = torch::randn({4, 8, 16, 16}) + 2.0;
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(layer->is_training());
   const torch::Tensor before = running_mean.clone();
@@ -266,6 +281,76 @@ TEST_F(TorchScriptTest, AStageKeepsOnlyItsLayers) {
   }
   const auto first = build_layers(model, 0, 1, /*seed=*/0);
   EXPECT_GE(tracker->current_bytes(c10::DeviceType::CPU), 4 * kMiB);
+}
+
+}  // namespace
+}  // namespace pipeplan::models
+
+namespace pipeplan::models {
+namespace {
+
+// PyTorch's parameter count of module `path` of `name` (tests/models/make_torchscript_models.py).
+int64_t pytorch_count(const std::string& dir, const std::string& name, const std::string& path) {
+  std::ifstream in(dir + "/param_counts.json");
+  return Json::parse(in).at(name).at(path).get<int64_t>();
+}
+
+// The layers run one after another give what the file's own forward gives (eval mode: dropout
+// off, batch norm on its running statistics).
+void expect_same_forward(const Model& model, const std::string& path, const torch::Tensor& input) {
+  torch::jit::Module module = torch::jit::load(path);
+  module.eval();
+  auto layers = build_layers(model, 0, static_cast<int>(model.layers.size()), /*seed=*/0);
+  for (const LayerPtr& layer : layers) layer->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = module.forward({input}).toTensor();
+  EXPECT_TRUE(torch::allclose(forward_layers(layers, input), expected, /*rtol=*/1e-5,
+                              /*atol=*/1e-6))
+      << path;
+}
+
+TEST_F(TorchScriptTest, SkipsAndFunctionalOpsGiveLayersWithOneTensorCuts) {
+  // Cuts inside the skip (h crosses beside b's and c's outputs) carry two tensors: b..d is one
+  // layer. Scripted and traced files split alike.
+  for (const char* name : {"skip3.pt", "skip3_traced.pt"}) {
+    const Model model = make_model(file(name), {"input_shape=8"});
+    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"a", "b..d", "e", "f"})) << name;
+    EXPECT_EQ(model.layers[1].kind, "group");
+    EXPECT_EQ(model.layers[0].live_out.size(), 1u);
+    EXPECT_EQ(model.layers[0].live_out[0].sample_shape, (std::vector<int64_t>{16}));
+    EXPECT_EQ(model.layers[3].live_out[0].sample_shape, (std::vector<int64_t>{4}));
+    EXPECT_EQ(model.layers[1].param_count, 3 * pytorch_count(dir_, "skip3.pt", "b"));
+    EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "skip3.pt", ""));
+    expect_same_forward(model, file(name), torch::randn({3, 8}));
+  }
+  const Model functional = make_model(file("functional.pt"));
+  EXPECT_EQ(layer_names(functional), (std::vector<std::string>{"a", "b", "ln..c"}));
+  EXPECT_EQ(functional.layers[1].live_out[0].sample_shape, (std::vector<int64_t>{32}));
+  EXPECT_EQ(parameter_count(functional), pytorch_count(dir_, "functional.pt", ""));
+  expect_same_forward(functional, file("functional.pt"), torch::randn({5, 4, 4}));
+  // Formerly refused: a top-level residual add, and one Linear called twice.
+  EXPECT_EQ(layer_names(make_model(file("residual.pt"), {"input_shape=8"})),
+            (std::vector<std::string>{"a..b"}));
+  EXPECT_EQ(layer_names(make_model(file("shared.pt"), {"input_shape=8"})),
+            (std::vector<std::string>{"0..2"}));
+}
+
+TEST_F(TorchScriptTest, TorchvisionResnet18SplitsIntoItsBlocks) {
+  if (!fs::exists(file("resnet18.pt"))) GTEST_SKIP() << "torchvision is not installed";
+  const Model model = make_model(file("resnet18.pt"));
+  std::vector<std::string> expected = {"conv1", "bn1"};
+  for (int stage = 1; stage <= 4; ++stage)
+    for (int block = 0; block < 2; ++block)
+      expected.push_back("layer" + std::to_string(stage) + "." + std::to_string(block));
+  expected.push_back("fc");
+  EXPECT_EQ(layer_names(model), expected);
+  for (const LayerSpec& layer : model.layers)
+    EXPECT_EQ(layer.param_count, pytorch_count(dir_, "resnet18.pt", layer.name)) << layer.name;
+  EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "resnet18.pt", ""));
+  EXPECT_EQ(model.layers[2].kind, "BasicBlock");
+  // Pooling and flatten join fc's layer: the cut before it carries the pooled features.
+  EXPECT_EQ(model.layers[9].live_out[0].sample_shape, (std::vector<int64_t>{512, 1, 1}));
+  expect_same_forward(model, file("resnet18.pt"), torch::randn({2, 3, 32, 32}));
 }
 
 }  // namespace

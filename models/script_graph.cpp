@@ -1,0 +1,467 @@
+// Splits a TorchScript forward graph into layers: containers opened, segments ending at child
+// calls, live sets found by a probe forward, cuts kept where one batched tensor crosses.
+#include "models/script_graph.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/error.h"
+#include "models/torch_error.h"
+
+namespace pipeplan::models {
+namespace {
+
+namespace jit = torch::jit;
+
+// Ops that turn a tensor's values into a Python scalar: control flow on their result depends on
+// the data, which a split graph cannot follow.
+const std::unordered_set<std::string> kTensorToScalarOps = {
+    "aten::Bool",         "aten::Int",         "aten::Float",   "aten::item",
+    "aten::is_nonzero",   "aten::ScalarImplicit", "aten::IntImplicit", "aten::FloatImplicit",
+    "aten::equal",        "aten::allclose",    "aten::tolist",  "prim::tolist"};
+
+std::string join_path(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+bool is_tensor(const jit::Value* value) {
+  return value->type()->isSubtypeOf(*c10::TensorType::get());
+}
+
+bool is_module_type(const jit::Value* value) {
+  const auto type = value->type()->cast<c10::ClassType>();
+  return type != nullptr && type->is_module();
+}
+
+// "aten::add_ at model.py:12" for errors.
+std::string describe_node(const jit::Node* node) {
+  std::string text = node->kind().toQualString();
+  if (const auto location = node->sourceRange().file_line_col())
+    text += " at " + std::get<0>(*location) + ":" + std::to_string(std::get<1>(*location));
+  return text;
+}
+
+// The node of the graph's top block that `node` is (or is nested in).
+const jit::Node* top_level(const jit::Node* node, const jit::Block* top) {
+  while (node->owningBlock() != top) node = node->owningBlock()->owningNode();
+  return node;
+}
+
+// Whether `module`'s forward only chains its children: one tensor in, each child's forward on
+// the previous output, the last output returned, nothing else but constants and reading children.
+bool chains_children(const jit::Module& module) {
+  const c10::optional<jit::Method> forward = module.find_method("forward");
+  if (!forward) return false;
+  const std::shared_ptr<jit::Graph> graph = forward->graph();
+  if (graph->inputs().size() != 2 || !is_tensor(graph->inputs()[1])) return false;
+  std::unordered_set<const jit::Value*> modules{graph->inputs()[0]};
+  const jit::Value* current = graph->inputs()[1];
+  int calls = 0;
+  for (const jit::Node* node : graph->nodes()) {
+    if (node->kind() == c10::prim::GetAttr) {
+      if (!modules.count(node->input()) || !is_module_type(node->output())) return false;
+      modules.insert(node->output());
+    } else if (node->kind() == c10::prim::CallMethod) {
+      if (node->s(c10::attr::name) != "forward" || node->input(0) == graph->inputs()[0] ||
+          !modules.count(node->input(0)) || node->inputs().size() != 2 ||
+          node->input(1) != current || !is_tensor(node->output()))
+        return false;
+      current = node->output();
+      ++calls;
+    } else if (node->kind() != c10::prim::Constant) {
+      return false;
+    }
+  }
+  return calls > 0 && graph->outputs().size() == 1 && graph->outputs()[0] == current;
+}
+
+// Splits one forward graph; the phases run in the order of split_forward's contract.
+class Splitter {
+ public:
+  Splitter(const jit::Module& module, std::string file)
+      : module_(module), file_(std::move(file)) {
+    const c10::optional<jit::Method> forward = module.find_method("forward");
+    if (!forward) refuse("it has no forward method");
+    graph_ = forward->graph()->copy();
+  }
+
+  std::vector<ScriptLayer> split(const ProbeInputs& probe, torch::Tensor* output);
+  void check_signature() const;
+
+ private:
+  struct Segment {
+    std::vector<jit::Node*> nodes;
+    std::string anchor;  // path of the child call that ends it; "" when it has none
+  };
+  struct Built {
+    std::shared_ptr<jit::Graph> graph;
+    std::vector<ScriptAttribute> attributes;
+  };
+  using Probe = std::unordered_map<const jit::Value*, c10::IValue>;
+
+  template <typename... Args>
+  [[noreturn]] void refuse(const Args&... args) const {
+    throw Error(ErrorKind::kBadInput, detail::concat("model ", quote(file_), ": ", args...));
+  }
+  void open_containers();
+  void resolve_attributes();
+  void check_control_flow(const jit::Block* block) const;
+  void make_segments();
+  void find_live_sets();
+  Built build(size_t first, size_t last) const;
+  void run_probe(const torch::Tensor& input, const ProbeInputs& probe, Probe* values) const;
+  std::vector<bool> kept_cuts(const Probe& small, const Probe& large, int64_t small_rows,
+                              int64_t large_rows) const;
+  void check_in_place(const std::vector<size_t>& layer_of_segment) const;
+  std::vector<const void*> tensors_of(const jit::Node* node) const;
+
+  const jit::Module& module_;
+  std::string file_;
+  std::shared_ptr<jit::Graph> graph_;
+  std::unordered_map<const jit::Value*, ScriptAttribute> attributes_;  // top-level GetAttr outputs
+  std::vector<Segment> segments_;
+  std::unordered_map<const jit::Node*, size_t> segment_of_;  // top-level nodes
+  // live_[k]: the values made before segment k and used from it on; live_[n] the outputs.
+  std::vector<std::vector<const jit::Value*>> live_;
+};
+
+void Splitter::check_signature() const {
+  const size_t num_inputs = graph_->inputs().size() - 1;
+  if (num_inputs != 1 || !is_tensor(graph_->inputs()[1]))
+    refuse("forward takes ", num_inputs, " input", num_inputs == 1 ? " that is not a tensor" : "s",
+           "; pipeplan splits a forward of one tensor input");
+  if (graph_->outputs().size() != 1 || !is_tensor(graph_->outputs()[0]))
+    refuse("forward returns ", graph_->outputs().size() == 1 ? graph_->outputs()[0]->type()->repr_str() : "several values",
+           "; pipeplan trains a forward that returns one tensor (the logits)");
+}
+
+// Inlines calls of the top module's own methods and of children that only chain their children,
+// until none is left, so that segments end at blocks rather than at containers.
+void Splitter::open_containers() {
+  for (bool inlined = true; inlined;) {
+    inlined = false;
+    resolve_attributes();
+    for (jit::Node* node : graph_->nodes()) {
+      if (node->kind() != c10::prim::CallMethod) continue;
+      const auto callee = attributes_.find(node->input(0));
+      const bool on_self = node->input(0) == graph_->inputs()[0];
+      if (!on_self && (callee == attributes_.end() || !callee->second.is_module)) continue;
+      const jit::Module target = on_self ? module_ : child_at(module_, callee->second.path);
+      if (!on_self && (node->s(c10::attr::name) != "forward" || !chains_children(target))) continue;
+      jit::GraphFunction& function =
+          jit::toGraphFunction(target.type()->getMethod(node->s(c10::attr::name)));
+      jit::inlineCallTo(node, &function, function.graph().get());
+      inlined = true;
+      break;
+    }
+  }
+  resolve_attributes();
+}
+
+// Attribute paths of the top block's GetAttr outputs: module objects and leaf values.
+void Splitter::resolve_attributes() {
+  attributes_.clear();
+  attributes_[graph_->inputs()[0]] = ScriptAttribute{"", true};
+  for (const jit::Node* node : graph_->nodes()) {
+    if (node->kind() != c10::prim::GetAttr) continue;
+    const auto owner = attributes_.find(node->input());
+    const std::string name = node->s(c10::attr::name);
+    if (owner == attributes_.end() || !owner->second.is_module)
+      refuse("forward reads attribute ", quote(name), " of a value that is not a module (",
+             describe_node(node), ")");
+    attributes_[node->output()] =
+        ScriptAttribute{join_path(owner->second.path, name), is_module_type(node->output())};
+  }
+}
+
+// Refuses control flow whose condition is computed from tensor values.
+void Splitter::check_control_flow(const jit::Block* block) const {
+  for (const jit::Node* node : block->nodes()) {
+    for (const jit::Block* inner : node->blocks()) check_control_flow(inner);
+    std::vector<const jit::Value*> conditions;
+    if (node->kind() == c10::prim::If) conditions = {node->input(0)};
+    if (node->kind() == c10::prim::Loop)
+      conditions = {node->input(0), node->input(1), node->blocks()[0]->outputs()[0]};
+    std::unordered_set<const jit::Node*> seen;
+    while (!conditions.empty()) {
+      const jit::Node* producer = conditions.back()->node();
+      conditions.pop_back();
+      if (!seen.insert(producer).second) continue;
+      const bool from_tensor = std::any_of(producer->inputs().begin(), producer->inputs().end(),
+                                           [](const jit::Value* v) { return is_tensor(v); });
+      if (from_tensor && kTensorToScalarOps.count(producer->kind().toQualString()))
+        refuse("forward has control flow whose condition depends on tensor values (",
+               describe_node(node), " on ", describe_node(producer),
+               "); pipeplan splits graphs whose control flow depends only on sizes and constants");
+      for (const jit::Value* input : producer->inputs()) conditions.push_back(input);
+    }
+  }
+}
+
+// Segments of the top block, each ending at the call of a child with parameters or buffers.
+void Splitter::make_segments() {
+  segments_.assign(1, Segment());
+  for (jit::Node* node : graph_->nodes()) {
+    if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::GetAttr) continue;
+    segments_.back().nodes.push_back(node);
+    if (node->kind() != c10::prim::CallMethod) continue;
+    const auto callee = attributes_.find(node->input(0));
+    if (callee == attributes_.end() || !callee->second.is_module || callee->second.path.empty())
+      continue;
+    const jit::Module child = child_at(module_, callee->second.path);
+    const bool has_state = child.parameters(/*recurse=*/true).size() > 0 ||
+                           child.buffers(/*recurse=*/true).size() > 0;
+    if (!has_state) continue;
+    segments_.back().anchor = callee->second.path;
+    segments_.emplace_back();
+  }
+  // Ops after the last child call join its segment.
+  if (segments_.size() > 1) {
+    Segment tail = std::move(segments_.back());
+    segments_.pop_back();
+    for (jit::Node* node : tail.nodes) segments_.back().nodes.push_back(node);
+  }
+  for (size_t segment_idx = 0; segment_idx < segments_.size(); ++segment_idx)
+    for (const jit::Node* node : segments_[segment_idx].nodes) segment_of_[node] = segment_idx;
+}
+
+// live_[k] for every cut k: graph inputs and top-level node outputs (not constants, not
+// attributes) made before segment k and used by segment k or later (the return is past the end).
+void Splitter::find_live_sets() {
+  const size_t num_segments = segments_.size();
+  live_.assign(num_segments + 1, {});
+  const auto last_use = [&](const jit::Value* value) {
+    size_t last = 0;
+    for (const jit::Use& use : value->uses()) {
+      const jit::Node* user = top_level(use.user, graph_->block());
+      last = std::max(last, user == graph_->return_node() ? num_segments : segment_of_.at(user));
+    }
+    return last;
+  };
+  const auto mark = [&](const jit::Value* value, size_t made_in_segment) {
+    for (size_t cut = made_in_segment + 1; cut <= last_use(value); ++cut) live_[cut].push_back(value);
+  };
+  live_[0].push_back(graph_->inputs()[1]);
+  mark(graph_->inputs()[1], 0);
+  for (size_t segment_idx = 0; segment_idx < num_segments; ++segment_idx)
+    for (const jit::Node* node : segments_[segment_idx].nodes)
+      for (const jit::Value* output : node->outputs()) mark(output, segment_idx);
+  live_[num_segments] = {graph_->outputs()[0]};
+}
+
+// The graph of segments [first, last): inputs its attributes then live_[first], output the
+// tuple of live_[last]. Constants are copied in where used.
+Splitter::Built Splitter::build(size_t first, size_t last) const {
+  Built built;
+  built.graph = std::make_shared<jit::Graph>();
+  jit::Graph& graph = *built.graph;
+  std::unordered_map<const jit::Value*, jit::Value*> env;
+  // Attributes first, in order of first use (nested nodes included).
+  std::vector<const jit::Node*> pending;
+  for (size_t segment_idx = first; segment_idx < last; ++segment_idx)
+    for (const jit::Node* node : segments_[segment_idx].nodes) pending.push_back(node);
+  for (size_t idx = 0; idx < pending.size(); ++idx) {
+    for (const jit::Block* block : pending[idx]->blocks())
+      for (const jit::Node* inner : block->nodes()) pending.push_back(inner);
+    for (const jit::Value* input : pending[idx]->inputs()) {
+      const auto attribute = attributes_.find(input);
+      if (attribute == attributes_.end() || env.count(input)) continue;
+      if (attribute->second.path.empty())
+        refuse("forward uses the module itself inside control flow or as a value (",
+               describe_node(pending[idx]), "); call its children or methods directly");
+      env[input] = graph.addInput()->setType(input->type());
+      built.attributes.push_back(attribute->second);
+    }
+  }
+  for (const jit::Value* value : live_[first]) env[value] = graph.addInput()->setType(value->type());
+  const auto value_map = [&](jit::Value* value) -> jit::Value* {
+    const auto found = env.find(value);
+    if (found != env.end()) return found->second;
+    PIPEPLAN_ASSERT(value->node()->kind() == c10::prim::Constant, "value %", value->debugName(),
+                    " is used by a layer but not made before it");
+    jit::Node* constant = graph.insertNode(graph.createClone(value->node(), [](jit::Value* v) { return v; }));
+    env[value] = constant->output();
+    return constant->output();
+  };
+  for (size_t segment_idx = first; segment_idx < last; ++segment_idx)
+    for (jit::Node* node : segments_[segment_idx].nodes) {
+      jit::Node* copy = graph.insertNode(graph.createClone(node, value_map));
+      for (size_t output_idx = 0; output_idx < node->outputs().size(); ++output_idx)
+        env[node->output(output_idx)] = copy->output(output_idx);
+    }
+  std::vector<jit::Value*> outputs;
+  for (const jit::Value* value : live_[last]) outputs.push_back(env.at(value));
+  graph.registerOutput(graph.insertNode(graph.createTuple(outputs))->output());
+  return built;
+}
+
+// Runs every segment on `input` (no gradient, eval mode) and records every live value.
+void Splitter::run_probe(const torch::Tensor& input, const ProbeInputs& probe,
+                         Probe* values) const {
+  torch::NoGradGuard no_grad;
+  jit::GraphOptimizerEnabledGuard unoptimised(/*state=*/false);
+  (*values)[graph_->inputs()[1]] = input;
+  for (size_t segment_idx = 0; segment_idx < segments_.size(); ++segment_idx) {
+    const Built built = build(segment_idx, segment_idx + 1);
+    jit::Stack stack;
+    for (const ScriptAttribute& attribute : built.attributes)
+      stack.push_back(attribute_value(module_, attribute));
+    for (const jit::Value* value : live_[segment_idx]) stack.push_back(values->at(value));
+    jit::GraphFunction function("probe", built.graph, nullptr);
+    try {
+      function.run(stack);
+    } catch (const std::exception& error) {
+      const std::string& anchor = segments_[segment_idx].anchor;
+      refuse("layer ", quote(anchor.empty() ? "forward" : anchor), " fails on ", input.size(0),
+             " samples of ", probe.description, " (", error_line(error), ")", probe.hint);
+    }
+    const auto& outputs = stack.back().toTupleRef().elements();
+    for (size_t idx = 0; idx < live_[segment_idx + 1].size(); ++idx)
+      (*values)[live_[segment_idx + 1][idx]] = outputs[idx];
+  }
+}
+
+// The parameters and buffers a node reaches through the attributes it reads.
+std::vector<const void*> Splitter::tensors_of(const jit::Node* node) const {
+  std::vector<const void*> tensors;
+  for (const jit::Value* input : node->inputs()) {
+    const auto attribute = attributes_.find(input);
+    if (attribute == attributes_.end() || attribute->second.path.empty()) continue;
+    const c10::IValue value = attribute_value(module_, attribute->second);
+    if (value.isTensor()) tensors.push_back(value.toTensor().unsafeGetTensorImpl());
+    if (!attribute->second.is_module) continue;
+    const jit::Module child = child_at(module_, attribute->second.path);
+    for (const torch::Tensor& tensor : child.parameters(/*recurse=*/true))
+      tensors.push_back(tensor.unsafeGetTensorImpl());
+    for (const torch::Tensor& tensor : child.buffers(/*recurse=*/true))
+      tensors.push_back(tensor.unsafeGetTensorImpl());
+  }
+  return tensors;
+}
+
+// Cut k (between segments k-1 and k) is kept when one tensor crosses it with the batch first
+// (the same sample shape at both probes) in a boundary dtype, and no weight is used both sides.
+std::vector<bool> Splitter::kept_cuts(const Probe& small, const Probe& large, int64_t small_rows,
+                                      int64_t large_rows) const {
+  const size_t num_segments = segments_.size();
+  std::vector<bool> kept(num_segments, false);
+  for (size_t cut = 1; cut < num_segments; ++cut) {
+    if (live_[cut].size() != 1) continue;
+    const c10::IValue& a = small.at(live_[cut][0]);
+    const c10::IValue& b = large.at(live_[cut][0]);
+    if (!a.isTensor() || !b.isTensor()) continue;
+    const torch::Tensor x = a.toTensor(), y = b.toTensor();
+    const auto dtype = x.scalar_type();
+    const bool boundary_dtype = dtype == torch::kFloat32 || dtype == torch::kInt64 ||
+                                dtype == torch::kBFloat16 || dtype == torch::kFloat16;
+    kept[cut] = boundary_dtype && x.dim() >= 1 && x.dim() == y.dim() && x.size(0) == small_rows &&
+                y.size(0) == large_rows && x.sizes().slice(1) == y.sizes().slice(1);
+  }
+  // A weight used by two segments keeps them in one layer.
+  std::unordered_map<const void*, size_t> first_user;
+  for (size_t segment_idx = 0; segment_idx < num_segments; ++segment_idx)
+    for (const jit::Node* node : segments_[segment_idx].nodes)
+      for (const void* tensor : tensors_of(node)) {
+        const size_t first = first_user.emplace(tensor, segment_idx).first->second;
+        for (size_t cut = first + 1; cut <= segment_idx; ++cut) kept[cut] = false;
+      }
+  return kept;
+}
+
+// An in-place op on a tensor made in another layer, or used in a later one, would change what
+// crossed (or will cross) a cut.
+void Splitter::check_in_place(const std::vector<size_t>& layer_of_segment) const {
+  for (const Segment& segment : segments_)
+    for (const jit::Node* node : segment.nodes) {
+      const std::string kind = node->kind().toQualString();
+      if (node->inputs().empty() || kind.rfind("aten::", 0) != 0 || kind.back() != '_') continue;
+      const jit::Value* target = node->input(0);
+      if (attributes_.count(target) || target->node()->kind() == c10::prim::Constant) continue;
+      const size_t layer = layer_of_segment[segment_of_.at(node)];
+      const bool made_elsewhere =
+          target->node() == graph_->param_node() ||
+          layer_of_segment[segment_of_.at(top_level(target->node(), graph_->block()))] != layer;
+      bool used_later = false;
+      for (const jit::Use& use : target->uses()) {
+        const jit::Node* user = top_level(use.user, graph_->block());
+        used_later |= user == graph_->return_node() || layer_of_segment[segment_of_.at(user)] != layer;
+      }
+      if ((made_elsewhere && layer > 0) || used_later)
+        refuse("forward changes in place a tensor that crosses a cut between layers (",
+               describe_node(node), "); use the out-of-place op");
+    }
+}
+
+std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor* output) {
+  check_signature();
+  open_containers();
+  check_control_flow(graph_->block());
+  make_segments();
+  find_live_sets();
+  Probe small, large;
+  run_probe(probe.small, probe, &small);
+  run_probe(probe.large, probe, &large);
+  *output = small.at(graph_->outputs()[0]).toTensor();
+  const std::vector<bool> kept = kept_cuts(small, large, probe.small.size(0), probe.large.size(0));
+  std::vector<size_t> layer_of_segment(segments_.size(), 0);
+  for (size_t segment_idx = 1; segment_idx < segments_.size(); ++segment_idx)
+    layer_of_segment[segment_idx] = layer_of_segment[segment_idx - 1] + (kept[segment_idx] ? 1 : 0);
+  check_in_place(layer_of_segment);
+  std::vector<ScriptLayer> layers;
+  for (size_t first = 0; first < segments_.size();) {
+    size_t last = first + 1;
+    while (last < segments_.size() && !kept[last]) ++last;
+    Built built = build(first, last);
+    ScriptLayer layer;
+    const std::string& first_anchor = segments_[first].anchor;
+    const std::string& last_anchor = segments_[last - 1].anchor;
+    layer.name = first_anchor.empty() ? "forward"
+                 : last == first + 1 ? first_anchor
+                                     : first_anchor + ".." + last_anchor;
+    layer.kind = last == first + 1 && !first_anchor.empty()
+                     ? child_at(module_, first_anchor).type()->name()->name()
+                     : "group";
+    layer.graph = std::move(built.graph);
+    layer.attributes = std::move(built.attributes);
+    const torch::Tensor out = small.at(live_[last][0]).toTensor();
+    layer.live_out = {LiveTensor{out.sizes().slice(1).vec(), out.scalar_type()}};
+    layers.push_back(std::move(layer));
+    first = last;
+  }
+  return layers;
+}
+
+}  // namespace
+
+std::vector<ScriptLayer> split_forward(const jit::Module& module, const std::string& file,
+                                       const ProbeInputs& probe, torch::Tensor* output) {
+  return Splitter(module, file).split(probe, output);
+}
+
+void check_forward_signature(const jit::Module& module, const std::string& file) {
+  Splitter(module, file).check_signature();
+}
+
+jit::Module child_at(const jit::Module& module, const std::string& path) {
+  jit::Module child = module;
+  for (size_t start = 0; start < path.size();) {
+    const size_t end = std::min(path.find('.', start), path.size());
+    child = child.attr(path.substr(start, end - start)).toModule();
+    start = end + 1;
+  }
+  return child;
+}
+
+c10::IValue attribute_value(const jit::Module& module, const ScriptAttribute& attribute) {
+  if (attribute.is_module) return child_at(module, attribute.path)._ivalue();
+  const size_t dot = attribute.path.rfind('.');
+  const jit::Module owner =
+      dot == std::string::npos ? module : child_at(module, attribute.path.substr(0, dot));
+  return owner.attr(dot == std::string::npos ? attribute.path : attribute.path.substr(dot + 1));
+}
+
+}  // namespace pipeplan::models

@@ -1,0 +1,71 @@
+// A TorchScript module's forward graph split into layers at child-module calls, each layer a
+// graph of its own that maps the live set before it to the live set after it.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/script.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace pipeplan::models {
+
+/// A value of the module's attributes a layer reads: a child module (by attribute path,
+/// "layer1.0") or a leaf attribute (a parameter, buffer, or constant such as "training").
+struct ScriptAttribute {
+  std::string path;        ///< attribute path from the top module
+  bool is_module = false;  ///< a child module (its object is passed), else a leaf value
+};
+
+/// One layer of the split: a graph whose inputs are its attributes (in `attributes` order), then
+/// the tensors live before it, and whose output is a tuple of the tensors live after it.
+struct ScriptLayer {
+  std::string name;  ///< the child call's attribute path, or "first..last" for a merged group
+  std::string kind;  ///< the child's class ("Bottleneck"), or "group"
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<ScriptAttribute> attributes;
+  std::vector<LiveTensor> live_out;  ///< the live set after this layer, per sample
+};
+
+/// The inputs of the two probe forwards that find the live sets, and their text for errors.
+struct ProbeInputs {
+  torch::Tensor small;      ///< a batch of the model's input
+  torch::Tensor large;      ///< a batch of another size (more samples)
+  std::string description;  ///< "1x28x28 float32"
+  std::string hint;         ///< what to change when a layer fails on them ("; check ...")
+};
+
+/// The layers of `module`'s forward (DESIGN.md, Models):
+///  - children whose forward only chains their own children (nn.Sequential, an unrolled
+///    nn.ModuleList, such a module) are opened, and methods of the top module inlined, so that
+///    the sequence reaches blocks;
+///  - nodes in graph order are grouped into segments, each ending at the call of a child that
+///    holds parameters or buffers; functional ops and calls of children without state join the
+///    segment of the next such call (ops after the last one join the last segment);
+///  - a cut between segments is kept only where its live set (the values made before it and
+///    used after it) is one tensor with the batch as its first dimension, of a boundary dtype,
+///    and no parameter or buffer is used on both sides of it; the segments around any other cut
+///    are merged into one layer.
+/// Live sets are found by running the segments on the two probe batches (no gradient; the caller
+/// puts the module in eval mode); the model's output on `probe.small` is returned in `output`. Throws Error(kBadInput) naming `file` and the node for what cannot be split:
+/// several or non-tensor inputs, an output that is not one tensor, control flow whose condition
+/// depends on tensor values, an in-place op on a tensor that crosses a cut, attributes read
+/// inside control flow; and naming the layer when a segment fails on a probe batch.
+std::vector<ScriptLayer> split_forward(const torch::jit::Module& module, const std::string& file,
+                                       const ProbeInputs& probe, torch::Tensor* output);
+
+/// Refuses (Error(kBadInput) naming `file`) a forward that does not take one tensor and return
+/// one tensor; split_forward checks it too, this says it before anything else is asked for.
+void check_forward_signature(const torch::jit::Module& module, const std::string& file);
+
+/// The object or value of `attribute` in `module` (a child module's object, or the leaf).
+c10::IValue attribute_value(const torch::jit::Module& module, const ScriptAttribute& attribute);
+
+/// The child module at attribute path `path` ("" for `module` itself).
+torch::jit::Module child_at(const torch::jit::Module& module, const std::string& path);
+
+}  // namespace pipeplan::models
