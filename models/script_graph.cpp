@@ -95,7 +95,8 @@ class Splitter {
  private:
   struct Segment {
     std::vector<jit::Node*> nodes;
-    std::string anchor;  // path of the child call that ends it; "" when it has none
+    std::string anchor;  // path of the child call in it; "" when it has none
+    const jit::Node* anchor_node = nullptr;
   };
   struct Built {
     std::shared_ptr<jit::Graph> graph;
@@ -112,7 +113,8 @@ class Splitter {
   void check_control_flow(const jit::Block* block) const;
   void make_segments();
   void find_live_sets();
-  Built build(size_t first, size_t last) const;
+  Built build(size_t first, size_t last, bool every_value = false) const;
+  void move_boundaries(const Probe& small, const Probe& large);
   void run_probe(const torch::Tensor& input, const ProbeInputs& probe, Probe* values) const;
   std::vector<bool> kept_cuts(const Probe& small, const Probe& large, int64_t small_rows,
                               int64_t large_rows) const;
@@ -217,6 +219,7 @@ void Splitter::make_segments() {
                            child.buffers(/*recurse=*/true).size() > 0;
     if (!has_state) continue;
     segments_.back().anchor = callee->second.path;
+    segments_.back().anchor_node = node;
     segments_.emplace_back();
   }
   // Ops after the last child call join its segment.
@@ -225,13 +228,14 @@ void Splitter::make_segments() {
     segments_.pop_back();
     for (jit::Node* node : tail.nodes) segments_.back().nodes.push_back(node);
   }
-  for (size_t segment_idx = 0; segment_idx < segments_.size(); ++segment_idx)
-    for (const jit::Node* node : segments_[segment_idx].nodes) segment_of_[node] = segment_idx;
 }
 
 // live_[k] for every cut k: graph inputs and top-level node outputs (not constants, not
 // attributes) made before segment k and used by segment k or later (the return is past the end).
 void Splitter::find_live_sets() {
+  segment_of_.clear();
+  for (size_t segment_idx = 0; segment_idx < segments_.size(); ++segment_idx)
+    for (const jit::Node* node : segments_[segment_idx].nodes) segment_of_[node] = segment_idx;
   const size_t num_segments = segments_.size();
   live_.assign(num_segments + 1, {});
   const auto last_use = [&](const jit::Value* value) {
@@ -254,8 +258,9 @@ void Splitter::find_live_sets() {
 }
 
 // The graph of segments [first, last): inputs its attributes then live_[first], output the
-// tuple of live_[last]. Constants are copied in where used.
-Splitter::Built Splitter::build(size_t first, size_t last) const {
+// tuple of live_[last] (followed, with `every_value`, by every value its nodes make, for the
+// probe). Constants are copied in where used.
+Splitter::Built Splitter::build(size_t first, size_t last, bool every_value) const {
   Built built;
   built.graph = std::make_shared<jit::Graph>();
   jit::Graph& graph = *built.graph;
@@ -295,18 +300,22 @@ Splitter::Built Splitter::build(size_t first, size_t last) const {
     }
   std::vector<jit::Value*> outputs;
   for (const jit::Value* value : live_[last]) outputs.push_back(env.at(value));
+  if (every_value)
+    for (size_t segment_idx = first; segment_idx < last; ++segment_idx)
+      for (const jit::Node* node : segments_[segment_idx].nodes)
+        for (const jit::Value* output : node->outputs()) outputs.push_back(env.at(output));
   graph.registerOutput(graph.insertNode(graph.createTuple(outputs))->output());
   return built;
 }
 
-// Runs every segment on `input` (no gradient, eval mode) and records every live value.
+// Runs every segment on `input` (no gradient, eval mode) and records every value it makes.
 void Splitter::run_probe(const torch::Tensor& input, const ProbeInputs& probe,
                          Probe* values) const {
   torch::NoGradGuard no_grad;
   jit::GraphOptimizerEnabledGuard unoptimised(/*state=*/false);
   (*values)[graph_->inputs()[1]] = input;
   for (size_t segment_idx = 0; segment_idx < segments_.size(); ++segment_idx) {
-    const Built built = build(segment_idx, segment_idx + 1);
+    const Built built = build(segment_idx, segment_idx + 1, /*every_value=*/true);
     jit::Stack stack;
     for (const ScriptAttribute& attribute : built.attributes)
       stack.push_back(attribute_value(module_, attribute));
@@ -320,8 +329,62 @@ void Splitter::run_probe(const torch::Tensor& input, const ProbeInputs& probe,
              " samples of ", probe.description, " (", error_line(error), ")", probe.hint);
     }
     const auto& outputs = stack.back().toTupleRef().elements();
-    for (size_t idx = 0; idx < live_[segment_idx + 1].size(); ++idx)
-      (*values)[live_[segment_idx + 1][idx]] = outputs[idx];
+    size_t output_idx = 0;
+    for (const jit::Value* value : live_[segment_idx + 1]) (*values)[value] = outputs[output_idx++];
+    for (const jit::Node* node : segments_[segment_idx].nodes)
+      for (const jit::Value* value : node->outputs()) (*values)[value] = outputs[output_idx++];
+  }
+}
+
+// Where between two child calls the cut falls: functional ops and stateless calls after one
+// call and before the next go to either side, so the cut is placed where the fewest bytes cross
+// (one batch-first tensor preferred, the latest place on ties: a ReLU or pooling after a block
+// stays with it and the pooled tensor crosses).
+void Splitter::move_boundaries(const Probe& small, const Probe& large) {
+  std::vector<const jit::Node*> order;
+  std::unordered_map<const jit::Node*, size_t> position;
+  for (const Segment& segment : segments_)
+    for (const jit::Node* node : segment.nodes) {
+      position[node] = order.size();
+      order.push_back(node);
+    }
+  const auto last_use = [&](const jit::Value* value) {
+    size_t last = 0;
+    for (const jit::Use& use : value->uses()) {
+      const jit::Node* user = top_level(use.user, graph_->block());
+      last = std::max(last, user == graph_->return_node() ? order.size() : position.at(user));
+    }
+    return last;
+  };
+  // (not one batch-first tensor, bytes) of what crosses a cut before node `cut`.
+  const auto cost = [&](size_t cut) {
+    std::vector<const jit::Value*> crossing;
+    if (last_use(graph_->inputs()[1]) >= cut) crossing.push_back(graph_->inputs()[1]);
+    for (size_t idx = 0; idx < cut; ++idx)
+      for (const jit::Value* value : order[idx]->outputs())
+        if (last_use(value) >= cut) crossing.push_back(value);
+    int64_t bytes = 0;
+    bool one_tensor = crossing.size() == 1;
+    for (const jit::Value* value : crossing) {
+      const c10::IValue& a = small.at(value);
+      const c10::IValue& b = large.at(value);
+      one_tensor = one_tensor && a.isTensor() && b.isTensor() && a.toTensor().dim() >= 1 &&
+                   a.toTensor().size(0) != b.toTensor().size(0);
+      if (a.isTensor()) bytes += static_cast<int64_t>(a.toTensor().nbytes());
+    }
+    return std::make_pair(!one_tensor, bytes);
+  };
+  for (size_t segment_idx = 0; segment_idx + 1 < segments_.size(); ++segment_idx) {
+    Segment& next = segments_[segment_idx + 1];
+    if (next.anchor_node == nullptr) continue;
+    const size_t first = position.at(next.nodes.front());
+    const size_t anchor = position.at(next.anchor_node);
+    size_t best = first;
+    for (size_t cut = first + 1; cut <= anchor; ++cut)
+      if (cost(cut) <= cost(best)) best = cut;
+    std::vector<jit::Node*>& moved = segments_[segment_idx].nodes;
+    moved.insert(moved.end(), next.nodes.begin(), next.nodes.begin() + static_cast<long>(best - first));
+    next.nodes.erase(next.nodes.begin(), next.nodes.begin() + static_cast<long>(best - first));
   }
 }
 
@@ -405,6 +468,8 @@ std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor
   Probe small, large;
   run_probe(probe.small, probe, &small);
   run_probe(probe.large, probe, &large);
+  move_boundaries(small, large);
+  find_live_sets();
   *output = small.at(graph_->outputs()[0]).toTensor();
   const std::vector<bool> kept = kept_cuts(small, large, probe.small.size(0), probe.large.size(0));
   std::vector<size_t> layer_of_segment(segments_.size(), 0);

@@ -43,9 +43,11 @@ struct ProbeInputs {
 ///  - children whose forward only chains their own children (nn.Sequential, an unrolled
 ///    nn.ModuleList, such a module) are opened, and methods of the top module inlined, so that
 ///    the sequence reaches blocks;
-///  - nodes in graph order are grouped into segments, each ending at the call of a child that
-///    holds parameters or buffers; functional ops and calls of children without state join the
-///    segment of the next such call (ops after the last one join the last segment);
+///  - nodes in graph order are grouped into segments, each holding one call of a child that
+///    holds parameters or buffers; the functional ops and calls of stateless children between two
+///    such calls go to the earlier or the later one so that the fewest bytes cross between them
+///    (one batch-first tensor preferred; the later place on ties, so that an activation or a
+///    pooling stays with the block before it);
 ///  - a cut between segments is kept only where its live set (the values made before it and
 ///    used after it) is one tensor with the batch as its first dimension, of a boundary dtype,
 ///    and no parameter or buffer is used on both sides of it; the segments around any other cut

@@ -16,7 +16,8 @@ bool is_torchscript_path(const std::string& name);
 /// The model saved at `path` (torch.jit.script(module).save(path), or torch.jit.trace). Its
 /// forward graph is split into layers as split_forward (models/script_graph.h) says: containers
 /// opened, one layer per call of a child with parameters or buffers, functional ops and
-/// stateless children joining the next such call, and layers merged across any cut whose live
+/// stateless children placed between them where the fewest bytes cross, layers merged across any
+/// cut whose live
 /// set is not one batch-first tensor or that a weight is used on both sides of (a merged layer is
 /// named "first..last"). Layers are named by the attribute paths of their calls ("conv1",
 /// "layer1.0"), their parameters by their state_dict names.
