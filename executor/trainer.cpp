@@ -176,6 +176,10 @@ void Trainer::build() {
   const RankAssignment& me = plan_.ranks[env_.rank];
   stage_ = std::make_unique<StageRuntime>(model_, plan_, me.stage, device_, options_.seed);
   optimizer_ = std::make_unique<runtime::FlatOptimizer>(plan_.optimizer, stage_->parameters(), stage_->gradients());
+  // The peak the memory model predicts is training's: building a stage from a TorchScript file
+  // loads the whole file for a moment (and flattening copies the stage's weights once), which
+  // would otherwise set the peak of a stage that holds few of the file's weights.
+  tracker_->reset_peak();
   scaler_ = std::make_unique<runtime::LossScaler>(plan_.precision == Precision::kAmpFp16);
   actions_ = expand_schedule(plan_)[env_.rank];
   pass_.rows.assign(static_cast<size_t>(plan_.num_micro_batches), plan_.micro_batch_size);
