@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "common/units.h"
 #include "models/zoo.h"
+#include "plans/plan.h"
 #include "runtime/device.h"
 
 namespace pipeplan::cli {
@@ -35,13 +36,13 @@ Json layer_table(const models::Model& model) {
     Json live_set = Json::array();
     int64_t bytes_per_sample = 0;
     for (const models::LiveTensor& tensor : layer.live_out) {
-      int64_t bytes = static_cast<int64_t>(c10::elementSize(tensor.dtype));
-      for (int64_t dim : tensor.sample_shape) bytes *= dim;
-      bytes_per_sample += bytes;
-      live_set.push_back(Json{{"sample_shape", tensor.sample_shape},
-                              {"dtype", runtime::dtype_name(tensor.dtype)}});
+      const std::string dtype = runtime::dtype_name(tensor.dtype);
+      bytes_per_sample += activation_bytes(tensor.sample_shape, dtype, /*batch=*/1);
+      live_set.push_back(Json{{"sample_shape", tensor.sample_shape}, {"dtype", dtype}});
     }
-    Json row{{"index", layer_idx}, {"name", layer.name}, {"kind", layer.kind},
+    Json row{{"index", layer_idx},
+             {"name", layer.name},
+             {"kind", layer.kind},
              {"parameter_count", layer.param_count}};
     if (!layer.live_out.empty()) {
       row["live_out"] = live_set;
@@ -97,12 +98,14 @@ int run_models(const ModelsOptions& options) {
     std::printf("%s\n", listing.dump(2).c_str());
     return 0;
   }
-  std::printf("%-14s %7s %14s  %-18s %s\n", "model", "layers", "parameters", "input", "description");
+  std::printf("%-14s %7s %14s  %-18s %s\n", "model", "layers", "parameters", "input",
+              "description");
   for (const Json& row : listing)
-    std::printf("%-14s %7d %14lld  %-18s %s\n", row["name"].get<std::string>().c_str(),
-                row["num_layers"].get<int>(), row["parameter_count"].get<long long>(),
-                (shape_text(row["input_shape"]) + " " + row["input_dtype"].get<std::string>()).c_str(),
-                row["description"].get<std::string>().c_str());
+    std::printf(
+        "%-14s %7d %14lld  %-18s %s\n", row["name"].get<std::string>().c_str(),
+        row["num_layers"].get<int>(), row["parameter_count"].get<long long>(),
+        (shape_text(row["input_shape"]) + " " + row["input_dtype"].get<std::string>()).c_str(),
+        row["description"].get<std::string>().c_str());
   return 0;
 }
 

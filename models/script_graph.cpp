@@ -6,8 +6,10 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "common/error.h"
 #include "models/torch_error.h"
@@ -20,9 +22,12 @@ namespace jit = torch::jit;
 // Ops that turn a tensor's values into a Python scalar: control flow on their result depends on
 // the data, which a split graph cannot follow.
 const std::unordered_set<std::string> kTensorToScalarOps = {
-    "aten::Bool",         "aten::Int",         "aten::Float",   "aten::item",
-    "aten::is_nonzero",   "aten::ScalarImplicit", "aten::IntImplicit", "aten::FloatImplicit",
-    "aten::equal",        "aten::allclose",    "aten::tolist",  "prim::tolist"};
+    "aten::Bool",        "aten::Int",           "aten::Float",
+    "aten::item",        "aten::is_nonzero",    "aten::ScalarImplicit",
+    "aten::IntImplicit", "aten::FloatImplicit", "aten::equal",
+    "aten::allclose",    "aten::tolist",        "prim::tolist"};
+
+using NodeIndex = std::unordered_map<const jit::Node*, size_t>;
 
 std::string join_path(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
@@ -49,6 +54,40 @@ std::string describe_node(const jit::Node* node) {
 const jit::Node* top_level(const jit::Node* node, const jit::Block* top) {
   while (node->owningBlock() != top) node = node->owningBlock()->owningNode();
   return node;
+}
+
+// The largest index (by `index_of`, over top-level nodes) of a node that uses `value`, nested
+// uses counting as their top-level node's; `past_end` for the graph's return.
+size_t last_use(const jit::Value* value, const jit::Graph& graph, const NodeIndex& index_of,
+                size_t past_end) {
+  size_t last = 0;
+  for (const jit::Use& use : value->uses()) {
+    const jit::Node* user = top_level(use.user, graph.block());
+    last = std::max(last, user == graph.return_node() ? past_end : index_of.at(user));
+  }
+  return last;
+}
+
+// Whether a value probed at two batch sizes is one tensor whose first dimension is the batch
+// (the other dimensions the same at both sizes), in a dtype a stage boundary carries.
+bool batch_first_tensor(const c10::IValue& small, const c10::IValue& large, int64_t small_rows,
+                        int64_t large_rows) {
+  if (!small.isTensor() || !large.isTensor()) return false;
+  const torch::Tensor x = small.toTensor(), y = large.toTensor();
+  const auto dtype = x.scalar_type();
+  const bool boundary_dtype = dtype == torch::kFloat32 || dtype == torch::kInt64 ||
+                              dtype == torch::kBFloat16 || dtype == torch::kFloat16;
+  return boundary_dtype && x.dim() >= 1 && x.dim() == y.dim() && x.size(0) == small_rows &&
+         y.size(0) == large_rows && x.sizes().slice(1) == y.sizes().slice(1);
+}
+
+// The module that holds leaf `attribute` and the leaf's name in it: {module "layer1.0",
+// "weight"} for "layer1.0.weight"; {`module`, "training"} for "training".
+std::pair<jit::Module, std::string> attribute_owner(const jit::Module& module,
+                                                    const ScriptAttribute& attribute) {
+  const size_t dot = attribute.path.rfind('.');
+  if (dot == std::string::npos) return {module, attribute.path};
+  return {child_at(module, attribute.path.substr(0, dot)), attribute.path.substr(dot + 1)};
 }
 
 // Whether `module`'s forward only chains its children: one tensor in, each child's forward on
@@ -82,8 +121,7 @@ bool chains_children(const jit::Module& module) {
 // Splits one forward graph; the phases run in the order of split_forward's contract.
 class Splitter {
  public:
-  Splitter(const jit::Module& module, std::string file)
-      : module_(module), file_(std::move(file)) {
+  Splitter(const jit::Module& module, std::string file) : module_(module), file_(std::move(file)) {
     const c10::optional<jit::Method> forward = module.find_method("forward");
     if (!forward) refuse("it has no forward method");
     graph_ = forward->graph()->copy();
@@ -115,9 +153,10 @@ class Splitter {
   void find_live_sets();
   Built build(size_t first, size_t last, bool every_value = false) const;
   void move_boundaries(const Probe& small, const Probe& large);
+  bool one_batch_first_tensor(const std::vector<const jit::Value*>& values, const Probe& small,
+                              const Probe& large) const;
   void run_probe(const torch::Tensor& input, const ProbeInputs& probe, Probe* values) const;
-  std::vector<bool> kept_cuts(const Probe& small, const Probe& large, int64_t small_rows,
-                              int64_t large_rows) const;
+  std::vector<bool> kept_cuts(const Probe& small, const Probe& large) const;
   void check_in_place(const std::vector<size_t>& layer_of_segment) const;
   std::vector<const void*> tensors_of(const jit::Node* node) const;
 
@@ -126,7 +165,9 @@ class Splitter {
   std::shared_ptr<jit::Graph> graph_;
   std::unordered_map<const jit::Value*, ScriptAttribute> attributes_;  // top-level GetAttr outputs
   std::vector<Segment> segments_;
-  std::unordered_map<const jit::Node*, size_t> segment_of_;  // top-level nodes
+  NodeIndex segment_of_;    // top-level nodes
+  int64_t small_rows_ = 0;  // the probe batches' sizes
+  int64_t large_rows_ = 0;
   // live_[k]: the values made before segment k and used from it on; live_[n] the outputs.
   std::vector<std::vector<const jit::Value*>> live_;
 };
@@ -137,8 +178,10 @@ void Splitter::check_signature() const {
     refuse("forward takes ", num_inputs, " input", num_inputs == 1 ? " that is not a tensor" : "s",
            "; pipeplan splits a forward of one tensor input");
   if (graph_->outputs().size() != 1 || !is_tensor(graph_->outputs()[0]))
-    refuse("forward returns ", graph_->outputs().size() == 1 ? graph_->outputs()[0]->type()->repr_str() : "several values",
-           "; pipeplan trains a forward that returns one tensor (the logits)");
+    refuse(
+        "forward returns ",
+        graph_->outputs().size() == 1 ? graph_->outputs()[0]->type()->repr_str() : "several values",
+        "; pipeplan trains a forward that returns one tensor (the logits)");
 }
 
 // Inlines calls of the top module's own methods and of children that only chain their children,
@@ -215,8 +258,8 @@ void Splitter::make_segments() {
     if (callee == attributes_.end() || !callee->second.is_module || callee->second.path.empty())
       continue;
     const jit::Module child = child_at(module_, callee->second.path);
-    const bool has_state = child.parameters(/*recurse=*/true).size() > 0 ||
-                           child.buffers(/*recurse=*/true).size() > 0;
+    const bool has_state =
+        child.parameters(/*recurse=*/true).size() > 0 || child.buffers(/*recurse=*/true).size() > 0;
     if (!has_state) continue;
     segments_.back().anchor = callee->second.path;
     segments_.back().anchor_node = node;
@@ -238,16 +281,9 @@ void Splitter::find_live_sets() {
     for (const jit::Node* node : segments_[segment_idx].nodes) segment_of_[node] = segment_idx;
   const size_t num_segments = segments_.size();
   live_.assign(num_segments + 1, {});
-  const auto last_use = [&](const jit::Value* value) {
-    size_t last = 0;
-    for (const jit::Use& use : value->uses()) {
-      const jit::Node* user = top_level(use.user, graph_->block());
-      last = std::max(last, user == graph_->return_node() ? num_segments : segment_of_.at(user));
-    }
-    return last;
-  };
   const auto mark = [&](const jit::Value* value, size_t made_in_segment) {
-    for (size_t cut = made_in_segment + 1; cut <= last_use(value); ++cut) live_[cut].push_back(value);
+    const size_t last = last_use(value, *graph_, segment_of_, num_segments);
+    for (size_t cut = made_in_segment + 1; cut <= last; ++cut) live_[cut].push_back(value);
   };
   live_[0].push_back(graph_->inputs()[1]);
   mark(graph_->inputs()[1], 0);
@@ -282,13 +318,15 @@ Splitter::Built Splitter::build(size_t first, size_t last, bool every_value) con
       built.attributes.push_back(attribute->second);
     }
   }
-  for (const jit::Value* value : live_[first]) env[value] = graph.addInput()->setType(value->type());
+  for (const jit::Value* value : live_[first])
+    env[value] = graph.addInput()->setType(value->type());
   const auto value_map = [&](jit::Value* value) -> jit::Value* {
     const auto found = env.find(value);
     if (found != env.end()) return found->second;
     PIPEPLAN_ASSERT(value->node()->kind() == c10::prim::Constant, "value %", value->debugName(),
                     " is used by a layer but not made before it");
-    jit::Node* constant = graph.insertNode(graph.createClone(value->node(), [](jit::Value* v) { return v; }));
+    jit::Node* constant =
+        graph.insertNode(graph.createClone(value->node(), [](jit::Value* v) { return v; }));
     env[value] = constant->output();
     return constant->output();
   };
@@ -342,37 +380,29 @@ void Splitter::run_probe(const torch::Tensor& input, const ProbeInputs& probe,
 // stays with it and the pooled tensor crosses).
 void Splitter::move_boundaries(const Probe& small, const Probe& large) {
   std::vector<const jit::Node*> order;
-  std::unordered_map<const jit::Node*, size_t> position;
+  NodeIndex position;
   for (const Segment& segment : segments_)
     for (const jit::Node* node : segment.nodes) {
       position[node] = order.size();
       order.push_back(node);
     }
-  const auto last_use = [&](const jit::Value* value) {
-    size_t last = 0;
-    for (const jit::Use& use : value->uses()) {
-      const jit::Node* user = top_level(use.user, graph_->block());
-      last = std::max(last, user == graph_->return_node() ? order.size() : position.at(user));
-    }
-    return last;
-  };
+  std::unordered_map<const jit::Value*, size_t> last;  // every value's last use, by position
+  last[graph_->inputs()[1]] = last_use(graph_->inputs()[1], *graph_, position, order.size());
+  for (const jit::Node* node : order)
+    for (const jit::Value* value : node->outputs())
+      last[value] = last_use(value, *graph_, position, order.size());
   // (not one batch-first tensor, bytes) of what crosses a cut before node `cut`.
   const auto cost = [&](size_t cut) {
     std::vector<const jit::Value*> crossing;
-    if (last_use(graph_->inputs()[1]) >= cut) crossing.push_back(graph_->inputs()[1]);
+    if (last.at(graph_->inputs()[1]) >= cut) crossing.push_back(graph_->inputs()[1]);
     for (size_t idx = 0; idx < cut; ++idx)
       for (const jit::Value* value : order[idx]->outputs())
-        if (last_use(value) >= cut) crossing.push_back(value);
+        if (last.at(value) >= cut) crossing.push_back(value);
     int64_t bytes = 0;
-    bool one_tensor = crossing.size() == 1;
-    for (const jit::Value* value : crossing) {
-      const c10::IValue& a = small.at(value);
-      const c10::IValue& b = large.at(value);
-      one_tensor = one_tensor && a.isTensor() && b.isTensor() && a.toTensor().dim() >= 1 &&
-                   a.toTensor().size(0) != b.toTensor().size(0);
-      if (a.isTensor()) bytes += static_cast<int64_t>(a.toTensor().nbytes());
-    }
-    return std::make_pair(!one_tensor, bytes);
+    for (const jit::Value* value : crossing)
+      if (small.at(value).isTensor())
+        bytes += static_cast<int64_t>(small.at(value).toTensor().nbytes());
+    return std::make_pair(!one_batch_first_tensor(crossing, small, large), bytes);
   };
   for (size_t segment_idx = 0; segment_idx + 1 < segments_.size(); ++segment_idx) {
     Segment& next = segments_[segment_idx + 1];
@@ -380,12 +410,22 @@ void Splitter::move_boundaries(const Probe& small, const Probe& large) {
     const size_t first = position.at(next.nodes.front());
     const size_t anchor = position.at(next.anchor_node);
     size_t best = first;
-    for (size_t cut = first + 1; cut <= anchor; ++cut)
-      if (cost(cut) <= cost(best)) best = cut;
-    std::vector<jit::Node*>& moved = segments_[segment_idx].nodes;
-    moved.insert(moved.end(), next.nodes.begin(), next.nodes.begin() + static_cast<long>(best - first));
-    next.nodes.erase(next.nodes.begin(), next.nodes.begin() + static_cast<long>(best - first));
+    auto best_cost = cost(first);
+    for (size_t cut = first + 1; cut <= anchor; ++cut) {
+      const auto cut_cost = cost(cut);
+      if (cut_cost <= best_cost) std::tie(best, best_cost) = std::make_pair(cut, cut_cost);
+    }
+    const auto moved_end = next.nodes.begin() + static_cast<long>(best - first);
+    std::vector<jit::Node*>& previous = segments_[segment_idx].nodes;
+    previous.insert(previous.end(), next.nodes.begin(), moved_end);
+    next.nodes.erase(next.nodes.begin(), moved_end);
   }
+}
+
+bool Splitter::one_batch_first_tensor(const std::vector<const jit::Value*>& values,
+                                      const Probe& small, const Probe& large) const {
+  return values.size() == 1 &&
+         batch_first_tensor(small.at(values[0]), large.at(values[0]), small_rows_, large_rows_);
 }
 
 // The parameters and buffers a node reaches through the attributes it reads.
@@ -408,22 +448,11 @@ std::vector<const void*> Splitter::tensors_of(const jit::Node* node) const {
 
 // Cut k (between segments k-1 and k) is kept when one tensor crosses it with the batch first
 // (the same sample shape at both probes) in a boundary dtype, and no weight is used both sides.
-std::vector<bool> Splitter::kept_cuts(const Probe& small, const Probe& large, int64_t small_rows,
-                                      int64_t large_rows) const {
+std::vector<bool> Splitter::kept_cuts(const Probe& small, const Probe& large) const {
   const size_t num_segments = segments_.size();
   std::vector<bool> kept(num_segments, false);
-  for (size_t cut = 1; cut < num_segments; ++cut) {
-    if (live_[cut].size() != 1) continue;
-    const c10::IValue& a = small.at(live_[cut][0]);
-    const c10::IValue& b = large.at(live_[cut][0]);
-    if (!a.isTensor() || !b.isTensor()) continue;
-    const torch::Tensor x = a.toTensor(), y = b.toTensor();
-    const auto dtype = x.scalar_type();
-    const bool boundary_dtype = dtype == torch::kFloat32 || dtype == torch::kInt64 ||
-                                dtype == torch::kBFloat16 || dtype == torch::kFloat16;
-    kept[cut] = boundary_dtype && x.dim() >= 1 && x.dim() == y.dim() && x.size(0) == small_rows &&
-                y.size(0) == large_rows && x.sizes().slice(1) == y.sizes().slice(1);
-  }
+  for (size_t cut = 1; cut < num_segments; ++cut)
+    kept[cut] = one_batch_first_tensor(live_[cut], small, large);
   // A weight used by two segments keeps them in one layer.
   std::unordered_map<const void*, size_t> first_user;
   for (size_t segment_idx = 0; segment_idx < num_segments; ++segment_idx)
@@ -448,11 +477,9 @@ void Splitter::check_in_place(const std::vector<size_t>& layer_of_segment) const
       const bool made_elsewhere =
           target->node() == graph_->param_node() ||
           layer_of_segment[segment_of_.at(top_level(target->node(), graph_->block()))] != layer;
-      bool used_later = false;
-      for (const jit::Use& use : target->uses()) {
-        const jit::Node* user = top_level(use.user, graph_->block());
-        used_later |= user == graph_->return_node() || layer_of_segment[segment_of_.at(user)] != layer;
-      }
+      const size_t last_segment = last_use(target, *graph_, segment_of_, segments_.size());
+      const bool used_later =
+          last_segment == segments_.size() || layer_of_segment[last_segment] != layer;
       if ((made_elsewhere && layer > 0) || used_later)
         refuse("forward changes in place a tensor that crosses a cut between layers (",
                describe_node(node), "); use the out-of-place op");
@@ -466,12 +493,14 @@ std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor
   make_segments();
   find_live_sets();
   Probe small, large;
+  small_rows_ = probe.small.size(0);
+  large_rows_ = probe.large.size(0);
   run_probe(probe.small, probe, &small);
   run_probe(probe.large, probe, &large);
   move_boundaries(small, large);
   find_live_sets();
   *output = small.at(graph_->outputs()[0]).toTensor();
-  const std::vector<bool> kept = kept_cuts(small, large, probe.small.size(0), probe.large.size(0));
+  const std::vector<bool> kept = kept_cuts(small, large);
   std::vector<size_t> layer_of_segment(segments_.size(), 0);
   for (size_t segment_idx = 1; segment_idx < segments_.size(); ++segment_idx)
     layer_of_segment[segment_idx] = layer_of_segment[segment_idx - 1] + (kept[segment_idx] ? 1 : 0);
@@ -485,8 +514,8 @@ std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor
     const std::string& first_anchor = segments_[first].anchor;
     const std::string& last_anchor = segments_[last - 1].anchor;
     layer.name = first_anchor.empty() ? "forward"
-                 : last == first + 1 ? first_anchor
-                                     : first_anchor + ".." + last_anchor;
+                 : last == first + 1  ? first_anchor
+                                      : first_anchor + ".." + last_anchor;
     layer.kind = last == first + 1 && !first_anchor.empty()
                      ? child_at(module_, first_anchor).type()->name()->name()
                      : "group";
@@ -523,10 +552,15 @@ jit::Module child_at(const jit::Module& module, const std::string& path) {
 
 c10::IValue attribute_value(const jit::Module& module, const ScriptAttribute& attribute) {
   if (attribute.is_module) return child_at(module, attribute.path)._ivalue();
-  const size_t dot = attribute.path.rfind('.');
-  const jit::Module owner =
-      dot == std::string::npos ? module : child_at(module, attribute.path.substr(0, dot));
-  return owner.attr(dot == std::string::npos ? attribute.path : attribute.path.substr(dot + 1));
+  const auto [owner, name] = attribute_owner(module, attribute);
+  return owner.attr(name);
+}
+
+bool is_parameter(const jit::Module& module, const ScriptAttribute& attribute) {
+  if (attribute.is_module) return false;
+  const auto [owner, name] = attribute_owner(module, attribute);
+  const auto slot = owner.type()->findAttributeSlot(name);
+  return slot && owner.type()->is_parameter(*slot);
 }
 
 }  // namespace pipeplan::models

@@ -53,10 +53,11 @@ struct ProbeInputs {
 ///    and no parameter or buffer is used on both sides of it; the segments around any other cut
 ///    are merged into one layer.
 /// Live sets are found by running the segments on the two probe batches (no gradient; the caller
-/// puts the module in eval mode); the model's output on `probe.small` is returned in `output`. Throws Error(kBadInput) naming `file` and the node for what cannot be split:
-/// several or non-tensor inputs, an output that is not one tensor, control flow whose condition
-/// depends on tensor values, an in-place op on a tensor that crosses a cut, attributes read
-/// inside control flow; and naming the layer when a segment fails on a probe batch.
+/// puts the module in eval mode); the model's output on `probe.small` is returned in `output`.
+/// Throws Error(kBadInput) naming `file` and the node for what cannot be split: several or
+/// non-tensor inputs, an output that is not one tensor, control flow whose condition depends on
+/// tensor values, an in-place op on a tensor that crosses a cut, attributes read inside control
+/// flow; and naming the layer when a segment fails on a probe batch.
 std::vector<ScriptLayer> split_forward(const torch::jit::Module& module, const std::string& file,
                                        const ProbeInputs& probe, torch::Tensor* output);
 
@@ -66,6 +67,9 @@ void check_forward_signature(const torch::jit::Module& module, const std::string
 
 /// The object or value of `attribute` in `module` (a child module's object, or the leaf).
 c10::IValue attribute_value(const torch::jit::Module& module, const ScriptAttribute& attribute);
+
+/// Whether leaf `attribute` is a parameter of its owner (not a buffer or other value).
+bool is_parameter(const torch::jit::Module& module, const ScriptAttribute& attribute);
 
 /// The child module at attribute path `path` ("" for `module` itself).
 torch::jit::Module child_at(const torch::jit::Module& module, const std::string& path);

@@ -1,4 +1,5 @@
-// A user's own model from a TorchScript file: loading, the split into layers, layers running their graphs.
+// A user's own model from a TorchScript file: loading, the split into layers, layers running their
+// graphs.
 #include "models/torchscript.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -47,15 +48,17 @@ torch::nn::Module& holder_at(torch::nn::Module& root, const std::string& path) {
     const std::string name = path.substr(start, end - start);
     const auto children = holder->named_children();
     const auto* found = children.find(name);
-    holder = found != nullptr ? found->get()
-                              : holder->register_module(name, std::make_shared<torch::nn::Module>()).get();
+    holder = found != nullptr
+                 ? found->get()
+                 : holder->register_module(name, std::make_shared<torch::nn::Module>()).get();
     start = end + 1;
   }
   return *holder;
 }
 
 // Registers `source`'s parameters, buffers and children on `target` as the same tensors, so that
-// updates reach the module. Every parameter is trained; a tensor reachable twice is registered once.
+// updates reach the module. Every parameter is trained; a tensor reachable twice is registered
+// once.
 void mirror(const jit::Module& source, torch::nn::Module& target,
             std::unordered_set<const void*>* seen) {
   for (const auto& item : source.named_parameters(/*recurse=*/false))
@@ -64,14 +67,8 @@ void mirror(const jit::Module& source, torch::nn::Module& target,
   for (const auto& item : source.named_buffers(/*recurse=*/false))
     if (seen->insert(item.value.unsafeGetTensorImpl()).second)
       target.register_buffer(item.name, item.value);
-  for (const auto& child : source.named_children()) mirror(child.value, holder_at(target, child.name), seen);
-}
-
-// "layer1.0.conv1" -> {"layer1.0", "conv1"}; "fc" -> {"", "fc"}.
-std::pair<std::string, std::string> split_path(const std::string& path) {
-  const size_t dot = path.rfind('.');
-  if (dot == std::string::npos) return {"", path};
-  return {path.substr(0, dot), path.substr(dot + 1)};
+  for (const auto& child : source.named_children())
+    mirror(child.value, holder_at(target, child.name), seen);
 }
 
 // One layer of the split: runs its graph on the module objects and attributes it reads, which it
@@ -85,7 +82,6 @@ class TorchScriptLayer : public Layer {
         file_(std::move(file)) {
     std::unordered_set<const void*> seen;
     for (const ScriptAttribute& attribute : layer.attributes) {
-      const auto [owner_path, name] = split_path(attribute.path);
       if (attribute.is_module) {
         const jit::Module child = child_at(top, attribute.path);
         mirror(child, holder_at(*this, attribute.path), &seen);
@@ -93,16 +89,21 @@ class TorchScriptLayer : public Layer {
         arguments_.push_back(child._ivalue());
         continue;
       }
+      // "layer1.0.bn.running_mean": held by "layer1.0.bn" as "running_mean".
+      const size_t dot = attribute.path.rfind('.');
+      const std::string owner_path = dot == std::string::npos ? "" : attribute.path.substr(0, dot);
+      const std::string name =
+          dot == std::string::npos ? attribute.path : attribute.path.substr(dot + 1);
       if (name == kTrainingAttribute) training_slots_.push_back(arguments_.size());
       const c10::IValue value = attribute_value(top, attribute);
       arguments_.push_back(value);
-      if (!value.isTensor() || !seen.insert(value.toTensor().unsafeGetTensorImpl()).second) continue;
-      const jit::Module owner = child_at(top, owner_path);
-      const auto slot = owner.type()->findAttributeSlot(name);
-      if (slot && owner.type()->is_parameter(*slot))
-        holder_at(*this, owner_path).register_parameter(name, value.toTensor(), /*requires_grad=*/true);
+      if (!value.isTensor() || !seen.insert(value.toTensor().unsafeGetTensorImpl()).second)
+        continue;
+      torch::nn::Module& holder = holder_at(*this, owner_path);
+      if (is_parameter(top, attribute))
+        holder.register_parameter(name, value.toTensor(), /*requires_grad=*/true);
       else
-        holder_at(*this, owner_path).register_buffer(name, value.toTensor());
+        holder.register_buffer(name, value.toTensor());
     }
     train(true);
   }
@@ -130,10 +131,10 @@ class TorchScriptLayer : public Layer {
 
  private:
   std::shared_ptr<jit::GraphFunction> function_;
-  std::vector<jit::Module> modules_;      // the children it calls: their training mode
-  std::vector<c10::IValue> arguments_;    // the graph's attribute inputs, in order
-  std::vector<size_t> training_slots_;    // arguments that are a module's `training` flag
-  std::string name_;  // for errors
+  std::vector<jit::Module> modules_;    // the children it calls: their training mode
+  std::vector<c10::IValue> arguments_;  // the graph's attribute inputs, in order
+  std::vector<size_t> training_slots_;  // arguments that are a module's `training` flag
+  std::string name_;                    // for errors
   std::string file_;
 };
 
@@ -194,26 +195,6 @@ std::vector<LayerPtr> load_layers(const std::string& path, const std::string& ex
   return layers;
 }
 
-// Parameters a layer reads, each counted once.
-int64_t layer_parameter_count(const jit::Module& module, const ScriptLayer& layer) {
-  std::unordered_set<const void*> seen;
-  int64_t count = 0;
-  const auto add = [&](const torch::Tensor& tensor) {
-    if (seen.insert(tensor.unsafeGetTensorImpl()).second) count += tensor.numel();
-  };
-  for (const ScriptAttribute& attribute : layer.attributes) {
-    if (attribute.is_module) {
-      for (const torch::Tensor& tensor : child_at(module, attribute.path).parameters()) add(tensor);
-      continue;
-    }
-    const auto [owner_path, name] = split_path(attribute.path);
-    const jit::Module owner = child_at(module, owner_path);
-    const auto slot = owner.type()->findAttributeSlot(name);
-    if (slot && owner.type()->is_parameter(*slot)) add(owner.attr(name).toTensor());
-  }
-  return count;
-}
-
 Model assemble(const std::string& path, const std::string& hash,
                const TorchScriptSettings& settings, const jit::Module& module,
                const std::vector<ScriptLayer>& split) {
@@ -225,7 +206,10 @@ Model assemble(const std::string& path, const std::string& hash,
     LayerSpec spec;
     spec.name = layer.name;
     spec.kind = layer.kind;
-    spec.param_count = layer_parameter_count(module, layer);
+    // Counted on the layer as built, so that the count is what a stage trains (a tensor
+    // reachable twice counted once).
+    for (const torch::Tensor& parameter : TorchScriptLayer(module, layer, path).parameters())
+      spec.param_count += parameter.numel();
     spec.live_out = layer.live_out;
     model.layers.push_back(std::move(spec));
   }

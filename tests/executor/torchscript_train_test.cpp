@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -69,9 +69,8 @@ TEST_F(TorchScriptTrainTest, SerialMlpTrainsLikeTheZooModelUnderPp2) {
   for (const auto& [name, tensor] : zoo_parameters) {
     // "layer3.fc.weight" in the zoo is "layer3.3.fc.weight" in the file: its attribute path.
     const size_t dot = name.find('.');
-    const std::string script_name =
-        name.substr(0, dot + 1) + name.substr(std::string("layer").size(), dot - 5) + "." +
-        name.substr(dot + 1);
+    const std::string index = name.substr(std::string("layer").size(), dot - 5);
+    const std::string script_name = "layer" + index + "." + index + name.substr(dot);
     ASSERT_EQ(script_parameters.count(script_name), 1u) << script_name;
     EXPECT_TRUE(torch::allclose(script_parameters.at(script_name), tensor, 1e-5, 1e-6)) << name;
   }
@@ -123,7 +122,8 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
       ASSERT_EQ(split_parameters.size(), whole_parameters.size()) << name;
       for (const auto& [key, tensor] : whole_parameters) {
         ASSERT_EQ(split_parameters.count(key), 1u) << name << " " << key;
-        EXPECT_TRUE(torch::allclose(split_parameters.at(key), tensor, 1e-5, 1e-6)) << name << " " << key;
+        EXPECT_TRUE(torch::allclose(split_parameters.at(key), tensor, 1e-5, 1e-6))
+            << name << " " << key;
       }
     }
   }

@@ -131,10 +131,10 @@ TEST_F(TorchScriptTest, LayersContainerChildrenAreTheLayers) {
     EXPECT_EQ(model.target.num_classes, 4) << name;
     const auto layers = build_layers(model, 1, 2, /*seed=*/0);
     const torch::Tensor input = torch::randn({2, 16}) - 0.5;
-    EXPECT_TRUE(torch::allclose(
-        forward_layers(layers, input),
-        torch::linear(input, layers[0]->named_parameters()["layers.2.weight"],
-                      layers[0]->named_parameters()["layers.2.bias"])));
+    EXPECT_TRUE(
+        torch::allclose(forward_layers(layers, input),
+                        torch::linear(input, layers[0]->named_parameters()["layers.2.weight"],
+                                      layers[0]->named_parameters()["layers.2.bias"])));
   }
 }
 
@@ -203,8 +203,9 @@ TEST_F(TorchScriptTest, RefusesWhatCannotBeSplitNamingTheNode) {
       {file("returns_dict.pt"), "forward returns Dict[str, Tensor]"},
       {file("data_dependent.pt"),
        "control flow whose condition depends on tensor values (prim::If at"},
-      {file("in_place.pt"), "changes in place a tensor that crosses a cut between layers "
-                            "(aten::relu_ at"},
+      {file("in_place.pt"),
+       "changes in place a tensor that crosses a cut between layers "
+       "(aten::relu_ at"},
   };
   for (const auto& [path, expected] : cases) {
     const std::string message = bad_input_message([&] { make_model(path, {"input_shape=8"}); });
