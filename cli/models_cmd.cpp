@@ -53,11 +53,25 @@ Json layer_table(const models::Model& model) {
   return rows;
 }
 
+// One entry per tied parameter: its users (layer and name there) and its parameter count.
+Json tie_table(const models::Model& model) {
+  Json ties = Json::array();
+  for (const models::TiedParameter& tie : model.ties) {
+    Json users = Json::array();
+    for (const models::TiedParameter::User& user : tie.users)
+      users.push_back(Json{{"layer", user.layer}, {"name", user.name}});
+    ties.push_back(Json{{"users", users}, {"parameter_count", tie.numel}});
+  }
+  return ties;
+}
+
 int run_model_table(const ModelsOptions& options) {
   const models::Model model = models::make_model(options.model, options.model_args);
   const Json rows = layer_table(model);
+  const Json ties = tie_table(model);
   if (options.json) {
-    std::printf("%s\n", Json{{"model", model.name}, {"layers", rows}}.dump(2).c_str());
+    std::printf("%s\n",
+                Json{{"model", model.name}, {"layers", rows}, {"ties", ties}}.dump(2).c_str());
     return 0;
   }
   std::printf("%s: %zu layers, %lld parameters\n", model.name.c_str(), model.layers.size(),
@@ -77,6 +91,15 @@ int run_model_table(const ModelsOptions& options) {
     std::printf("%5d  %-28s %-16s %12lld  %-22s %s\n", row["index"].get<int>(),
                 row["name"].get<std::string>().c_str(), row["kind"].get<std::string>().c_str(),
                 row["parameter_count"].get<long long>(), live.c_str(), bytes.c_str());
+  }
+  for (const Json& tie : ties) {
+    std::string users;
+    for (const Json& user : tie["users"])
+      users += (users.empty() ? "" : " = ") + user["name"].get<std::string>() + " (layer " +
+               std::to_string(user["layer"].get<int>()) + ")";
+    std::printf("tied: %s, %lld parameters counted in each layer; stages holding several share "
+                "one copy, others sum its gradient\n",
+                users.c_str(), tie["parameter_count"].get<long long>());
   }
   return 0;
 }

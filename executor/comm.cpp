@@ -183,6 +183,7 @@ struct Comm::Impl {
   GroupPtr act_from_prev, grad_to_prev, act_to_next, grad_from_next;
   GroupPtr dp;
   int dp_size = 1;
+  std::vector<GroupPtr> ties;  // by tie; null where this rank does not sum it
   int prev_rank = -1;
   int next_rank = -1;
   std::vector<PostedRecv> posted[2];  // [0] activations, [1] gradients
@@ -206,7 +207,7 @@ struct Comm::Impl {
   GroupPtr make_group(const std::string& prefix, int group_rank, int group_size, bool on_host,
                       int gloo_threads) const;
   void warm_up_edge(const GroupPtr& group, int group_rank, bool sender, const std::string& what) const;
-  void create_groups(const Plan& plan);
+  void create_groups(const Plan& plan, const std::vector<std::vector<int>>& tie_stages);
 };
 
 GroupPtr Comm::Impl::make_group(const std::string& prefix, int group_rank, int group_size,
@@ -242,7 +243,8 @@ void Comm::Impl::warm_up_edge(const GroupPtr& group, int group_rank, bool sender
             [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
 }
 
-void Comm::Impl::create_groups(const Plan& plan) {
+void Comm::Impl::create_groups(const Plan& plan,
+                                const std::vector<std::vector<int>>& tie_stages) {
   const RankAssignment& me = plan.ranks.at(env.rank);
   world = make_group("world", env.rank, env.world_size, /*on_host=*/true, kWorldGroupThreads);
   const std::string replica = "r" + std::to_string(me.replica);
@@ -271,6 +273,20 @@ void Comm::Impl::create_groups(const Plan& plan) {
       return detail::concat("rank ", env.rank, ": connecting the replicas of stage ", me.stage);
     });
   }
+  for (size_t tie = 0; tie < tie_stages.size(); ++tie) {
+    ties.emplace_back();
+    const std::vector<int>& stages = tie_stages[tie];
+    const auto mine = std::find(stages.begin(), stages.end(), me.stage);
+    if (stages.size() < 2 || mine == stages.end()) continue;
+    ties.back() = make_group("tie" + std::to_string(tie) + "/" + replica,
+                             static_cast<int>(mine - stages.begin()),
+                             static_cast<int>(stages.size()), /*on_host=*/false, kDpGroupThreads);
+    std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
+    wait_work(ties.back()->allreduce(tensors), device_wait_timeout(), [&] {
+      return detail::concat("rank ", env.rank, ": connecting the stages that hold tied parameter ",
+                            tie);
+    });
+  }
 }
 
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -278,7 +294,8 @@ Comm::~Comm() = default;
 
 std::unique_ptr<Comm> Comm::connect(const RendezvousEnv& env, const Plan& plan,
                                     const torch::Device& device,
-                                    std::chrono::milliseconds timeout) {
+                                    std::chrono::milliseconds timeout,
+                                    const std::vector<std::vector<int>>& tie_stages) {
   auto impl = std::make_unique<Impl>();
   impl->env = env;
   impl->backend = choose_backend(plan);
@@ -287,7 +304,7 @@ std::unique_ptr<Comm> Comm::connect(const RendezvousEnv& env, const Plan& plan,
   if (!env.single_process()) {
     impl->store = make_store(env, timeout, "pipeplan train of plan " + plan_hash(plan));
     impl->gloo_device = make_gloo_device(env);
-    impl->create_groups(plan);
+    impl->create_groups(plan, tie_stages);
   }
   return std::unique_ptr<Comm>(new Comm(std::move(impl)));
 }
@@ -387,6 +404,16 @@ void Comm::average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes) {
     });
   buffer.div_(d.dp_size);
   if (d.stages_via_host()) flat.copy_(buffer);
+}
+
+void Comm::sum_over_tie(size_t tie, const torch::Tensor& gradient) {
+  Impl& d = *impl_;
+  if (tie >= d.ties.size() || !d.ties[tie]) return;
+  d.one_tensor[0] = d.stages_via_host() ? gradient.to(torch::kCPU) : gradient;
+  wait_work(d.ties[tie]->allreduce(d.one_tensor), d.device_wait_timeout(), [&] {
+    return detail::concat("rank ", d.env.rank, ": summing the gradient of tied parameter ", tie);
+  });
+  if (d.stages_via_host()) gradient.copy_(d.one_tensor[0]);
 }
 
 void Comm::start_world_sum(const torch::Tensor& values) {

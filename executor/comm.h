@@ -35,18 +35,22 @@ struct LinkTimings {
 ///   edges   per pipeline neighbour and direction one 2-rank group (activations flow through
 ///           one, gradients through another), so that a receive posted early in one direction
 ///           never queues behind a send in the other (NCCL runs a group's operations in order);
-///   dp      the replicas of this rank's stage: the gradient all-reduce.
+///   dp      the replicas of this rank's stage: the gradient all-reduce;
+///   ties    per tied parameter held by several stages, those stages of this replica: the sum
+///           of its gradient.
 /// Every group does one tiny operation when created, in an order without cycles (world, edge to
-/// the previous stage, edge to the next, dp), so that lazily initialised NCCL communicators never
+/// the previous stage, edge to the next, dp, ties in model order), so that lazily initialised NCCL communicators never
 /// wait on a peer that is blocked in the schedule. Not thread-safe.
 class Comm {
  public:
   /// Rendezvous through connect_store (what: the plan's hash) and creation of the groups of
-  /// `env.rank` in `plan`. Every blocking call waits at most `timeout`; a peer
+  /// `env.rank` in `plan`; `tie_stages` (executor::tie_stages) says which stages sum each tied
+  /// parameter's gradient. Every blocking call waits at most `timeout`; a peer
   /// that does not show up or fails ends with Error(kRuntime) saying which and what to check.
   static std::unique_ptr<Comm> connect(const RendezvousEnv& env, const Plan& plan,
                                        const torch::Device& device,
-                                       std::chrono::milliseconds timeout);
+                                       std::chrono::milliseconds timeout,
+                                       const std::vector<std::vector<int>>& tie_stages = {});
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -74,6 +78,10 @@ class Comm {
   /// Averages `flat` (this stage's flat gradients) over the stage's replicas in place: sums
   /// slices of `bucket_bytes` with concurrent all-reduces, then divides by dp. No-op for dp=1.
   void average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes);
+
+  /// Sums `gradient` (tied parameter `tie`'s, a view into the flat gradients) in place over the
+  /// stages of this replica that hold it; no-op where this rank's stage holds it alone or not.
+  void sum_over_tie(size_t tie, const torch::Tensor& gradient);
 
   /// Starts summing the CPU float64 tensor `values` element-wise over all ranks, in place.
   /// One sum at a time; every rank must start the same sums in the same order.

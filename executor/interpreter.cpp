@@ -133,10 +133,14 @@ void Interpreter::send(const Action& action) {
   outgoing_[mb] = torch::Tensor();
 }
 
-// Unscales (fp16), checks the gradients, steps unless loss scaling skips, zeroes the gradients.
+// Sums tied parameters' gradients over their stages, unscales (fp16), checks the gradients, steps unless loss scaling skips, zeroes the gradients.
 void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
   timed(TimelineKind::kOptimizer, -1, [&] {
     torch::Tensor& gradients = stage_.gradients();
+    // A parameter tied across stages takes the sum of its stages' gradients, as in one process.
+    const std::vector<torch::Tensor>& tied = stage_.tied_gradients();
+    for (size_t tie = 0; tie < tied.size(); ++tie)
+      if (tied[tie].defined()) comm_.sum_over_tie(tie, tied[tie]);
     if (scaler_.enabled()) gradients.mul_(1.0 / scaler_.scale());
     const bool finite = runtime::all_finite(gradients);
     if (scaler_.enabled()) {

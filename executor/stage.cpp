@@ -1,6 +1,8 @@
 // One rank's stage: flat parameters, forward, backward, recompute, evaluation.
 #include "executor/stage.h"
 
+#include <unordered_set>
+
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/units.h"
@@ -22,6 +24,19 @@ uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batc
   return mix_seed(mix_seed(seed, static_cast<uint64_t>(step)), static_cast<uint64_t>(global_micro_batch));
 }
 
+std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan& plan) {
+  std::vector<std::vector<int>> stages;
+  for (const models::TiedParameter& tie : model.ties) {
+    stages.emplace_back();
+    for (const models::TiedParameter::User& user : tie.users)
+      for (int stage = 0; stage < plan.pp; ++stage)
+        if (plan.stages[stage].first <= user.layer && user.layer < plan.stages[stage].last &&
+            (stages.back().empty() || stages.back().back() != stage))
+          stages.back().push_back(stage);
+  }
+  return stages;
+}
+
 StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int stage_idx,
                            const torch::Device& device, uint64_t seed)
     : model_(model),
@@ -38,6 +53,18 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
   layers_ = models::build_layers(model, stage.first, stage.last, seed);
   for (const models::LayerPtr& layer : layers_) layer->to(device_);
   flatten_parameters();
+  for (const models::TiedParameter& tie : model.ties) {
+    tied_gradients_.emplace_back();
+    for (const models::TiedParameter::User& user : tie.users)
+      if (stage.first <= user.layer && user.layer < stage.last) {
+        const auto parameters = layers_[user.layer - stage.first]->named_parameters();
+        const torch::Tensor* parameter = parameters.find(user.name);
+        PIPEPLAN_ASSERT(parameter != nullptr, "layer ", user.layer, " has no parameter ",
+                        quote(user.name));
+        tied_gradients_.back() = parameter->grad();
+        break;
+      }
+  }
 }
 
 // Moves every parameter into one flat buffer (and its gradient into another) as views, so the
@@ -45,9 +72,11 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
 void StageRuntime::flatten_parameters() {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> parameters;
+  std::unordered_set<const void*> seen;  // a parameter tied across layers is moved once
   int64_t total = 0;
   for (const models::LayerPtr& layer : layers_)
     for (const torch::Tensor& parameter : layer->parameters()) {
+      if (!seen.insert(parameter.unsafeGetTensorImpl()).second) continue;
       PIPEPLAN_ASSERT(parameter.scalar_type() == torch::kFloat32, "parameters must be float32");
       parameters.push_back(parameter);
       total += parameter.numel();

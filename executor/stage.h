@@ -23,8 +23,12 @@ torch::Dtype boundary_dtype(const std::string& word, const std::string& field);
 /// recomputed (checkpointing) and when the run is resumed: no generator state to save.
 uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batch);
 
+/// For each of the model's tied parameters (Model::ties), the plan's stages holding one of its
+/// users, ascending: the stages that sum its gradient.
+std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan& plan);
+
 /// The layers [first, last) of one stage. Parameters are views into one flat float32 buffer
-/// and their gradients views into another, so that the optimizer and the all-reduce work on
+/// (a parameter tied across its layers once) and their gradients views into another, so that the optimizer and the all-reduce work on
 /// two tensors; autograd accumulates micro-batch gradients into the flat gradient in place.
 class StageRuntime {
  public:
@@ -42,6 +46,9 @@ class StageRuntime {
   /// Flat parameters and gradients (float32, on the device).
   torch::Tensor& parameters() { return flat_parameters_; }
   torch::Tensor& gradients() { return flat_gradients_; }
+  /// For each of the model's tied parameters, its gradient in this stage (a view into the flat
+  /// gradients); undefined where the stage holds none of its users.
+  const std::vector<torch::Tensor>& tied_gradients() const { return tied_gradients_; }
   /// The built layers, first to last; layer_idx is first + position.
   const std::vector<models::LayerPtr>& layers() const { return layers_; }
   /// The model index of layers()[0].
@@ -95,6 +102,7 @@ class StageRuntime {
   std::vector<models::LayerPtr> layers_;
   torch::Tensor flat_parameters_;
   torch::Tensor flat_gradients_;
+  std::vector<torch::Tensor> tied_gradients_;
   std::vector<InFlight> in_flight_;
 };
 

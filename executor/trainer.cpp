@@ -192,7 +192,7 @@ void Trainer::build() {
 
 void Trainer::connect() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
-  comm_ = Comm::connect(env_, plan_, device_, timeout);
+  comm_ = Comm::connect(env_, plan_, device_, timeout, tie_stages(model_, plan_));
   reducer_ = std::make_unique<StepReducer>(*comm_, plan_);
 }
 

@@ -61,6 +61,19 @@ struct LayerSpec {
   std::vector<LiveTensor> live_out = {};
 };
 
+/// A parameter several layers use (tied weights: a GPT's token embedding and its output head).
+/// Each user layer registers it, under its own name there. A stage holding several users keeps
+/// one copy; stages on different ranks each hold one and sum its gradient before the optimizer
+/// step, so that training equals one process.
+struct TiedParameter {
+  struct User {
+    int layer = 0;     ///< index in Model::layers
+    std::string name;  ///< its name in that layer's named_parameters()
+  };
+  std::vector<User> users;  ///< at least two, ascending layers
+  int64_t numel = 0;
+};
+
 /// A model: name, full configuration, layer sequence, input, target and loss.
 struct Model {
   std::string name;              ///< zoo name, or a TorchScript file path
@@ -72,6 +85,9 @@ struct Model {
   /// When set, builds layers [first, last) in one go instead of each LayerSpec::build (a
   /// TorchScript file is read once per range); their weights come from it, not from a seed.
   std::function<std::vector<LayerPtr>(int first, int last)> build_range;
+  /// Parameters used by several layers (TorchScript files only; counted in each user's
+  /// param_count).
+  std::vector<TiedParameter> ties = {};
 };
 
 /// The zoo's model names, in listing order.
@@ -91,7 +107,7 @@ Model make_model_from_config(const std::string& name, const Json& config);
 /// What profiles, plans and runs record about the model.
 ModelRef model_ref(const Model& model);
 
-/// Total parameter count (sum of the layers' counts).
+/// Total parameter count (sum of the layers' counts, a tied parameter counted once).
 int64_t parameter_count(const Model& model);
 
 /// Builds layers [first, last). Layer i's parameters and buffers depend only on (seed, i), not on

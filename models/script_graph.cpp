@@ -1,5 +1,5 @@
 // Splits a TorchScript forward graph into layers: containers opened, segments ending at child
-// calls, live sets found by a probe forward, cuts kept where one batched tensor crosses.
+// calls, live sets found by a probe forward, cuts kept where the live set packs into one tensor.
 #include "models/script_graph.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -153,12 +153,16 @@ class Splitter {
   void find_live_sets();
   Built build(size_t first, size_t last, bool every_value = false) const;
   void move_boundaries(const Probe& small, const Probe& large);
-  bool one_batch_first_tensor(const std::vector<const jit::Value*>& values, const Probe& small,
-                              const Probe& large) const;
+  // Whether `values` can cross a cut packed into one [batch, Σ] tensor: each a batch-first
+  // tensor (batch_first_tensor), all of one dtype.
+  bool packable(const std::vector<const jit::Value*>& values, const Probe& small,
+                const Probe& large) const;
   void run_probe(const torch::Tensor& input, const ProbeInputs& probe, Probe* values) const;
   std::vector<bool> kept_cuts(const Probe& small, const Probe& large) const;
   void check_in_place(const std::vector<size_t>& layer_of_segment) const;
-  std::vector<const void*> tensors_of(const jit::Node* node) const;
+  std::vector<LiveTensor> describe_live(const std::vector<const jit::Value*>& values,
+                                        const Probe& small) const;
+  std::vector<const void*> buffers_of(const jit::Node* node) const;
 
   const jit::Module& module_;
   std::string file_;
@@ -376,7 +380,7 @@ void Splitter::run_probe(const torch::Tensor& input, const ProbeInputs& probe,
 
 // Where between two child calls the cut falls: functional ops and stateless calls after one
 // call and before the next go to either side, so the cut is placed where the fewest bytes cross
-// (one batch-first tensor preferred, the latest place on ties: a ReLU or pooling after a block
+// (a packable live set preferred, the latest place on ties: a ReLU or pooling after a block
 // stays with it and the pooled tensor crosses).
 void Splitter::move_boundaries(const Probe& small, const Probe& large) {
   std::vector<const jit::Node*> order;
@@ -391,7 +395,7 @@ void Splitter::move_boundaries(const Probe& small, const Probe& large) {
   for (const jit::Node* node : order)
     for (const jit::Value* value : node->outputs())
       last[value] = last_use(value, *graph_, position, order.size());
-  // (not one batch-first tensor, bytes) of what crosses a cut before node `cut`.
+  // (not packable, bytes) of what crosses a cut before node `cut`.
   const auto cost = [&](size_t cut) {
     std::vector<const jit::Value*> crossing;
     if (last.at(graph_->inputs()[1]) >= cut) crossing.push_back(graph_->inputs()[1]);
@@ -402,7 +406,7 @@ void Splitter::move_boundaries(const Probe& small, const Probe& large) {
     for (const jit::Value* value : crossing)
       if (small.at(value).isTensor())
         bytes += static_cast<int64_t>(small.at(value).toTensor().nbytes());
-    return std::make_pair(!one_batch_first_tensor(crossing, small, large), bytes);
+    return std::make_pair(!packable(crossing, small, large), bytes);
   };
   for (size_t segment_idx = 0; segment_idx + 1 < segments_.size(); ++segment_idx) {
     Segment& next = segments_[segment_idx + 1];
@@ -422,42 +426,49 @@ void Splitter::move_boundaries(const Probe& small, const Probe& large) {
   }
 }
 
-bool Splitter::one_batch_first_tensor(const std::vector<const jit::Value*>& values,
-                                      const Probe& small, const Probe& large) const {
-  return values.size() == 1 &&
-         batch_first_tensor(small.at(values[0]), large.at(values[0]), small_rows_, large_rows_);
+bool Splitter::packable(const std::vector<const jit::Value*>& values, const Probe& small,
+                        const Probe& large) const {
+  if (values.empty()) return false;
+  for (const jit::Value* value : values)
+    if (!batch_first_tensor(small.at(value), large.at(value), small_rows_, large_rows_) ||
+        small.at(value).toTensor().scalar_type() !=
+            small.at(values[0]).toTensor().scalar_type())
+      return false;
+  return true;
 }
 
-// The parameters and buffers a node reaches through the attributes it reads.
-std::vector<const void*> Splitter::tensors_of(const jit::Node* node) const {
+// The buffers (and non-parameter tensor attributes) a node reaches through the attributes it
+// reads. Parameters are left out: one used on both sides of a cut is a tied weight, held by
+// both layers (assemble finds them on the built layers).
+std::vector<const void*> Splitter::buffers_of(const jit::Node* node) const {
   std::vector<const void*> tensors;
   for (const jit::Value* input : node->inputs()) {
     const auto attribute = attributes_.find(input);
     if (attribute == attributes_.end() || attribute->second.path.empty()) continue;
-    const c10::IValue value = attribute_value(module_, attribute->second);
-    if (value.isTensor()) tensors.push_back(value.toTensor().unsafeGetTensorImpl());
-    if (!attribute->second.is_module) continue;
+    if (!attribute->second.is_module) {
+      const c10::IValue value = attribute_value(module_, attribute->second);
+      if (value.isTensor() && !is_parameter(module_, attribute->second))
+        tensors.push_back(value.toTensor().unsafeGetTensorImpl());
+      continue;
+    }
     const jit::Module child = child_at(module_, attribute->second.path);
-    for (const torch::Tensor& tensor : child.parameters(/*recurse=*/true))
-      tensors.push_back(tensor.unsafeGetTensorImpl());
     for (const torch::Tensor& tensor : child.buffers(/*recurse=*/true))
       tensors.push_back(tensor.unsafeGetTensorImpl());
   }
   return tensors;
 }
 
-// Cut k (between segments k-1 and k) is kept when one tensor crosses it with the batch first
-// (the same sample shape at both probes) in a boundary dtype, and no weight is used both sides.
+// Cut k (between segments k-1 and k) is kept when its live set can cross packed (packable)
+// and no buffer is used on both sides: a buffer changes in the forward (batch-norm statistics),
+// so two copies would drift apart. A parameter used on both sides is a tied weight.
 std::vector<bool> Splitter::kept_cuts(const Probe& small, const Probe& large) const {
   const size_t num_segments = segments_.size();
   std::vector<bool> kept(num_segments, false);
-  for (size_t cut = 1; cut < num_segments; ++cut)
-    kept[cut] = one_batch_first_tensor(live_[cut], small, large);
-  // A weight used by two segments keeps them in one layer.
+  for (size_t cut = 1; cut < num_segments; ++cut) kept[cut] = packable(live_[cut], small, large);
   std::unordered_map<const void*, size_t> first_user;
   for (size_t segment_idx = 0; segment_idx < num_segments; ++segment_idx)
     for (const jit::Node* node : segments_[segment_idx].nodes)
-      for (const void* tensor : tensors_of(node)) {
+      for (const void* tensor : buffers_of(node)) {
         const size_t first = first_user.emplace(tensor, segment_idx).first->second;
         for (size_t cut = first + 1; cut <= segment_idx; ++cut) kept[cut] = false;
       }
@@ -484,6 +495,17 @@ void Splitter::check_in_place(const std::vector<size_t>& layer_of_segment) const
         refuse("forward changes in place a tensor that crosses a cut between layers (",
                describe_node(node), "); use the out-of-place op");
     }
+}
+
+// The tensors of a kept cut's live set, per sample.
+std::vector<LiveTensor> Splitter::describe_live(const std::vector<const jit::Value*>& values,
+                                                const Probe& small) const {
+  std::vector<LiveTensor> live;
+  for (const jit::Value* value : values) {
+    const torch::Tensor tensor = small.at(value).toTensor();
+    live.push_back(LiveTensor{tensor.sizes().slice(1).vec(), tensor.scalar_type()});
+  }
+  return live;
 }
 
 std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor* output) {
@@ -521,8 +543,8 @@ std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor
                      : "group";
     layer.graph = std::move(built.graph);
     layer.attributes = std::move(built.attributes);
-    const torch::Tensor out = small.at(live_[last][0]).toTensor();
-    layer.live_out = {LiveTensor{out.sizes().slice(1).vec(), out.scalar_type()}};
+    layer.live_in = describe_live(live_[first], small);
+    layer.live_out = describe_live(live_[last], small);
     layers.push_back(std::move(layer));
     first = last;
   }

@@ -28,6 +28,7 @@ struct ScriptLayer {
   std::string kind;  ///< the child's class ("Bottleneck"), or "group"
   std::shared_ptr<torch::jit::Graph> graph;
   std::vector<ScriptAttribute> attributes;
+  std::vector<LiveTensor> live_in;   ///< the live set before this layer, per sample
   std::vector<LiveTensor> live_out;  ///< the live set after this layer, per sample
 };
 
@@ -46,12 +47,13 @@ struct ProbeInputs {
 ///  - nodes in graph order are grouped into segments, each holding one call of a child that
 ///    holds parameters or buffers; the functional ops and calls of stateless children between two
 ///    such calls go to the earlier or the later one so that the fewest bytes cross between them
-///    (one batch-first tensor preferred; the later place on ties, so that an activation or a
+///    (a packable live set preferred; the later place on ties, so that an activation or a
 ///    pooling stays with the block before it);
 ///  - a cut between segments is kept only where its live set (the values made before it and
-///    used after it) is one tensor with the batch as its first dimension, of a boundary dtype,
-///    and no parameter or buffer is used on both sides of it; the segments around any other cut
-///    are merged into one layer.
+///    used after it) is packable: tensors with the batch as their first dimension, all of one
+///    boundary dtype, which cross packed into one [batch, Σ] tensor (TorchScriptLayer); and no
+///    buffer is used on both sides of it. The segments around any other cut are merged into one
+///    layer. A parameter used on both sides is a tied weight: each layer holds it.
 /// Live sets are found by running the segments on the two probe batches (no gradient; the caller
 /// puts the module in eval mode); the model's output on `probe.small` is returned in `output`.
 /// Throws Error(kBadInput) naming `file` and the node for what cannot be split: several or

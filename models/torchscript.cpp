@@ -11,6 +11,7 @@
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "common/error.h"
 #include "common/hash.h"
@@ -71,6 +72,35 @@ void mirror(const jit::Module& source, torch::nn::Module& target,
     mirror(child.value, holder_at(target, child.name), seen);
 }
 
+// The tensors of a live set from its packed form [batch, Σ elements per sample], as views (no
+// copy); a live set of one tensor travels as itself.
+std::vector<torch::Tensor> unpack_live(const torch::Tensor& packed,
+                                       const std::vector<LiveTensor>& live) {
+  if (live.size() == 1) return {packed};
+  std::vector<torch::Tensor> tensors;
+  int64_t offset = 0;
+  for (const LiveTensor& tensor : live) {
+    std::vector<int64_t> shape{packed.size(0)};
+    shape.insert(shape.end(), tensor.sample_shape.begin(), tensor.sample_shape.end());
+    int64_t elements = 1;
+    for (int64_t size : tensor.sample_shape) elements *= size;
+    tensors.push_back(packed.narrow(1, offset, elements).view(shape));
+    offset += elements;
+  }
+  return tensors;
+}
+
+// The live set packed into one tensor, each tensor's samples flattened side by side.
+torch::Tensor pack_live(const c10::ivalue::Tuple& values) {
+  if (values.elements().size() == 1) return values.elements()[0].toTensor();
+  std::vector<torch::Tensor> flat;
+  for (const c10::IValue& value : values.elements()) {
+    const torch::Tensor tensor = value.toTensor();
+    flat.push_back(tensor.reshape({tensor.size(0), -1}));
+  }
+  return torch::cat(flat, 1);
+}
+
 // One layer of the split: runs its graph on the module objects and attributes it reads, which it
 // shares with the file's module: StageRuntime's set_data into the flat buffer and to(device)
 // replace their storage in place, which the graph then uses.
@@ -78,6 +108,7 @@ class TorchScriptLayer : public Layer {
  public:
   TorchScriptLayer(const jit::Module& top, const ScriptLayer& layer, std::string file)
       : function_(std::make_shared<jit::GraphFunction>("pipeplan_layer", layer.graph, nullptr)),
+        live_in_(layer.live_in),
         name_(layer.name),
         file_(std::move(file)) {
     std::unordered_set<const void*> seen;
@@ -114,14 +145,14 @@ class TorchScriptLayer : public Layer {
     jit::GraphOptimizerEnabledGuard unoptimised(/*state=*/false);
     jit::Stack stack = arguments_;
     for (size_t slot : training_slots_) stack[slot] = c10::IValue(is_training());
-    stack.push_back(input);
+    for (torch::Tensor& tensor : unpack_live(input, live_in_)) stack.push_back(std::move(tensor));
     try {
       function_->run(stack);
     } catch (const std::exception& error) {
       throw Error(ErrorKind::kRuntime, detail::concat("layer ", quote(name_), " of ", quote(file_),
                                                       ": ", error_line(error)));
     }
-    return stack.back().toTupleRef().elements()[0].toTensor();
+    return pack_live(stack.back().toTupleRef());
   }
 
   void train(bool on = true) override {
@@ -134,6 +165,7 @@ class TorchScriptLayer : public Layer {
   std::vector<jit::Module> modules_;    // the children it calls: their training mode
   std::vector<c10::IValue> arguments_;  // the graph's attribute inputs, in order
   std::vector<size_t> training_slots_;  // arguments that are a module's `training` flag
+  std::vector<LiveTensor> live_in_;     // how the input unpacks
   std::string name_;                    // for errors
   std::string file_;
 };
@@ -202,17 +234,29 @@ Model assemble(const std::string& path, const std::string& hash,
   model.name = path;
   model.config = settings_config(settings, hash);
   apply_settings(settings, &model);
+  // Tensors registered by several layers are tied parameters, by their first user's order.
+  std::vector<const void*> first_seen;
+  std::unordered_map<const void*, TiedParameter> users;
   for (const ScriptLayer& layer : split) {
     LayerSpec spec;
     spec.name = layer.name;
     spec.kind = layer.kind;
     // Counted on the layer as built, so that the count is what a stage trains (a tensor
-    // reachable twice counted once).
-    for (const torch::Tensor& parameter : TorchScriptLayer(module, layer, path).parameters())
-      spec.param_count += parameter.numel();
+    // reachable twice in it counted once).
+    const TorchScriptLayer built(module, layer, path);
+    for (const auto& parameter : built.named_parameters()) {
+      spec.param_count += parameter.value().numel();
+      const void* impl = parameter.value().unsafeGetTensorImpl();
+      TiedParameter& tie = users[impl];
+      if (tie.users.empty()) first_seen.push_back(impl);
+      tie.users.push_back({static_cast<int>(model.layers.size()), parameter.key()});
+      tie.numel = parameter.value().numel();
+    }
     spec.live_out = layer.live_out;
     model.layers.push_back(std::move(spec));
   }
+  for (const void* impl : first_seen)
+    if (users.at(impl).users.size() > 1) model.ties.push_back(std::move(users.at(impl)));
   model.build_range = [path, hash, settings](int first, int last) {
     return load_layers(path, hash, settings, first, last);
   };

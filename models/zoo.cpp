@@ -70,6 +70,8 @@ ModelRef model_ref(const Model& model) {
 int64_t parameter_count(const Model& model) {
   int64_t total = 0;
   for (const LayerSpec& layer : model.layers) total += layer.param_count;
+  for (const TiedParameter& tie : model.ties)
+    total -= static_cast<int64_t>(tie.users.size() - 1) * tie.numel;
   return total;
 }
 

@@ -253,7 +253,18 @@ LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, Optimiz
   build_transient_table();
 }
 
+int64_t LayerTable::tied_duplicates(int first, int last) const {
+  int64_t duplicates = 0;
+  for (const TiedProfile& tie : ties_) {
+    const auto held = std::count_if(tie.layers.begin(), tie.layers.end(),
+                                    [&](int layer) { return first <= layer && layer < last; });
+    if (held > 1) duplicates += (held - 1) * tie.param_count;
+  }
+  return duplicates;
+}
+
 void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimizer) {
+  ties_ = profile.ties;
   const size_t n = layers_.size();
   for (auto* prefix : {&fwd_ns_, &bwd_ns_, &opt_ns_, &params_, &buffers_, &retained_prefix_,
                        &fwd_spread_ns_, &bwd_spread_ns_})

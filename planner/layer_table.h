@@ -104,8 +104,11 @@ class LayerTable {
   }
   /// One optimizer step over the stage's parameters (the table's optimizer).
   int64_t optimizer_ns(int first, int last) const { return opt_ns_[last] - opt_ns_[first]; }
-  /// Parameters of the stage's layers.
-  int64_t param_count(int first, int last) const { return params_[last] - params_[first]; }
+  /// Parameters of the stage's layers, a tied parameter held by several of them counted once.
+  int64_t param_count(int first, int last) const {
+    const int64_t count = params_[last] - params_[first];
+    return ties_.empty() ? count : count - tied_duplicates(first, last);
+  }
   /// Buffer bytes (e.g. batch-norm statistics) of the stage's layers.
   int64_t buffer_bytes(int first, int last) const { return buffers_[last] - buffers_[first]; }
   /// A_s(b): Σ retained_bytes − Σ over internal boundaries i of
@@ -142,7 +145,11 @@ class LayerTable {
   int64_t micro_batch_size_;
   std::string note_;
   std::vector<LayerAt> layers_;
+  // The tied parameters' copies counted more than once by params_ over [first, last).
+  int64_t tied_duplicates(int first, int last) const;
+
   std::vector<int64_t> fwd_ns_, bwd_ns_, opt_ns_, params_, buffers_;  // prefix sums, size L+1
+  std::vector<TiedProfile> ties_;
   std::vector<int64_t> fwd_spread_ns_, bwd_spread_ns_;                // prefix sums, size L+1
   std::vector<int64_t> retained_prefix_;                              // Σ retained_bytes, size L+1
   std::vector<int64_t> overlap_prefix_;  // Σ overlap between layers i and i+1, size L

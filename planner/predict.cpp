@@ -210,6 +210,24 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   plan.predictions.notes = context.notes;
   plan.calibration = context.calibration;
   if (!table.note().empty()) plan.predictions.notes.push_back(table.note());
+  for (const TiedProfile& tie : context.profile->ties) {
+    std::string layers, stages;
+    int last_stage = -1, num_stages = 0;
+    for (int layer : tie.layers) {
+      layers += (layers.empty() ? "" : ", ") + std::to_string(layer);
+      int stage = 0;
+      while (plan.stages[stage].last <= layer) ++stage;
+      if (stage == last_stage) continue;
+      stages += (stages.empty() ? "" : ", ") + std::to_string(stage);
+      last_stage = stage;
+      ++num_stages;
+    }
+    if (num_stages > 1)
+      plan.predictions.notes.push_back(detail::concat(
+          "the parameter tied between layers ", layers, " (", tie.param_count,
+          " parameters) is held by stages ", stages,
+          ", which sum its gradient before each optimizer step; that sum's time is not predicted"));
+  }
   return plan;
 }
 

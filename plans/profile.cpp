@@ -289,6 +289,12 @@ Json to_json(const Profile& profile) {
             {"device", device_json(profile.device)},
             {"layers", layers}};
   if (profile.interconnect) json["interconnect"] = to_json(*profile.interconnect);
+  if (!profile.ties.empty()) {
+    Json ties = Json::array();
+    for (const TiedProfile& tie : profile.ties)
+      ties.push_back({{"layers", tie.layers}, {"param_count", tie.param_count}});
+    json["ties"] = ties;
+  }
   return json;
 }
 
@@ -303,6 +309,14 @@ Profile profile_from_json(const Json& json, const std::string& document) {
   profile.device = device_from(reader.object("device"));
   if (reader.has("interconnect")) profile.interconnect = interconnect_from(reader.object("interconnect"));
   for (const JsonReader& layer : reader.objects("layers")) profile.layers.push_back(layer_from(layer));
+  if (reader.has("ties"))
+    for (const JsonReader& tie : reader.objects("ties")) {
+      TiedProfile tied;
+      for (int64_t layer : tie.integers_in("layers", 0, kMaxLayers - 1))
+        tied.layers.push_back(static_cast<int>(layer));
+      tied.param_count = tie.integer_at_least("param_count", 1);
+      profile.ties.push_back(std::move(tied));
+    }
   profile.validate(document);
   return profile;
 }

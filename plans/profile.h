@@ -150,6 +150,13 @@ struct ProfileSettings {
   uint64_t seed = 0;   ///< seed of the layer weights and the random input batch
 };
 
+/// A parameter several layers use (the model's tied weights): counted in the param_count and
+/// param_bytes of each of its layers; a stage holding several of them keeps one copy.
+struct TiedProfile {
+  std::vector<int> layers;   ///< at least two, strictly ascending
+  int64_t param_count = 0;   ///< its elements (float32: 4 bytes each)
+};
+
 /// A whole profile.json.
 struct Profile {
   std::string tool_version;
@@ -159,13 +166,15 @@ struct Profile {
   DeviceProfile device;
   std::optional<InterconnectProfile> interconnect;  ///< absent with --no-comm
   std::vector<LayerProfile> layers;
+  std::vector<TiedProfile> ties;  ///< "ties", written when there are any
 
   /// Checks everything a reader relies on, for meaning as well as syntax
   /// (profile_validate.cpp): one layer record per model layer with index i at position i;
   /// points sorted by batch size matching settings.batch_sizes (strictly ascending); settings'
   /// device of device.kind; p90s at least the medians; saved parts within retained bytes; each
   /// output shape batch-first with one sample shape and output_bytes its size; parameter bytes 0
-  /// exactly without parameters; the stored fits those of the points. The readers bound every
+  /// exactly without parameters; the stored fits those of the points; each tie over existing
+  /// layers in ascending order, of at most each layer's param_count. The readers bound every
   /// time by kMaxTimeMs and byte count by kMaxBytes (common/limits.h). Throws Error(kBadInput)
   /// "<document>: <field>: <value>: <what is expected>".
   void validate(std::string_view document) const;

@@ -118,6 +118,22 @@ void Profile::validate(std::string_view document) const {
                  model.num_layers, ", model.num_layers)");
   for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx)
     validate_layer(*this, layer_idx, document);
+  for (size_t tie_idx = 0; tie_idx < ties.size(); ++tie_idx) {
+    const TiedProfile& tie = ties[tie_idx];
+    const std::string where = detail::concat(document, ": ties[", tie_idx, "]");
+    PIPEPLAN_CHECK(tie.layers.size() >= 2, where, ".layers: ", tie.layers.size(),
+                   " layers: expected the two or more layers that use the parameter");
+    for (size_t idx = 0; idx < tie.layers.size(); ++idx) {
+      const int layer = tie.layers[idx];
+      PIPEPLAN_CHECK(layer < static_cast<int>(layers.size()) &&
+                         (idx == 0 || layer > tie.layers[idx - 1]),
+                     where, ".layers[", idx, "]: ", layer,
+                     ": expected layers of the model in strictly ascending order");
+      PIPEPLAN_CHECK(tie.param_count <= layers[layer].param_count, where, ".param_count: ",
+                     tie.param_count, ": expected at most layers[", layer, "].param_count ",
+                     layers[layer].param_count);
+    }
+  }
 }
 
 }  // namespace pipeplan

@@ -191,6 +191,12 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
     time_optimizer_steps(context, chain_profiles);
     for (LayerProfile& layer : chain_profiles) profile.layers.push_back(std::move(layer));
   }
+  for (const models::TiedParameter& tie : model.ties) {
+    TiedProfile tied;
+    for (const models::TiedParameter::User& user : tie.users) tied.layers.push_back(user.layer);
+    tied.param_count = tie.numel;
+    profile.ties.push_back(std::move(tied));
+  }
   profile.validate("profile");
   return profile;
 }

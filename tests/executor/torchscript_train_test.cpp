@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "executor/checkpoint.h"
 #include "models/model.h"
+#include "plans/profile.h"
 #include "plans/run.h"
 #include "tests/executor/train_harness.h"
 #include "tests/models/torchscript_files.h"
@@ -90,15 +91,19 @@ TEST_F(TorchScriptTrainTest, SerialBatchNormCnnTrainsAlikeSplitOrNot) {
                      "cnn.pt pp=2 vs pp=1");
 }
 
-// Graph models split at their one-tensor cuts train as one process does: the same losses and,
-// after the steps, the same parameters, whatever the number of stages.
+// Graph models train as one process does whatever the number of stages: the same losses and,
+// after the steps, the same parameters. skip3's pp=3 cut after b carries two tensors packed;
+// tied_gpt's embedding and head (one tied weight) land on the first and the last stage.
 TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   struct Case {
     std::string file;
     std::vector<int> pps;
   };
   const std::vector<Case> cases = {
-      {"skip3.pt", {2, 3}}, {"functional.pt", {2, 3}}, {"resnet18.pt", {2, 3}}};
+      {"skip3.pt", {2, 3}},
+      {"functional.pt", {2, 3}},
+      {"resnet18.pt", {2, 3}},
+      {"tied_gpt.pt", {2, 3}}};
   for (const Case& test : cases) {
     if (!fs::exists(file(test.file))) {
       std::printf("skipping %s: torchvision is not installed\n", test.file.c_str());
@@ -166,6 +171,36 @@ TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
     ASSERT_EQ(losses.size(), 3u) << test.file;
     for (double loss : losses) EXPECT_TRUE(std::isfinite(loss)) << test.file;
     EXPECT_EQ(read_run(dir + "/run.json").measured.stages.size(), 2u) << test.file;
+  }
+}
+
+// The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the
+// memory model's prediction of each stage's peak is within 5% of the run's.
+TEST_F(TorchScriptTrainTest, SerialTiedGptMemoryIsPredictedWithinFivePercentPerStage) {
+  const std::string dir = fresh_dir("tied_gpt");
+  expect_success(run_ranks(0, {"profile", "--model", file("tied_gpt.pt"), "--batch-sizes", "2,4",
+                               "--warmup", "1", "--repeats", "2", "-o", dir + "/profile.json"}));
+  const Profile profile = read_profile(dir + "/profile.json");
+  ASSERT_EQ(profile.ties.size(), 1u);
+  EXPECT_EQ(profile.ties[0].layers, (std::vector<int>{0, 6}));
+  expect_success(run_ranks(
+      0, {"plan", "--profile", dir + "/profile.json", "--devices", "2", "--device-memory", "1GiB",
+          "--global-batch", "16", "--pp", "2", "--micro-batch-size", "4", "-o",
+          dir + "/plan.json"}));
+  const Plan plan = read_plan(dir + "/plan.json");
+  ASSERT_EQ(plan.pp, 2);
+  ASSERT_EQ(plan.stages[0].first, 0);
+  ASSERT_EQ(plan.stages[1].last, 7);  // layer 0 (wte) and layer 6 (head) on different stages
+  expect_success(run_ranks(2, {"train", "--plan", dir + "/plan.json", "--data", "synthetic",
+                               "--steps", "5", "-o", dir + "/run.json"}));
+  expect_success(run_ranks(0, {"compare", "--plan", dir + "/plan.json", "--run", dir + "/run.json",
+                               "--json", dir + "/compare.json"}));
+  std::ifstream compare_file(dir + "/compare.json");
+  const Json compare = Json::parse(compare_file);
+  for (int stage = 0; stage < 2; ++stage) {
+    const Json& memory = compare.at("stages").at(stage).at("peak_memory_bytes");
+    EXPECT_LT(std::abs(memory.at("error_percent").get<double>()), 5.0)
+        << "stage " << stage << ": " << memory.dump();
   }
 }
 

@@ -6,12 +6,14 @@ mlp.pt mirrors the zoo's mlp_tiny layer for layer (models/mlp.cpp); with --mlp-w
 dict of tensors written by torch::pickle_save, keys "LAYER.fc.weight" ...) it carries those
 weights. The other files cover batch norm, the `layers` container forms, token inputs, the
 module attributes, graphs with skips and functional ops (scripted and traced), torchvision's
-resnet18 (when torchvision is installed), and the modules pipeplan must refuse.
+resnet18 (when torchvision is installed), a GPT with tied embeddings, and the modules pipeplan
+must refuse.
 param_counts.json holds PyTorch's parameter count of every module of each scripted file, by
 attribute path ("" for the whole model).
 """
 import argparse
 import json
+import math
 import os
 
 import torch
@@ -150,6 +152,63 @@ class Functional(nn.Module):
         return self.c(g.view(g.size(0), -1))
 
 
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention over earlier positions only (GPT-2's, with its mask buffer)."""
+
+    def __init__(self, width: int, heads: int, context: int):
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.heads = heads
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(1, 1, context, context))
+
+    def forward(self, x):
+        batch, tokens, width = x.size()
+        q, k, v = self.qkv(x).split(width, dim=2)
+        q = q.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2)
+        k = k.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2)
+        v = v.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(width // self.heads))
+        scores = scores.masked_fill(self.mask[:, :, :tokens, :tokens] == 0, float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).contiguous().view(batch, tokens, width))
+
+
+class GptBlock(nn.Module):
+    def __init__(self, width: int, heads: int, context: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, context)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TiedGpt(nn.Module):
+    """A GPT with 4 blocks whose output head is its token embedding (tied weights, as GPT-2)."""
+
+    def __init__(self, vocabulary: int = 64, context: int = 8, width: int = 32):
+        super().__init__()
+        self.wte = nn.Embedding(vocabulary, width)
+        self.wpe = nn.Embedding(context, width)
+        self.blocks = nn.ModuleList([GptBlock(width, 2, context) for _ in range(4)])
+        self.ln_f = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocabulary, bias=False)
+        self.head.weight = self.wte.weight
+        self.pipeplan_input_shape = [context]
+        self.pipeplan_input_dtype = "int64"
+
+    def forward(self, idx):
+        positions = torch.arange(idx.size(1), device=idx.device)
+        x = self.wte(idx) + self.wpe(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
 class TwoInputs(nn.Module):
     def __init__(self):
         super().__init__()
@@ -240,6 +299,7 @@ def main():
     save(DataDependent(), args.out_dir, "data_dependent.pt")
     save(InPlace(), args.out_dir, "in_place.pt")
     save(ReturnsDict(), args.out_dir, "returns_dict.pt")
+    save(TiedGpt(), args.out_dir, "tied_gpt.pt")
     torch.jit.trace(Skip3(), torch.randn(2, 8)).save(os.path.join(args.out_dir, "skip3_traced.pt"))
     resnet18 = torchvision_resnet18()
     if resnet18 is not None:

@@ -310,19 +310,29 @@ void expect_same_forward(const Model& model, const std::string& path, const torc
       << path;
 }
 
-TEST_F(TorchScriptTest, SkipsAndFunctionalOpsGiveLayersWithOneTensorCuts) {
-  // The cut between b and c carries c's input beside the skipped h: b..c is one layer. The add
-  // y + h stays with c, so that one tensor crosses to d. Scripted and traced files split alike.
+TEST_F(TorchScriptTest, SkipsAndFunctionalOpsGiveLayersWithPackedCuts) {
+  // The cut between b and c carries c's input beside the skipped h, packed into one tensor of
+  // 32 per sample. The add y + h stays with c, so that one tensor crosses to d. Scripted and
+  // traced files split alike.
   for (const char* name : {"skip3.pt", "skip3_traced.pt"}) {
     const Model model = make_model(file(name), {"input_shape=8"});
-    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"a", "b..c", "d", "e", "f"})) << name;
-    EXPECT_EQ(model.layers[1].kind, "group");
-    EXPECT_EQ(model.layers[0].live_out.size(), 1u);
+    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}))
+        << name;
+    EXPECT_EQ(model.layers[1].kind, "Linear");
+    ASSERT_EQ(model.layers[0].live_out.size(), 1u);
     EXPECT_EQ(model.layers[0].live_out[0].sample_shape, (std::vector<int64_t>{16}));
-    EXPECT_EQ(model.layers[4].live_out[0].sample_shape, (std::vector<int64_t>{4}));
-    EXPECT_EQ(model.layers[1].param_count, 2 * pytorch_count(dir_, "skip3.pt", "b"));
+    ASSERT_EQ(model.layers[1].live_out.size(), 2u);
+    for (const LiveTensor& tensor : model.layers[1].live_out)
+      EXPECT_EQ(tensor.sample_shape, (std::vector<int64_t>{16}));
+    EXPECT_EQ(model.layers[2].live_out.size(), 1u);
+    EXPECT_EQ(model.layers[5].live_out[0].sample_shape, (std::vector<int64_t>{4}));
     EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "skip3.pt", ""));
+    EXPECT_TRUE(model.ties.empty());
     expect_same_forward(model, file(name), torch::randn({3, 8}));
+    // The packed cut: what layer b hands on is [batch, 32].
+    auto layers = build_layers(model, 0, 2, /*seed=*/0);
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(forward_layers(layers, torch::randn({3, 8})).sizes(), (c10::IntArrayRef{3, 32}));
   }
   const Model functional = make_model(file("functional.pt"));
   // softmax, cat and view stay with ln: one tensor of 64 crosses to c.
@@ -334,8 +344,38 @@ TEST_F(TorchScriptTest, SkipsAndFunctionalOpsGiveLayersWithOneTensorCuts) {
   // Formerly refused: a top-level residual add (kept with a), and one Linear called twice.
   EXPECT_EQ(layer_names(make_model(file("residual.pt"), {"input_shape=8"})),
             (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(layer_names(make_model(file("shared.pt"), {"input_shape=8"})),
-            (std::vector<std::string>{"0..2"}));
+  // One Linear called twice: two layers that hold its weight and bias as tied parameters.
+  const Model shared = make_model(file("shared.pt"), {"input_shape=8"});
+  EXPECT_EQ(layer_names(shared), (std::vector<std::string>{"0", "2"}));
+  ASSERT_EQ(shared.ties.size(), 2u);
+  EXPECT_EQ(shared.ties[0].users[0].layer, 0);
+  EXPECT_EQ(shared.ties[0].users[1].layer, 1);
+  EXPECT_EQ(shared.ties[0].users[0].name, "0.weight");
+  EXPECT_EQ(shared.ties[0].users[1].name, "2.weight");
+  EXPECT_EQ(parameter_count(shared), pytorch_count(dir_, "shared.pt", ""));
+  expect_same_forward(shared, file("shared.pt"), torch::randn({3, 8}));
+}
+
+TEST_F(TorchScriptTest, GptWithTiedEmbeddingsSplitsIntoBlocksAndTiesItsHead) {
+  const Model model = make_model(file("tied_gpt.pt"));
+  // The position indices (made before wte, not batched) cross to wpe: wte..wpe is one layer.
+  EXPECT_EQ(layer_names(model),
+            (std::vector<std::string>{"wte..wpe", "blocks.0", "blocks.1", "blocks.2", "blocks.3",
+                                      "ln_f", "head"}));
+  EXPECT_EQ(model.target.loss, LossKind::kNextTokenCrossEntropy);
+  ASSERT_EQ(model.ties.size(), 1u);
+  ASSERT_EQ(model.ties[0].users.size(), 2u);
+  EXPECT_EQ(model.ties[0].users[0].layer, 0);
+  EXPECT_EQ(model.ties[0].users[0].name, "wte.weight");
+  EXPECT_EQ(model.ties[0].users[1].layer, 6);
+  EXPECT_EQ(model.ties[0].users[1].name, "head.weight");
+  EXPECT_EQ(model.ties[0].numel, pytorch_count(dir_, "tied_gpt.pt", "wte"));
+  for (int layer = 1; layer < 7; ++layer)
+    EXPECT_EQ(model.layers[layer].param_count,
+              pytorch_count(dir_, "tied_gpt.pt", model.layers[layer].name))
+        << model.layers[layer].name;
+  EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "tied_gpt.pt", ""));
+  expect_same_forward(model, file("tied_gpt.pt"), torch::randint(64, {2, 8}));
 }
 
 TEST_F(TorchScriptTest, TorchvisionResnet18SplitsIntoItsBlocks) {

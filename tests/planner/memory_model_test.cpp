@@ -123,6 +123,23 @@ TEST(MemoryModelTest, BytesPerParameterFollowOptimizerAndPrecision) {
   EXPECT_EQ(optimizer_state_bytes_per_parameter(OptimizerKind::kAdamw) + 8, 16);
 }
 
+// A parameter tied between layers 0 and 2 (counted in both layers' param_count) is held once by
+// a stage with both layers, and once by each stage when they are apart.
+TEST(MemoryModelTest, ATiedParameterIsCountedOncePerStageThatHoldsIt) {
+  Profile profile = testing::three_layer_profile();
+  profile.ties.push_back(TiedProfile{{0, 2}, 400});
+  profile.validate("tied");
+  const LayerTable table(profile, 2, OptimizerKind::kSgd);
+  EXPECT_EQ(table.param_count(0, 3), 3500 - 400);
+  EXPECT_EQ(table.param_count(0, 2), 3000);
+  EXPECT_EQ(table.param_count(2, 3), 500);
+  EXPECT_EQ(table.param_count(1, 3), 2500);
+  const MemoryTerms whole =
+      stage_memory(table, settings(Schedule::kGpipe, 1, 4), 0, 0, 3, /*checkpoint=*/false);
+  EXPECT_EQ(whole.parameters_bytes + whole.gradients_bytes + whole.optimizer_state_bytes,
+            3100 * 12);
+}
+
 TEST(MemoryModelTest, DataParallelAddsOnlyTheGradientBucket) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);

@@ -64,6 +64,7 @@ Profile sample_profile() {
     layer.fits = fit_points(layer.points);
     profile.layers.push_back(layer);
   }
+  profile.ties.push_back(TiedProfile{{0, 1}, 4096});
   return profile;
 }
 
@@ -201,6 +202,14 @@ TEST(ProfileReportTest, MeaninglessDocumentsAreRejectedNamingTheValue) {
           "interconnect.p2p.bandwidth_bytes_per_s: 1e-300: expected a number in [1, 1e+18]");
   rejects([](Json& j) { j["model"]["input_shape"] = Json::array(); },
           "model.input_shape: []: expected the dimensions of one sample");
+  rejects([](Json& j) { j["ties"][0]["layers"] = {1, 0}; },
+          "ties[0].layers[1]: 0: expected layers of the model in strictly ascending order");
+  rejects([](Json& j) { j["ties"][0]["layers"] = {0, 2}; },
+          "ties[0].layers[1]: 2: expected layers of the model in strictly ascending order");
+  rejects([](Json& j) { j["ties"][0]["layers"] = {1}; },
+          "ties[0].layers: 1 layers: expected the two or more layers that use the parameter");
+  rejects([](Json& j) { j["ties"][0]["param_count"] = 100481; },
+          "ties[0].param_count: 100481: expected at most layers[0].param_count 100480");
 }
 
 TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
