@@ -2,6 +2,7 @@
 // calls, live sets found by a probe forward, cuts kept where the live set packs into one tensor.
 #include "models/script_graph.h"
 
+#include <c10/util/accumulate.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
@@ -129,6 +130,7 @@ class Splitter {
 
   std::vector<ScriptLayer> split(const ProbeInputs& probe, torch::Tensor* output);
   void check_signature() const;
+  size_t num_inputs() const { return graph_->inputs().size() - 1; }
 
  private:
   struct Segment {
@@ -142,6 +144,8 @@ class Splitter {
   };
   using Probe = std::unordered_map<const jit::Value*, c10::IValue>;
 
+  // The forward's tensor inputs (the graph's inputs after the module).
+  c10::ArrayRef<jit::Value*> inputs() const { return graph_->inputs().slice(1); }
   template <typename... Args>
   [[noreturn]] void refuse(const Args&... args) const {
     throw Error(ErrorKind::kBadInput, detail::concat("model ", quote(file_), ": ", args...));
@@ -177,10 +181,12 @@ class Splitter {
 };
 
 void Splitter::check_signature() const {
-  const size_t num_inputs = graph_->inputs().size() - 1;
-  if (num_inputs != 1 || !is_tensor(graph_->inputs()[1]))
-    refuse("forward takes ", num_inputs, " input", num_inputs == 1 ? " that is not a tensor" : "s",
-           "; pipeplan splits a forward of one tensor input");
+  for (size_t input_idx = 1; input_idx < graph_->inputs().size(); ++input_idx)
+    if (!is_tensor(graph_->inputs()[input_idx]))
+      refuse("forward's input ", quote(graph_->inputs()[input_idx]->debugNameBase()), " is ",
+             graph_->inputs()[input_idx]->type()->repr_str(),
+             "; pipeplan splits a forward whose inputs are tensors");
+  if (graph_->inputs().size() < 2) refuse("forward takes no input; pipeplan feeds it a batch");
   if (graph_->outputs().size() != 1 || !is_tensor(graph_->outputs()[0]))
     refuse(
         "forward returns ",
@@ -289,8 +295,10 @@ void Splitter::find_live_sets() {
     const size_t last = last_use(value, *graph_, segment_of_, num_segments);
     for (size_t cut = made_in_segment + 1; cut <= last; ++cut) live_[cut].push_back(value);
   };
-  live_[0].push_back(graph_->inputs()[1]);
-  mark(graph_->inputs()[1], 0);
+  for (const jit::Value* input : inputs()) {
+    live_[0].push_back(input);
+    mark(input, 0);
+  }
   for (size_t segment_idx = 0; segment_idx < num_segments; ++segment_idx)
     for (const jit::Node* node : segments_[segment_idx].nodes)
       for (const jit::Value* output : node->outputs()) mark(output, segment_idx);
@@ -355,7 +363,9 @@ void Splitter::run_probe(const torch::Tensor& input, const ProbeInputs& probe,
                          Probe* values) const {
   torch::NoGradGuard no_grad;
   jit::GraphOptimizerEnabledGuard unoptimised(/*state=*/false);
-  (*values)[graph_->inputs()[1]] = input;
+  const std::vector<torch::Tensor> parts = unpack_live(input, probe.inputs);
+  for (size_t input_idx = 0; input_idx < parts.size(); ++input_idx)
+    (*values)[inputs()[input_idx]] = parts[input_idx];
   for (size_t segment_idx = 0; segment_idx < segments_.size(); ++segment_idx) {
     const Built built = build(segment_idx, segment_idx + 1, /*every_value=*/true);
     jit::Stack stack;
@@ -391,14 +401,16 @@ void Splitter::move_boundaries(const Probe& small, const Probe& large) {
       order.push_back(node);
     }
   std::unordered_map<const jit::Value*, size_t> last;  // every value's last use, by position
-  last[graph_->inputs()[1]] = last_use(graph_->inputs()[1], *graph_, position, order.size());
+  for (const jit::Value* input : inputs())
+    last[input] = last_use(input, *graph_, position, order.size());
   for (const jit::Node* node : order)
     for (const jit::Value* value : node->outputs())
       last[value] = last_use(value, *graph_, position, order.size());
   // (not packable, bytes) of what crosses a cut before node `cut`.
   const auto cost = [&](size_t cut) {
     std::vector<const jit::Value*> crossing;
-    if (last.at(graph_->inputs()[1]) >= cut) crossing.push_back(graph_->inputs()[1]);
+    for (const jit::Value* input : inputs())
+      if (last.at(input) >= cut) crossing.push_back(input);
     for (size_t idx = 0; idx < cut; ++idx)
       for (const jit::Value* value : order[idx]->outputs())
         if (last.at(value) >= cut) crossing.push_back(value);
@@ -510,6 +522,10 @@ std::vector<LiveTensor> Splitter::describe_live(const std::vector<const jit::Val
 
 std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor* output) {
   check_signature();
+  if (num_inputs() != probe.inputs.size())
+    refuse("forward takes ", num_inputs(), " input", num_inputs() == 1 ? "" : "s",
+           " but the input shape gives ", probe.inputs.size(), " (", probe.description,
+           "); give one shape per input, joined by commas (--model-arg input_shape=8,3x4)");
   open_containers();
   check_control_flow(graph_->block());
   make_segments();
@@ -560,6 +576,21 @@ std::vector<ScriptLayer> split_forward(const jit::Module& module, const std::str
 
 void check_forward_signature(const jit::Module& module, const std::string& file) {
   Splitter(module, file).check_signature();
+}
+
+std::vector<torch::Tensor> unpack_live(const torch::Tensor& packed,
+                                       const std::vector<LiveTensor>& live) {
+  if (live.size() == 1) return {packed};
+  std::vector<torch::Tensor> tensors;
+  int64_t offset = 0;
+  for (const LiveTensor& tensor : live) {
+    std::vector<int64_t> shape{packed.size(0)};
+    shape.insert(shape.end(), tensor.sample_shape.begin(), tensor.sample_shape.end());
+    const int64_t elements = c10::multiply_integers(tensor.sample_shape);
+    tensors.push_back(packed.narrow(1, offset, elements).view(shape));
+    offset += elements;
+  }
+  return tensors;
 }
 
 jit::Module child_at(const jit::Module& module, const std::string& path) {

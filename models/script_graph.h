@@ -34,6 +34,8 @@ struct ScriptLayer {
 
 /// The inputs of the two probe forwards that find the live sets, and their text for errors.
 struct ProbeInputs {
+  /// The forward's inputs, per sample; a batch of several holds them packed (unpack_live).
+  std::vector<LiveTensor> inputs;
   torch::Tensor small;      ///< a batch of the model's input
   torch::Tensor large;      ///< a batch of another size (more samples)
   std::string description;  ///< "1x28x28 float32"
@@ -56,16 +58,23 @@ struct ProbeInputs {
 ///    layer. A parameter used on both sides is a tied weight: each layer holds it.
 /// Live sets are found by running the segments on the two probe batches (no gradient; the caller
 /// puts the module in eval mode); the model's output on `probe.small` is returned in `output`.
-/// Throws Error(kBadInput) naming `file` and the node for what cannot be split: several or
-/// non-tensor inputs, an output that is not one tensor, control flow whose condition depends on
-/// tensor values, an in-place op on a tensor that crosses a cut, attributes read inside control
-/// flow; and naming the layer when a segment fails on a probe batch.
+/// Throws Error(kBadInput) naming `file` and the node for what cannot be split: an input that is
+/// no tensor, more or fewer inputs than probe.inputs, an output that is not one tensor, control
+/// flow whose condition depends on tensor values, an in-place op on a tensor that crosses a cut,
+/// attributes read inside control flow; and naming the layer when a segment fails on a probe
+/// batch.
 std::vector<ScriptLayer> split_forward(const torch::jit::Module& module, const std::string& file,
                                        const ProbeInputs& probe, torch::Tensor* output);
 
-/// Refuses (Error(kBadInput) naming `file`) a forward that does not take one tensor and return
-/// one tensor; split_forward checks it too, this says it before anything else is asked for.
+/// Refuses (Error(kBadInput) naming `file`) a forward that does not take tensors and return one
+/// tensor; split_forward checks it too, this says it before anything else is asked for.
 void check_forward_signature(const torch::jit::Module& module, const std::string& file);
+
+/// The tensors of a live set from its packed form [batch, Σ elements per sample] (each tensor's
+/// samples flattened, side by side, in `live` order), as views; a live set of one tensor travels
+/// as itself.
+std::vector<torch::Tensor> unpack_live(const torch::Tensor& packed,
+                                       const std::vector<LiveTensor>& live);
 
 /// The object or value of `attribute` in `module` (a child module's object, or the leaf).
 c10::IValue attribute_value(const torch::jit::Module& module, const ScriptAttribute& attribute);

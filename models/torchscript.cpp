@@ -72,24 +72,6 @@ void mirror(const jit::Module& source, torch::nn::Module& target,
     mirror(child.value, holder_at(target, child.name), seen);
 }
 
-// The tensors of a live set from its packed form [batch, Σ elements per sample], as views (no
-// copy); a live set of one tensor travels as itself.
-std::vector<torch::Tensor> unpack_live(const torch::Tensor& packed,
-                                       const std::vector<LiveTensor>& live) {
-  if (live.size() == 1) return {packed};
-  std::vector<torch::Tensor> tensors;
-  int64_t offset = 0;
-  for (const LiveTensor& tensor : live) {
-    std::vector<int64_t> shape{packed.size(0)};
-    shape.insert(shape.end(), tensor.sample_shape.begin(), tensor.sample_shape.end());
-    int64_t elements = 1;
-    for (int64_t size : tensor.sample_shape) elements *= size;
-    tensors.push_back(packed.narrow(1, offset, elements).view(shape));
-    offset += elements;
-  }
-  return tensors;
-}
-
 // The live set packed into one tensor, each tensor's samples flattened side by side.
 torch::Tensor pack_live(const c10::ivalue::Tuple& values) {
   if (values.elements().size() == 1) return values.elements()[0].toTensor();
@@ -201,6 +183,7 @@ void check_unchanged(const std::string& path, const std::string& expected_hash) 
 std::vector<ScriptLayer> split_module(const std::string& path, jit::Module module,
                                       const TorchScriptSettings& settings, torch::Tensor* output) {
   ProbeInputs probe;
+  probe.inputs = settings_inputs(settings);
   probe.small = settings_input(settings, kCheckBatchSize);
   probe.large = settings_input(settings, kProbeBatchSize);
   probe.description = describe_input(settings);

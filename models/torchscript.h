@@ -16,16 +16,18 @@ bool is_torchscript_path(const std::string& name);
 /// The model saved at `path` (torch.jit.script(module).save(path), or torch.jit.trace). Its
 /// forward graph is split into layers as split_forward (models/script_graph.h) says: containers
 /// opened, one layer per call of a child with parameters or buffers, functional ops and
-/// stateless children placed between them where the fewest bytes cross, layers merged across any
-/// cut whose live
-/// set is not one batch-first tensor or that a weight is used on both sides of (a merged layer is
-/// named "first..last"). Layers are named by the attribute paths of their calls ("conv1",
-/// "layer1.0"), their parameters by their state_dict names.
+/// stateless children placed between them where the fewest bytes cross, the live set of a cut
+/// packed into one tensor, layers merged across a cut whose live set cannot be packed or that a
+/// buffer is used on both sides of (a merged layer is named "first..last"), a parameter used by
+/// several layers tied (Model::ties). Layers are named by the attribute paths of their calls
+/// ("conv1", "layer1.0"), their parameters by their state_dict names.
 ///
 /// Input and loss come from `model_args` ("KEY=VALUE"), else from an attribute the module
 /// carries (set on the nn.Module before scripting), else from a default:
-///   input_shape   "3x32x32", one sample without the batch; attribute pipeplan_input_shape
-///                 (List[int]); required
+///   input_shape   "3x32x32", one sample without the batch; for a forward of several inputs
+///                 one shape each joined by ',' ("2x4,3"), the inputs packed side by side into
+///                 one [B, Σ] batch (model.input); attribute pipeplan_input_shape (List[int] or
+///                 List[List[int]]); required
 ///   input_dtype   float32 | int64 (tokens); attribute pipeplan_input_dtype (str); float32
 ///   loss          cross_entropy (output [B, C], float32 input) | next_token_cross_entropy
 ///                 (output [B, T, V], int64 input [T]); attribute pipeplan_loss (str); the one

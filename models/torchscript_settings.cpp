@@ -2,6 +2,7 @@
 #include "models/torchscript_settings.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/accumulate.h>
 
 #include <cstdlib>
 #include <optional>
@@ -42,22 +43,33 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return text;
 }
 
-// "3x32x32" -> {3, 32, 32}; every dimension a positive integer.
-std::vector<int64_t> parse_shape(const std::string& path, const std::string& text) {
-  std::vector<int64_t> shape;
+// "2x4,3" for the shapes of two inputs.
+std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes) {
+  std::string text;
+  for (const std::vector<int64_t>& shape : shapes)
+    text += (text.empty() ? "" : ",") + shape_text(shape);
+  return text;
+}
+
+// "3x32x32" -> {{3, 32, 32}}, "2x4,3" -> {{2, 4}, {3}}: inputs joined by ',', each of positive
+// dimensions joined by 'x'.
+std::vector<std::vector<int64_t>> parse_shapes(const std::string& path, const std::string& text) {
+  std::vector<std::vector<int64_t>> shapes(1);
   size_t start = 0;
   while (start <= text.size()) {
-    const size_t end = std::min(text.find('x', start), text.size());
+    const size_t end = std::min(text.find_first_of("x,", start), text.size());
     const std::string dim = text.substr(start, end - start);
     char* stop = nullptr;
     const long long value = std::strtoll(dim.c_str(), &stop, 10);
     PIPEPLAN_CHECK(!dim.empty() && *stop == '\0' && value >= 1, "model ", quote(path),
                    ": input_shape=", quote(text),
-                   " is not positive dimensions joined by 'x' (such as 3x32x32)");
-    shape.push_back(value);
+                   " is not positive dimensions joined by 'x' (such as 3x32x32), one shape per "
+                   "input joined by ',' (such as 2x4,3)");
+    shapes.back().push_back(value);
+    if (end < text.size() && text[end] == ',') shapes.emplace_back();
     start = end + 1;
   }
-  return shape;
+  return shapes;
 }
 
 std::optional<c10::IValue> attribute(const torch::jit::Module& module, const std::string& key) {
@@ -72,10 +84,16 @@ std::string attribute_error(const std::string& path, const std::string& key,
                         value.type()->str(), ", expected ", expected);
 }
 
-std::vector<int64_t> attribute_shape(const std::string& path, const c10::IValue& value) {
-  PIPEPLAN_CHECK(value.isIntList(), attribute_error(path, "input_shape", value, "List[int]"));
-  const std::vector<int64_t> shape = value.toIntVector();
-  return parse_shape(path, shape_text(shape));
+// pipeplan_input_shape: List[int] for one input, List[List[int]] for several.
+std::vector<std::vector<int64_t>> attribute_shapes(const std::string& path,
+                                                   const c10::IValue& value) {
+  if (value.isIntList()) return parse_shapes(path, shape_text(value.toIntVector()));
+  PIPEPLAN_CHECK(value.isList() && value.type()->containedType(0)->kind() == c10::TypeKind::ListType,
+                 attribute_error(path, "input_shape", value, "List[int] or List[List[int]]"));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const c10::IValue& shape : value.toListRef())
+    shapes.push_back(shape.toIntVector());
+  return parse_shapes(path, shapes_text(shapes));
 }
 
 std::string string_setting(const std::string& path, const Json& given,
@@ -112,9 +130,10 @@ void check_settings(const std::string& path, const TorchScriptSettings& settings
       tokens == (settings.loss == kNextToken), where, "loss=", settings.loss,
       " does not go with input_dtype=", settings.input_dtype,
       "; use float32 inputs with cross_entropy, int64 tokens with next_token_cross_entropy");
-  PIPEPLAN_CHECK(!tokens || settings.input_shape.size() == 1, where,
-                 "input_shape=", shape_text(settings.input_shape),
-                 " has several dimensions; int64 tokens take one (the sequence length)");
+  for (const std::vector<int64_t>& shape : settings.input_shapes)
+    PIPEPLAN_CHECK(!tokens || shape.size() == 1, where, "input_shape=",
+                   shapes_text(settings.input_shapes),
+                   " has several dimensions; int64 tokens take one (the sequence length)");
   PIPEPLAN_CHECK(settings.num_classes >= 0, where, "num_classes=", settings.num_classes,
                  " is out of range; expected an integer >= 1");
   PIPEPLAN_CHECK(settings.token_range >= 0, where, "token_range=", settings.token_range,
@@ -145,11 +164,11 @@ TorchScriptSettings settings_from_args(const std::string& path, const torch::jit
   TorchScriptSettings settings;
   const std::string shape = config_string(given, "input_shape");
   if (!shape.empty()) {
-    settings.input_shape = parse_shape(path, shape);
+    settings.input_shapes = parse_shapes(path, shape);
   } else if (const std::optional<c10::IValue> value = attribute(module, "input_shape")) {
-    settings.input_shape = attribute_shape(path, *value);
+    settings.input_shapes = attribute_shapes(path, *value);
   }
-  PIPEPLAN_CHECK(!settings.input_shape.empty(), "model ", quote(path),
+  PIPEPLAN_CHECK(!settings.input_shapes.empty(), "model ", quote(path),
                  ": input shape unknown; give --model-arg input_shape=3x32x32 (one sample, "
                  "without the batch) or save the module with a pipeplan_input_shape attribute");
   settings.input_dtype = string_setting(path, given, module, "input_dtype", kFloat32);
@@ -164,7 +183,7 @@ TorchScriptSettings settings_from_args(const std::string& path, const torch::jit
 TorchScriptSettings settings_from_config(const std::string& path, const Json& config) {
   check_config_keys(path, config_defaults(), config);
   TorchScriptSettings settings;
-  settings.input_shape = parse_shape(path, config_string(config, "input_shape"));
+  settings.input_shapes = parse_shapes(path, config_string(config, "input_shape"));
   settings.input_dtype = config_string(config, "input_dtype");
   settings.loss = config_string(config, "loss");
   settings.num_classes = config_int(config, "num_classes");
@@ -175,7 +194,7 @@ TorchScriptSettings settings_from_config(const std::string& path, const Json& co
 
 Json settings_config(const TorchScriptSettings& settings, const std::string& file_hash) {
   return Json{{"file_hash", file_hash},
-              {"input_shape", shape_text(settings.input_shape)},
+              {"input_shape", shapes_text(settings.input_shapes)},
               {"input_dtype", settings.input_dtype},
               {"loss", settings.loss},
               {"num_classes", settings.num_classes},
@@ -195,8 +214,8 @@ void settle_from_output(const std::string& path, const torch::Tensor& output,
                    " samples is not [batch, classes] logits as loss=cross_entropy needs");
     classes = output.size(1);
   } else {
-    PIPEPLAN_CHECK(output.dim() == 3 && output.size(1) == settings->input_shape.at(0), where,
-                   " is not [batch, ", settings->input_shape.at(0),
+    const int64_t tokens = settings->input_shapes.at(0).at(0);
+    PIPEPLAN_CHECK(output.dim() == 3 && output.size(1) == tokens, where, " is not [batch, ", tokens,
                    " tokens, vocabulary] logits as loss=next_token_cross_entropy needs");
     classes = output.size(2);
   }
@@ -209,9 +228,27 @@ void settle_from_output(const std::string& path, const torch::Tensor& output,
   check_complete(path, *settings);
 }
 
+std::vector<LiveTensor> settings_inputs(const TorchScriptSettings& settings) {
+  std::vector<LiveTensor> inputs;
+  for (const std::vector<int64_t>& shape : settings.input_shapes)
+    inputs.push_back(
+        LiveTensor{shape, settings.input_dtype == kInt64 ? torch::kInt64 : torch::kFloat32});
+  return inputs;
+}
+
+// One sample of the model's input: the input's shape, or Σ elements of several packed.
+std::vector<int64_t> sample_shape(const TorchScriptSettings& settings) {
+  if (settings.input_shapes.size() == 1) return settings.input_shapes[0];
+  int64_t elements = 0;
+  for (const std::vector<int64_t>& shape : settings.input_shapes)
+    elements += c10::multiply_integers(shape);
+  return {elements};
+}
+
 torch::Tensor settings_input(const TorchScriptSettings& settings, int64_t batch_size) {
   std::vector<int64_t> shape{batch_size};
-  shape.insert(shape.end(), settings.input_shape.begin(), settings.input_shape.end());
+  const std::vector<int64_t> sample = sample_shape(settings);
+  shape.insert(shape.end(), sample.begin(), sample.end());
   auto generator = at::make_generator<at::CPUGeneratorImpl>(kCheckInputSeed);
   if (settings.input_dtype != kInt64) return torch::randn(shape, generator, torch::kFloat32);
   if (settings.token_range == 0) return torch::zeros(shape, torch::kInt64);
@@ -222,19 +259,19 @@ torch::Tensor settings_input(const TorchScriptSettings& settings, int64_t batch_
 }
 
 std::string describe_input(const TorchScriptSettings& settings) {
-  std::string text = shape_text(settings.input_shape) + " " + settings.input_dtype;
+  std::string text = shapes_text(settings.input_shapes) + " " + settings.input_dtype;
   if (settings.token_range > 0) text += " in [0, " + std::to_string(settings.token_range) + ")";
   return text;
 }
 
 void apply_settings(const TorchScriptSettings& settings, Model* model) {
   const bool tokens = settings.input_dtype == kInt64;
-  model->input.sample_shape = settings.input_shape;
+  model->input.sample_shape = sample_shape(settings);
   model->input.dtype = tokens ? torch::kInt64 : torch::kFloat32;
   model->input.token_range = settings.token_range;
   model->target.num_classes = settings.num_classes;
   model->target.loss = tokens ? LossKind::kNextTokenCrossEntropy : LossKind::kCrossEntropy;
-  model->target.sample_shape = tokens ? settings.input_shape : std::vector<int64_t>{};
+  model->target.sample_shape = tokens ? settings.input_shapes[0] : std::vector<int64_t>{};
 }
 
 }  // namespace pipeplan::models

@@ -14,8 +14,9 @@ namespace pipeplan::models {
 
 /// How a TorchScript model's input is made and its loss computed (keys: see torchscript.h).
 struct TorchScriptSettings {
-  std::vector<int64_t> input_shape;  ///< one sample, without the batch dimension
-  std::string input_dtype;           ///< "float32" or "int64"
+  /// One sample of each of the forward's inputs, without the batch dimension.
+  std::vector<std::vector<int64_t>> input_shapes;
+  std::string input_dtype;  ///< of every input: "float32" or "int64"
   std::string loss;                  ///< "cross_entropy" or "next_token_cross_entropy"
   int64_t num_classes = 0;           ///< classes or vocabulary; 0 until the forward check sets it
   int64_t token_range = 0;           ///< int64 inputs: values in [0, token_range); 0 until known
@@ -44,10 +45,14 @@ void settle_from_output(const std::string& path, const torch::Tensor& output,
                         TorchScriptSettings* settings);
 
 /// A seeded batch of `batch_size` inputs as the settings describe: random floats, or random
-/// tokens including the largest, token_range - 1 (all 0 while the range is not known).
+/// tokens including the largest, token_range - 1 (all 0 while the range is not known). Several
+/// inputs come packed into one [batch, Σ] tensor (unpack_live with settings_inputs).
 torch::Tensor settings_input(const TorchScriptSettings& settings, int64_t batch_size);
 
-/// "1x28x28 float32" or "12 int64 in [0, 50)", for messages.
+/// The forward's inputs, per sample.
+std::vector<LiveTensor> settings_inputs(const TorchScriptSettings& settings);
+
+/// "1x28x28 float32", "2x4,3 float32" or "12 int64 in [0, 50)", for messages.
 std::string describe_input(const TorchScriptSettings& settings);
 
 /// Sets model.input and model.target from complete settings.

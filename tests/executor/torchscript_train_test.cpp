@@ -93,7 +93,8 @@ TEST_F(TorchScriptTrainTest, SerialBatchNormCnnTrainsAlikeSplitOrNot) {
 
 // Graph models train as one process does whatever the number of stages: the same losses and,
 // after the steps, the same parameters. skip3's pp=3 cut after b carries two tensors packed;
-// tied_gpt's embedding and head (one tied weight) land on the first and the last stage.
+// tied_gpt's embedding and head (one tied weight) land on the first and the last stage;
+// two_inputs's inputs arrive packed, and its side input crosses the cut after a beside a's output.
 TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   struct Case {
     std::string file;
@@ -103,7 +104,8 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
       {"skip3.pt", {2, 3}},
       {"functional.pt", {2, 3}},
       {"resnet18.pt", {2, 3}},
-      {"tied_gpt.pt", {2, 3}}};
+      {"tied_gpt.pt", {2, 3}},
+      {"two_inputs.pt", {2, 3}}};
   for (const Case& test : cases) {
     if (!fs::exists(file(test.file))) {
       std::printf("skipping %s: torchvision is not installed\n", test.file.c_str());
@@ -140,7 +142,8 @@ TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
     std::vector<std::string> model_args;
   };
   for (const Case& test :
-       {Case{"mlp.pt", kMlpArgs}, Case{"cnn.pt", {}}, Case{"skip3.pt", {"input_shape=8"}}}) {
+       {Case{"mlp.pt", kMlpArgs}, Case{"cnn.pt", {}}, Case{"skip3.pt", {"input_shape=8"}},
+        Case{"tied_gpt.pt", {}}, Case{"two_inputs.pt", {}}}) {
     const std::string dir = fresh_dir(test.file);
     std::vector<std::string> profile{"profile",
                                      "--model",
@@ -242,7 +245,7 @@ TEST_F(TorchScriptTrainTest, BadFilesAreRefusedWithOneLine) {
   const std::string corrupt = dir + "/corrupt.pt";
   std::ofstream(corrupt) << "garbage";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {file("two_inputs.pt"), "forward takes 2 inputs"},
+      {file("returns_dict.pt"), "forward returns Dict[str, Tensor]"},
       {dir + "/missing.pt", "does not exist"},
       {corrupt, "is not a TorchScript file"},
       {file("layers_list.pt"), "give --model-arg input_shape="},

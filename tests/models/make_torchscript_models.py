@@ -210,12 +210,18 @@ class TiedGpt(nn.Module):
 
 
 class TwoInputs(nn.Module):
+    """Two inputs: x (2x4) through a and b, then joined with the side features y (3) before c."""
+
     def __init__(self):
         super().__init__()
-        self.a = nn.Linear(8, 4)
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 16)
+        self.c = nn.Linear(19, 4)
+        self.pipeplan_input_shape = [[2, 4], [3]]
 
     def forward(self, x, y):
-        return self.a(x + y)
+        h = torch.relu(self.b(torch.relu(self.a(x.flatten(1)))))
+        return self.c(torch.cat([h, y], dim=1))
 
 
 class DataDependent(nn.Module):

@@ -378,6 +378,35 @@ TEST_F(TorchScriptTest, GptWithTiedEmbeddingsSplitsIntoBlocksAndTiesItsHead) {
   expect_same_forward(model, file("tied_gpt.pt"), torch::randint(64, {2, 8}));
 }
 
+// A forward of two inputs takes them packed side by side in one batch: x (2x4) then y (3).
+TEST_F(TorchScriptTest, SeveralInputsArriveAsOnePackedBatch) {
+  const Model model = make_model(file("two_inputs.pt"));
+  EXPECT_EQ(model.input.sample_shape, (std::vector<int64_t>{11}));
+  EXPECT_EQ(model.config.at("input_shape"), "2x4,3");
+  EXPECT_EQ(layer_names(model), (std::vector<std::string>{"a", "b", "c"}));
+  // y, which c reads, then a's output: live sets list the inputs first, then values in graph order.
+  ASSERT_EQ(model.layers[0].live_out.size(), 2u);
+  EXPECT_EQ(model.layers[0].live_out[0].sample_shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(model.layers[0].live_out[1].sample_shape, (std::vector<int64_t>{16}));
+  EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "two_inputs.pt", ""));
+  const Model same = make_model(file("two_inputs.pt"), {"input_shape=2x4,3"});
+  EXPECT_EQ(same.hash, model.hash);
+
+  torch::jit::Module module = torch::jit::load(file("two_inputs.pt"));
+  const torch::Tensor x = torch::randn({5, 2, 4}), y = torch::randn({5, 3});
+  auto layers = build_layers(model, 0, 3, /*seed=*/0);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor packed = torch::cat({x.reshape({5, -1}), y}, 1);
+  EXPECT_TRUE(torch::allclose(forward_layers(layers, packed), module.forward({x, y}).toTensor(),
+                              1e-5, 1e-6));
+  EXPECT_NE(bad_input_message([&] { make_model(file("two_inputs.pt"), {"input_shape=2x4,3,5"}); })
+                .find("forward takes 2 inputs but the input shape gives 3 (2x4,3,5 float32)"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([&] { make_model(file("two_inputs.pt"), {"input_shape=2x4,"}); })
+                .find("one shape per input joined by ','"),
+            std::string::npos);
+}
+
 TEST_F(TorchScriptTest, TorchvisionResnet18SplitsIntoItsBlocks) {
   if (!fs::exists(file("resnet18.pt"))) GTEST_SKIP() << "torchvision is not installed";
   const Model model = make_model(file("resnet18.pt"));
