@@ -181,12 +181,11 @@ class Splitter {
 };
 
 void Splitter::check_signature() const {
-  for (size_t input_idx = 1; input_idx < graph_->inputs().size(); ++input_idx)
-    if (!is_tensor(graph_->inputs()[input_idx]))
-      refuse("forward's input ", quote(graph_->inputs()[input_idx]->debugNameBase()), " is ",
-             graph_->inputs()[input_idx]->type()->repr_str(),
+  if (inputs().empty()) refuse("forward takes no input; pipeplan feeds it a batch");
+  for (const jit::Value* input : inputs())
+    if (!is_tensor(input))
+      refuse("forward's input ", quote(input->debugNameBase()), " is ", input->type()->repr_str(),
              "; pipeplan splits a forward whose inputs are tensors");
-  if (graph_->inputs().size() < 2) refuse("forward takes no input; pipeplan feeds it a batch");
   if (graph_->outputs().size() != 1 || !is_tensor(graph_->outputs()[0]))
     refuse(
         "forward returns ",
