@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "planner/memory_model.h"
 
 namespace pipeplan {
 namespace {
@@ -263,8 +264,28 @@ int64_t LayerTable::tied_duplicates(int first, int last) const {
   return duplicates;
 }
 
+int64_t LayerTable::tie_sum_over(int first, int last) const {
+  int64_t total = 0;
+  for (size_t tie = 0; tie < ties_.size(); ++tie) {
+    const std::vector<int>& layers = ties_[tie].layers;
+    const auto held = std::count_if(layers.begin(), layers.end(),
+                                    [&](int layer) { return first <= layer && layer < last; });
+    if (held > 0 && held < static_cast<long>(layers.size())) total += tie_sum_ns_[tie];
+  }
+  return total;
+}
+
 void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimizer) {
   ties_ = profile.ties;
+  tie_sum_ns_.clear();
+  for (const TiedProfile& tie : ties_) {
+    double ms = 0;
+    if (profile.interconnect && profile.interconnect->allreduce.bandwidth_bytes_per_s > 0)
+      ms = profile.interconnect->allreduce.latency_ms +
+           static_cast<double>(tie.param_count * kGradientBytesPerParameter) /
+               profile.interconnect->allreduce.bandwidth_bytes_per_s * 1e3;
+    tie_sum_ns_.push_back(to_ns(ms));
+  }
   const size_t n = layers_.size();
   for (auto* prefix : {&fwd_ns_, &bwd_ns_, &opt_ns_, &params_, &buffers_, &retained_prefix_,
                        &fwd_spread_ns_, &bwd_spread_ns_})

@@ -104,6 +104,12 @@ class LayerTable {
   }
   /// One optimizer step over the stage's parameters (the table's optimizer).
   int64_t optimizer_ns(int first, int last) const { return opt_ns_[last] - opt_ns_[first]; }
+  /// The all-reduces that sum the gradients of tied parameters the stage holds but other stages
+  /// hold too (a user layer inside [first, last), another outside): the profile's two-rank
+  /// all-reduce at each one's float32 gradient bytes; 0 without ties or interconnect profile.
+  int64_t tie_sum_ns(int first, int last) const {
+    return ties_.empty() ? 0 : tie_sum_over(first, last);
+  }
   /// Parameters of the stage's layers, a tied parameter held by several of them counted once.
   int64_t param_count(int first, int last) const {
     const int64_t count = params_[last] - params_[first];
@@ -147,9 +153,11 @@ class LayerTable {
   std::vector<LayerAt> layers_;
   // The tied parameters' copies counted more than once by params_ over [first, last).
   int64_t tied_duplicates(int first, int last) const;
+  int64_t tie_sum_over(int first, int last) const;
 
   std::vector<int64_t> fwd_ns_, bwd_ns_, opt_ns_, params_, buffers_;  // prefix sums, size L+1
   std::vector<TiedProfile> ties_;
+  std::vector<int64_t> tie_sum_ns_;  // by tie: one all-reduce of its gradient
   std::vector<int64_t> fwd_spread_ns_, bwd_spread_ns_;                // prefix sums, size L+1
   std::vector<int64_t> retained_prefix_;                              // Σ retained_bytes, size L+1
   std::vector<int64_t> overlap_prefix_;  // Σ overlap between layers i and i+1, size L

@@ -226,7 +226,8 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
       plan.predictions.notes.push_back(detail::concat(
           "the parameter tied between layers ", layers, " (", tie.param_count,
           " parameters) is held by stages ", stages,
-          ", which sum its gradient before each optimizer step; that sum's time is not predicted"));
+          ", which sum its gradient before each optimizer step (counted in their optimizer time; "
+          "waiting for each other is not)"));
   }
   return plan;
 }

@@ -32,7 +32,7 @@ StageTimes stage_times(const LayerTable& table, int first, int last, bool checkp
   times.fwd_ns = table.fwd_ns(first, last);
   times.bwd_ns = table.bwd_ns(first, last);
   times.recompute_ns = checkpoint ? times.fwd_ns : 0;
-  times.optimizer_ns = table.optimizer_ns(first, last);
+  times.optimizer_ns = table.optimizer_ns(first, last) + table.tie_sum_ns(first, last);
   return times;
 }
 

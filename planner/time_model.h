@@ -37,7 +37,9 @@ struct StageTimes {
   int64_t fwd_ns = 0;        ///< one micro-batch
   int64_t bwd_ns = 0;        ///< one micro-batch
   int64_t recompute_ns = 0;  ///< the extra forward during backward when checkpointed, else 0
-  int64_t optimizer_ns = 0;  ///< one optimizer step over the stage's parameters
+  /// One optimizer step over the stage's parameters, after summing the gradients of the tied
+  /// parameters it shares with other stages (LayerTable::tie_sum_ns).
+  int64_t optimizer_ns = 0;
 };
 
 /// The times of layers [first, last), summed over the stage's layers at the table's b.

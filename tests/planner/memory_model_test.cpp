@@ -10,6 +10,7 @@
 #include <random>
 
 #include "planner/stage_cost.h"
+#include "planner/time_model.h"
 #include "tests/planner/test_profiles.h"
 
 namespace pipeplan {
@@ -128,6 +129,8 @@ TEST(MemoryModelTest, BytesPerParameterFollowOptimizerAndPrecision) {
 TEST(MemoryModelTest, ATiedParameterIsCountedOncePerStageThatHoldsIt) {
   Profile profile = testing::three_layer_profile();
   profile.ties.push_back(TiedProfile{{0, 2}, 400});
+  profile.interconnect = InterconnectProfile{"gloo", 2, CommProfile{0.1, 1e9, 0, {}},
+                                             CommProfile{0.25, 1e8, 0, {}}};
   profile.validate("tied");
   const LayerTable table(profile, 2, OptimizerKind::kSgd);
   EXPECT_EQ(table.param_count(0, 3), 3500 - 400);
@@ -138,6 +141,14 @@ TEST(MemoryModelTest, ATiedParameterIsCountedOncePerStageThatHoldsIt) {
       stage_memory(table, settings(Schedule::kGpipe, 1, 4), 0, 0, 3, /*checkpoint=*/false);
   EXPECT_EQ(whole.parameters_bytes + whole.gradients_bytes + whole.optimizer_state_bytes,
             3100 * 12);
+  // Stages apart sum its gradient: one all-reduce of 1600 bytes each (0.25 ms latency + 1600 B
+  // at 1e8 B/s), none for the whole model or a stage without a user.
+  EXPECT_EQ(table.tie_sum_ns(0, 3), 0);
+  EXPECT_EQ(table.tie_sum_ns(1, 2), 0);
+  const int64_t sum_ns = 250000 + 16000;
+  EXPECT_EQ(table.tie_sum_ns(0, 2), sum_ns);
+  EXPECT_EQ(table.tie_sum_ns(2, 3), sum_ns);
+  EXPECT_EQ(stage_times(table, 2, 3, false).optimizer_ns, table.optimizer_ns(2, 3) + sum_ns);
 }
 
 TEST(MemoryModelTest, DataParallelAddsOnlyTheGradientBucket) {
