@@ -207,6 +207,7 @@ struct Comm::Impl {
   GroupPtr make_group(const std::string& prefix, int group_rank, int group_size, bool on_host,
                       int gloo_threads) const;
   void warm_up_edge(const GroupPtr& group, int group_rank, bool sender, const std::string& what) const;
+  void warm_up_all_reduce(const GroupPtr& group, const std::string& what) const;
   void create_groups(const Plan& plan, const std::vector<std::vector<int>>& tie_stages);
 };
 
@@ -243,6 +244,13 @@ void Comm::Impl::warm_up_edge(const GroupPtr& group, int group_rank, bool sender
             [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
 }
 
+// One tiny all-reduce over the group.
+void Comm::Impl::warm_up_all_reduce(const GroupPtr& group, const std::string& what) const {
+  std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
+  wait_work(group->allreduce(tensors), device_wait_timeout(),
+            [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
+}
+
 void Comm::Impl::create_groups(const Plan& plan,
                                 const std::vector<std::vector<int>>& tie_stages) {
   const RankAssignment& me = plan.ranks.at(env.rank);
@@ -268,10 +276,7 @@ void Comm::Impl::create_groups(const Plan& plan,
     dp_size = plan.dp;
     dp = make_group("dp/s" + std::to_string(me.stage), me.replica, plan.dp, /*on_host=*/false,
                     kDpGroupThreads);
-    std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
-    wait_work(dp->allreduce(tensors), device_wait_timeout(), [&] {
-      return detail::concat("rank ", env.rank, ": connecting the replicas of stage ", me.stage);
-    });
+    warm_up_all_reduce(dp, "the replicas of stage " + std::to_string(me.stage));
   }
   for (size_t tie = 0; tie < tie_stages.size(); ++tie) {
     ties.emplace_back();
@@ -281,11 +286,7 @@ void Comm::Impl::create_groups(const Plan& plan,
     ties.back() = make_group("tie" + std::to_string(tie) + "/" + replica,
                              static_cast<int>(mine - stages.begin()),
                              static_cast<int>(stages.size()), /*on_host=*/false, kDpGroupThreads);
-    std::vector<at::Tensor> tensors{torch::zeros({1}, torch::TensorOptions().device(transfer_device()))};
-    wait_work(ties.back()->allreduce(tensors), device_wait_timeout(), [&] {
-      return detail::concat("rank ", env.rank, ": connecting the stages that hold tied parameter ",
-                            tie);
-    });
+    warm_up_all_reduce(ties.back(), "the stages that hold tied parameter " + std::to_string(tie));
   }
 }
 

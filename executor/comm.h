@@ -39,8 +39,8 @@ struct LinkTimings {
 ///   ties    per tied parameter held by several stages, those stages of this replica: the sum
 ///           of its gradient.
 /// Every group does one tiny operation when created, in an order without cycles (world, edge to
-/// the previous stage, edge to the next, dp, ties in model order), so that lazily initialised NCCL communicators never
-/// wait on a peer that is blocked in the schedule. Not thread-safe.
+/// the previous stage, edge to the next, dp, ties in model order), so that lazily initialised
+/// NCCL communicators never wait on a peer that is blocked in the schedule. Not thread-safe.
 class Comm {
  public:
   /// Rendezvous through connect_store (what: the plan's hash) and creation of the groups of

@@ -133,7 +133,8 @@ void Interpreter::send(const Action& action) {
   outgoing_[mb] = torch::Tensor();
 }
 
-// Sums tied parameters' gradients over their stages, unscales (fp16), checks the gradients, steps unless loss scaling skips, zeroes the gradients.
+// Sums tied parameters' gradients over their stages, unscales (fp16), checks the gradients,
+// steps unless loss scaling skips, zeroes the gradients.
 void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
   timed(TimelineKind::kOptimizer, -1, [&] {
     torch::Tensor& gradients = stage_.gradients();

@@ -27,9 +27,10 @@ uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batc
 /// users, ascending: the stages that sum its gradient.
 std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan& plan);
 
-/// The layers [first, last) of one stage. Parameters are views into one flat float32 buffer
-/// (a parameter tied across its layers once) and their gradients views into another, so that the optimizer and the all-reduce work on
-/// two tensors; autograd accumulates micro-batch gradients into the flat gradient in place.
+/// The layers [first, last) of one stage. Parameters are views into one flat float32 buffer (a
+/// parameter tied across its layers once) and their gradients views into another, so that the
+/// optimizer and the all-reduce work on two tensors; autograd accumulates micro-batch gradients
+/// into the flat gradient in place.
 class StageRuntime {
  public:
   /// Builds only this stage's layers (build_layers with `seed`) on `device`.

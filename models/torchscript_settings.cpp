@@ -88,7 +88,9 @@ std::string attribute_error(const std::string& path, const std::string& key,
 std::vector<std::vector<int64_t>> attribute_shapes(const std::string& path,
                                                    const c10::IValue& value) {
   if (value.isIntList()) return parse_shapes(path, shape_text(value.toIntVector()));
-  PIPEPLAN_CHECK(value.isList() && value.type()->containedType(0)->kind() == c10::TypeKind::ListType,
+  const bool list_of_lists =
+      value.isList() && value.type()->containedType(0)->kind() == c10::TypeKind::ListType;
+  PIPEPLAN_CHECK(list_of_lists,
                  attribute_error(path, "input_shape", value, "List[int] or List[List[int]]"));
   std::vector<std::vector<int64_t>> shapes;
   for (const c10::IValue& shape : value.toListRef())

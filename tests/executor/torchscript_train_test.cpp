@@ -91,37 +91,56 @@ TEST_F(TorchScriptTrainTest, SerialBatchNormCnnTrainsAlikeSplitOrNot) {
                      "cnn.pt pp=2 vs pp=1");
 }
 
-// Graph models train as one process does whatever the number of stages: the same losses and,
-// after the steps, the same parameters. skip3's pp=3 cut after b carries two tensors packed;
-// tied_gpt's embedding and head (one tied weight) land on the first and the last stage;
-// two_inputs's inputs arrive packed, and its side input crosses the cut after a beside a's output.
+// Graph models profiled and planned by `pipeplan` train as one process does whatever the
+// number of stages: the same losses and, after the steps, the same parameters. skip3's cut
+// after b carries two tensors packed; tied_gpt's embedding and head (one tied weight) land on
+// the first and the last stage; two_inputs's inputs arrive packed, and its side input crosses
+// the cut after a beside a's output. Every plan has b=2, m=4, so that micro-batching is equal.
 TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   struct Case {
     std::string file;
     std::vector<int> pps;
+    std::map<int, std::string> partitions;  // --partition by pp, where the planner's is not it
   };
-  const std::vector<Case> cases = {
-      {"skip3.pt", {2, 3}},
-      {"functional.pt", {2, 3}},
-      {"resnet18.pt", {2, 3}},
-      {"tied_gpt.pt", {2, 3}},
-      {"two_inputs.pt", {2, 3}}};
+  // The planner cuts skip3 where one tensor crosses; its packed cut after b is asked for.
+  const std::vector<Case> cases = {{"skip3.pt", {2, 3}, {{2, "0:2,2:6"}, {3, "0:2,2:4,4:6"}}},
+                                   {"functional.pt", {2, 3}, {}},
+                                   {"resnet18.pt", {2, 3}, {}},
+                                   {"tied_gpt.pt", {2, 3}, {}},
+                                   {"two_inputs.pt", {2, 3}, {}}};
   for (const Case& test : cases) {
     if (!fs::exists(file(test.file))) {
       std::printf("skipping %s: torchvision is not installed\n", test.file.c_str());
       continue;
     }
-    TestPlanSpec spec;
-    spec.model = file(test.file);
-    spec.micro_batch_size = 2;
-    const TrainRun whole = train_new(make_test_plan(spec), test.file + "-pp1", /*steps=*/3);
+    const std::string dir = fresh_dir(test.file);
+    std::vector<std::string> profile{"profile", "--model", file(test.file), "--batch-sizes", "2",
+                                     "--warmup", "1", "--repeats", "1", "--no-comm",
+                                     "-o", dir + "/profile.json"};
+    if (test.file == "skip3.pt") profile.insert(profile.end(), {"--model-arg", "input_shape=8"});
+    expect_success(run_ranks(0, profile));
+    const auto plan_for = [&](int pp) {
+      const std::string path = dir + "/plan-pp" + std::to_string(pp) + ".json";
+      std::vector<std::string> plan{"plan", "--profile", dir + "/profile.json", "--devices",
+                                    std::to_string(pp), "--device-memory", "1GiB",
+                                    "--global-batch", "8", "--micro-batch-size", "2", "--dp", "1",
+                                    "--pp", std::to_string(pp), "-o", path};
+      const auto partition = test.partitions.find(pp);
+      if (partition != test.partitions.end())
+        plan.insert(plan.end(), {"--partition", partition->second});
+      expect_success(run_ranks(0, plan));
+      return read_plan(path);
+    };
+    const TrainRun whole = train_new(plan_for(1), test.file + "-pp1", /*steps=*/3);
     expect_success(whole.exits);
     ASSERT_EQ(step_losses(whole.log).size(), 3u) << test.file;
     const auto whole_parameters = final_parameters(whole, 1, /*step=*/3);
     for (int pp : test.pps) {
-      spec.pp = pp;
-      const std::string name = test.file + "-pp" + std::to_string(pp);
-      const TrainRun split = train_new(make_test_plan(spec), name, /*steps=*/3);
+      const Plan plan = plan_for(pp);
+      ASSERT_EQ(plan.pp, pp) << test.file;
+      const std::string name = test.file + "-pp" + std::to_string(pp) + " (" +
+                               plan_configuration(plan) + ")";
+      const TrainRun split = train_new(plan, test.file + "-pp" + std::to_string(pp), 3);
       expect_success(split.exits);
       expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
                          name);
@@ -133,47 +152,6 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
             << name << " " << key;
       }
     }
-  }
-}
-
-TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
-  struct Case {
-    std::string file;
-    std::vector<std::string> model_args;
-  };
-  for (const Case& test :
-       {Case{"mlp.pt", kMlpArgs}, Case{"cnn.pt", {}}, Case{"skip3.pt", {"input_shape=8"}},
-        Case{"tied_gpt.pt", {}}, Case{"two_inputs.pt", {}}}) {
-    const std::string dir = fresh_dir(test.file);
-    std::vector<std::string> profile{"profile",
-                                     "--model",
-                                     file(test.file),
-                                     "--batch-sizes",
-                                     "2,4",
-                                     "--warmup",
-                                     "1",
-                                     "--repeats",
-                                     "2",
-                                     "-o",
-                                     dir + "/profile.json"};
-    for (const std::string& arg : test.model_args)
-      profile.insert(profile.end(), {"--model-arg", arg});
-    expect_success(run_ranks(0, profile));
-    expect_success(run_ranks(
-        0, {"plan", "--profile", dir + "/profile.json", "--devices", "2", "--device-memory", "1GiB",
-            "--global-batch", "16", "--pp", "2", "-o", dir + "/plan.json"}));
-    expect_success(run_ranks(0, {"simulate", "--plan", dir + "/plan.json"}));
-    const Plan plan = read_plan(dir + "/plan.json");
-    EXPECT_EQ(plan.model.name, file(test.file));
-    EXPECT_EQ(plan.pp, 2);
-    const std::vector<RankExit> exits =
-        run_ranks(2, {"train", "--plan", dir + "/plan.json", "--data", "synthetic", "--steps", "3",
-                      "--log", dir + "/steps.jsonl", "-o", dir + "/run.json"});
-    expect_success(exits);
-    const std::vector<double> losses = step_losses(dir + "/steps.jsonl");
-    ASSERT_EQ(losses.size(), 3u) << test.file;
-    for (double loss : losses) EXPECT_TRUE(std::isfinite(loss)) << test.file;
-    EXPECT_EQ(read_run(dir + "/run.json").measured.stages.size(), 2u) << test.file;
   }
 }
 

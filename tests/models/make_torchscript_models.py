@@ -160,7 +160,8 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
         self.heads = heads
-        self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(1, 1, context, context))
+        mask = torch.tril(torch.ones(context, context)).view(1, 1, context, context)
+        self.register_buffer("mask", mask)
 
     def forward(self, x):
         batch, tokens, width = x.size()
@@ -180,7 +181,8 @@ class GptBlock(nn.Module):
         self.ln1 = nn.LayerNorm(width)
         self.attn = CausalSelfAttention(width, heads, context)
         self.ln2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                 nn.Linear(4 * width, width))
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
