@@ -155,6 +155,46 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   }
 }
 
+TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
+  struct Case {
+    std::string file;
+    std::vector<std::string> model_args;
+  };
+  for (const Case& test :
+       {Case{"mlp.pt", kMlpArgs}, Case{"cnn.pt", {}}, Case{"skip3.pt", {"input_shape=8"}}}) {
+    const std::string dir = fresh_dir(test.file);
+    std::vector<std::string> profile{"profile",
+                                     "--model",
+                                     file(test.file),
+                                     "--batch-sizes",
+                                     "2,4",
+                                     "--warmup",
+                                     "1",
+                                     "--repeats",
+                                     "2",
+                                     "-o",
+                                     dir + "/profile.json"};
+    for (const std::string& arg : test.model_args)
+      profile.insert(profile.end(), {"--model-arg", arg});
+    expect_success(run_ranks(0, profile));
+    expect_success(run_ranks(
+        0, {"plan", "--profile", dir + "/profile.json", "--devices", "2", "--device-memory", "1GiB",
+            "--global-batch", "16", "--pp", "2", "-o", dir + "/plan.json"}));
+    expect_success(run_ranks(0, {"simulate", "--plan", dir + "/plan.json"}));
+    const Plan plan = read_plan(dir + "/plan.json");
+    EXPECT_EQ(plan.model.name, file(test.file));
+    EXPECT_EQ(plan.pp, 2);
+    const std::vector<RankExit> exits =
+        run_ranks(2, {"train", "--plan", dir + "/plan.json", "--data", "synthetic", "--steps", "3",
+                      "--log", dir + "/steps.jsonl", "-o", dir + "/run.json"});
+    expect_success(exits);
+    const std::vector<double> losses = step_losses(dir + "/steps.jsonl");
+    ASSERT_EQ(losses.size(), 3u) << test.file;
+    for (double loss : losses) EXPECT_TRUE(std::isfinite(loss)) << test.file;
+    EXPECT_EQ(read_run(dir + "/run.json").measured.stages.size(), 2u) << test.file;
+  }
+}
+
 // The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the
 // memory model's prediction of each stage's peak is within 5% of the run's.
 TEST_F(TorchScriptTrainTest, SerialTiedGptMemoryIsPredictedWithinFivePercentPerStage) {
