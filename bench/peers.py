@@ -1,0 +1,247 @@
+#!/usr/bin/python3
+"""pipeplan's training step against what a user would otherwise run, on the same model and data.
+
+Usage: /usr/bin/python3 bench/peers.py [--pipeplan build/cli/pipeplan] [--rounds 3] [--steps 35]
+                                       [--batch 64] [--micro-batches 8] [--out peers.json]
+
+The model is an MLP of 8 Linear(1024, 1024) + ReLU layers (1024 logits), written as TorchScript
+for pipeplan and run as the same nn.Module (same weights) in Python. Every configuration trains
+`--steps` steps of SGD (momentum 0.9, weight decay 5e-4, pipeplan's defaults) on synthetic data
+of `--batch` samples, cross-entropy loss, and reports the median step time over the last 20
+steps after the warm-up (pipeplan's run.json keeps the times of its last 20). Pairs, run back to back in each of `--rounds` interleaved rounds:
+  pp=1:  pipeplan, one rank, 2 threads      against   a PyTorch eager loop, 2 threads
+  dp=2:  pipeplan, 2 ranks, 1 thread each   against   DistributedDataParallel on Gloo, 2 processes
+  pp=2:  pipeplan 1f1b, m micro-batches,    against   torch.distributed.pipeline.sync.Pipe on the
+         and the schedule the planner picks           same split, chunks = m (one process)
+Prints a markdown table (median and min-max over the rounds of each configuration's median step
+time, and the ratio to its peer) headed by the date, the machine and the load average, and writes
+every step time as JSON. Needs Debian's python3-torch (1.13); exits 0 with a message without it.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError:
+    print("peers.py: skipped: PyTorch is not importable by this python "
+          "(run it with Debian's /usr/bin/python3 and python3-torch)")
+    sys.exit(0)
+
+WIDTH = 1024
+LAYERS = 8
+WARMUP = 3  # pipeplan's run.json leaves out its first steps the same way
+KEPT = 20  # the steps whose times count: pipeplan's run.json keeps its last 20
+LR = 0.1
+MOMENTUM = 0.9
+WEIGHT_DECAY = 5e-4
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU()) for _ in range(LAYERS)])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sgd(model, lr):
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+
+
+def train_steps(model, optimizer, steps, batch, forward=None):
+    """Step times in ms of `steps` SGD steps on fresh synthetic batches."""
+    forward = forward or model
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        x = torch.randn(batch, WIDTH)
+        y = torch.randint(WIDTH, (batch,))
+        loss = F.cross_entropy(forward(x), y)
+        optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        optimizer.step()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times[WARMUP:][-KEPT:]
+
+
+def eager(args):
+    torch.set_num_threads(2)
+    model = mlp()
+    return train_steps(model, sgd(model, LR * args.batch / 256), args.steps, args.batch)
+
+
+def ddp_worker(rank, port, args, out):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = DistributedDataParallel(mlp())
+    times = train_steps(model, sgd(model, LR * args.batch / 256), args.steps, args.batch // 2)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(times, f)
+    dist.destroy_process_group()
+
+
+def ddp(args, work):
+    out = os.path.join(work, "ddp.json")
+    torch.multiprocessing.spawn(ddp_worker, args=(free_port(), args, out), nprocs=2)
+    with open(out) as f:
+        return json.load(f)
+
+
+def pipe(args, stages):
+    from torch.distributed import rpc
+    from torch.distributed.pipeline.sync import Pipe
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(free_port())
+    rpc.init_rpc("peers", rank=0, world_size=1)
+    try:
+        blocks = list(mlp())
+        model = Pipe(nn.Sequential(*[nn.Sequential(*blocks[first:last]) for first, last in stages]),
+                     chunks=args.micro_batches, checkpoint="never")
+        return train_steps(model, sgd(model, LR * args.batch / 256), args.steps, args.batch,
+                           forward=lambda x: model(x).local_value())
+    finally:
+        rpc.shutdown()
+
+
+def run(command, env=None):
+    result = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    if result.returncode != 0:
+        sys.exit(f"peers.py: {' '.join(command)} failed ({result.returncode}):\n{result.stdout}")
+    return result.stdout
+
+
+def pipeplan_run(args, work, plan, ranks, threads):
+    out = os.path.join(work, "run.json")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    run([args.pipeplan, "launch", "--nproc", str(ranks), "--", args.pipeplan, "train", "--plan",
+         plan, "--data", "synthetic", "--steps", str(args.steps), "-o", out], env)
+    with open(out) as f:
+        return [step["iteration_ms"] for step in json.load(f)["measured"]["step_times"]][-KEPT:]
+
+
+def make_plans(args, work):
+    """Profiles the file once and writes the plans of the pipeplan configurations."""
+    model = os.path.join(work, "mlp.pt")
+    torch.jit.script(mlp()).save(model)
+    profile = os.path.join(work, "profile.json")
+    m = args.micro_batches
+    run([args.pipeplan, "profile", "--model", model, "--model-arg", f"input_shape={WIDTH}",
+         "--batch-sizes", f"{args.batch // m},{args.batch // 2},{args.batch}", "-o", profile])
+    common = [args.pipeplan, "plan", "--profile", profile, "--device-memory", "8GiB",
+              "--global-batch", str(args.batch)]
+    plans = {}
+    for name, extra in [
+            ("pp1", ["--devices", "1", "--micro-batch-size", str(args.batch)]),
+            ("dp2", ["--devices", "2", "--dp", "2", "--pp", "1",
+                     "--micro-batch-size", str(args.batch // 2)]),
+            ("pp2-1f1b", ["--devices", "2", "--dp", "1", "--pp", "2", "--schedule", "1f1b",
+                          "--micro-batch-size", str(args.batch // m)]),
+            ("pp2-best", ["--devices", "2", "--dp", "1", "--pp", "2"])]:
+        plans[name] = os.path.join(work, name + ".json")
+        run(common + extra + ["-o", plans[name]])
+    with open(plans["pp2-1f1b"]) as f:
+        stages = [(s["first"], s["last"]) for s in json.load(f)["stages"]]
+    return plans, stages
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pipeplan", default="build/cli/pipeplan")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=35)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--micro-batches", type=int, default=8)
+    parser.add_argument("--out", default="peers.json")
+    args = parser.parse_args()
+    if args.steps <= WARMUP or args.batch % (2 * args.micro_batches):
+        sys.exit(f"peers.py: --steps must exceed {WARMUP} and --batch be a multiple of "
+                 "2 x --micro-batches")
+    started = time.time()
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as work:
+        plans, stages = make_plans(args, work)
+        with open(plans["pp2-best"]) as f:
+            best = json.load(f)
+        configurations = [
+            ("pp=1", "pipeplan", lambda: pipeplan_run(args, work, plans["pp1"], 1, 2)),
+            ("pp=1", "PyTorch eager", lambda: eager(args)),
+            ("dp=2", "pipeplan", lambda: pipeplan_run(args, work, plans["dp2"], 2, 1)),
+            ("dp=2", "DDP (gloo)", lambda: ddp(args, work)),
+            ("pp=2", "pipeplan 1f1b", lambda: pipeplan_run(args, work, plans["pp2-1f1b"], 2, 1)),
+            ("pp=2", "pipeplan, planner's pick", lambda: pipeplan_run(args, work,
+                                                                     plans["pp2-best"], 2, 1)),
+            ("pp=2", "torch Pipe", lambda: pipe(args, stages)),
+        ]
+        medians = {index: [] for index in range(len(configurations))}
+        steps = {index: [] for index in range(len(configurations))}
+        for round_idx in range(args.rounds):
+            for index, (_, _, measure) in enumerate(configurations):
+                times = measure()
+                steps[index].append(times)
+                medians[index].append(statistics.median(times))
+            print(f"round {round_idx + 1} of {args.rounds} done ({time.time() - started:.0f} s)",
+                  file=sys.stderr)
+    rows = []
+    peer_of = {"pp=1": "PyTorch eager", "dp=2": "DDP (gloo)", "pp=2": "torch Pipe"}
+    results = {}
+    for index, (group, name, _) in enumerate(configurations):
+        results[(group, name)] = summary(medians[index])
+    for index, (group, name, _) in enumerate(configurations):
+        s = results[(group, name)]
+        peer = results[(group, peer_of[group])]
+        ratio = "-" if name == peer_of[group] else f"{s['median'] / peer['median']:.3f}"
+        rows.append({"setting": group, "runner": name, "median_ms": s["median"],
+                     "min_ms": s["min"], "max_ms": s["max"], "ratio_to_peer": ratio,
+                     "step_ms": steps[index]})
+    best_line = (f"planner's pick: {best['schedule']} b={best['micro_batch_size']} "
+                 f"m={best['num_micro_batches']} stages "
+                 + ",".join(f"{s['first']}:{s['last']}" for s in best["stages"]))
+    header = {
+        "date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
+        "torch": torch.__version__,
+        "load_average_at_start": load,
+        "model": f"MLP {LAYERS} x Linear({WIDTH}, {WIDTH}) + ReLU, batch {args.batch}",
+        "steps": args.steps, "warmup_steps": WARMUP, "rounds": args.rounds,
+        "micro_batches": args.micro_batches, "pipe_stages": stages, "best_plan": best_line,
+        "wall_s": time.time() - started,
+    }
+    with open(args.out, "w") as f:
+        json.dump({"header": header, "rows": rows}, f, indent=1)
+    print(f"date: {header['date']}; machine: {header['machine']}; torch {header['torch']}")
+    print(f"{header['model']}, {args.steps} steps ({WARMUP} warm-up), {args.rounds} interleaved "
+          f"rounds, m={args.micro_batches} for pp=2; load average at start "
+          f"{' '.join(f'{v:.2f}' for v in load)}; {best_line}; whole run {header['wall_s']:.0f} s")
+    print()
+    print("| setting | runner | step ms, median of round medians | min–max | ratio to peer |")
+    print("|---|---|---:|---|---:|")
+    for row in rows:
+        print(f"| {row['setting']} | {row['runner']} | {row['median_ms']:.2f} | "
+              f"{row['min_ms']:.2f}–{row['max_ms']:.2f} | {row['ratio_to_peer']} |")
+
+
+if __name__ == "__main__":
+    main()
