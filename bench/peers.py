@@ -3,19 +3,22 @@
 
 Usage: /usr/bin/python3 bench/peers.py [--pipeplan build/cli/pipeplan] [--rounds 3] [--steps 35]
                                        [--batch 64] [--micro-batches 8] [--out peers.json]
+                                       [--only pp1,dp2,pp2]
 
 The model is an MLP of 8 Linear(1024, 1024) + ReLU layers (1024 logits), written as TorchScript
 for pipeplan and run as the same nn.Module (same weights) in Python. Every configuration trains
 `--steps` steps of SGD (momentum 0.9, weight decay 5e-4, pipeplan's defaults) on synthetic data
 of `--batch` samples, cross-entropy loss, and reports the median step time over the last 20
-steps after the warm-up (pipeplan's run.json keeps the times of its last 20). Pairs, run back to back in each of `--rounds` interleaved rounds:
+steps after the warm-up (pipeplan's run.json keeps the times of its last 20). Pairs, run back
+to back in each of `--rounds` interleaved rounds:
   pp=1:  pipeplan, one rank, 2 threads      against   a PyTorch eager loop, 2 threads
   dp=2:  pipeplan, 2 ranks, 1 thread each   against   DistributedDataParallel on Gloo, 2 processes
   pp=2:  pipeplan 1f1b, m micro-batches,    against   torch.distributed.pipeline.sync.Pipe on the
          and the schedule the planner picks           same split, chunks = m (one process)
 Prints a markdown table (median and min-max over the rounds of each configuration's median step
-time, and the ratio to its peer) headed by the date, the machine and the load average, and writes
-every step time as JSON. Needs Debian's python3-torch (1.13); exits 0 with a message without it.
+time, and the ratio to its peer round by round: median and range) headed by the date, the
+machine and the load average, and writes every step time as JSON. `--only pp1,dp2` runs some
+settings only. Needs Debian's python3-torch (1.13); exits 0 with a message without it.
 """
 import argparse
 import datetime
@@ -49,7 +52,8 @@ WEIGHT_DECAY = 5e-4
 
 def mlp():
     torch.manual_seed(0)
-    return nn.Sequential(*[nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU()) for _ in range(LAYERS)])
+    blocks = [nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU()) for _ in range(LAYERS)]
+    return nn.Sequential(*blocks)
 
 
 def free_port():
@@ -175,7 +179,12 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--micro-batches", type=int, default=8)
     parser.add_argument("--out", default="peers.json")
+    parser.add_argument("--only", default="pp1,dp2,pp2",
+                        help="comma-separated settings to run: pp1, dp2, pp2")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not only or not only <= {"pp1", "dp2", "pp2"}:
+        sys.exit(f"peers.py: --only {args.only!r}: expected settings among pp1, dp2, pp2")
     if args.steps <= WARMUP or args.batch % (2 * args.micro_batches):
         sys.exit(f"peers.py: --steps must exceed {WARMUP} and --batch be a multiple of "
                  "2 x --micro-batches")
@@ -195,6 +204,7 @@ def main():
                                                                      plans["pp2-best"], 2, 1)),
             ("pp=2", "torch Pipe", lambda: pipe(args, stages)),
         ]
+        configurations = [c for c in configurations if c[0].replace("=", "") in only]
         medians = {index: [] for index in range(len(configurations))}
         steps = {index: [] for index in range(len(configurations))}
         for round_idx in range(args.rounds):
@@ -209,10 +219,15 @@ def main():
     results = {}
     for index, (group, name, _) in enumerate(configurations):
         results[(group, name)] = summary(medians[index])
+    peer_index = {group: index for index, (group, name, _) in enumerate(configurations)
+                  if name == peer_of[group]}
     for index, (group, name, _) in enumerate(configurations):
         s = results[(group, name)]
-        peer = results[(group, peer_of[group])]
-        ratio = "-" if name == peer_of[group] else f"{s['median'] / peer['median']:.3f}"
+        # Each round's median against its peer's in the same round: the host's drift between
+        # rounds cancels.
+        paired = [mine / theirs for mine, theirs in zip(medians[index], medians[peer_index[group]])]
+        ratio = "-" if name == peer_of[group] else (
+            f"{statistics.median(paired):.3f} ({min(paired):.3f}–{max(paired):.3f})")
         rows.append({"setting": group, "runner": name, "median_ms": s["median"],
                      "min_ms": s["min"], "max_ms": s["max"], "ratio_to_peer": ratio,
                      "step_ms": steps[index]})
@@ -236,7 +251,8 @@ def main():
           f"rounds, m={args.micro_batches} for pp=2; load average at start "
           f"{' '.join(f'{v:.2f}' for v in load)}; {best_line}; whole run {header['wall_s']:.0f} s")
     print()
-    print("| setting | runner | step ms, median of round medians | min–max | ratio to peer |")
+    print("| setting | runner | step ms, median of round medians | min–max | "
+          "ratio to peer, median of rounds (range) |")
     print("|---|---|---:|---|---:|")
     for row in rows:
         print(f"| {row['setting']} | {row['runner']} | {row['median_ms']:.2f} | "
