@@ -66,26 +66,44 @@ def sgd(model, lr):
     return torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
 
 
-def train_steps(model, optimizer, steps, batch, forward=None):
-    """Step times in ms of `steps` SGD steps on fresh synthetic batches."""
+# pp=1 by phase, one dict of medians per round: {"data": ms, "forward": ms, ...}.
+PHASES = {"pipeplan": [], "eager": []}
+
+
+def train_steps(model, optimizer, steps, batch, forward=None, phases=None):
+    """Step times in ms of `steps` SGD steps on fresh synthetic batches; with `phases` (a dict),
+    also each step's data, forward (with the loss), backward and optimizer times."""
     forward = forward or model
     times = []
     for _ in range(steps):
-        start = time.perf_counter()
+        marks = [time.perf_counter()]
         x = torch.randn(batch, WIDTH)
         y = torch.randint(WIDTH, (batch,))
+        marks.append(time.perf_counter())
         loss = F.cross_entropy(forward(x), y)
+        marks.append(time.perf_counter())
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
+        marks.append(time.perf_counter())
         optimizer.step()
-        times.append((time.perf_counter() - start) * 1e3)
+        marks.append(time.perf_counter())
+        times.append((marks[-1] - marks[0]) * 1e3)
+        if phases is not None:
+            for name, begin, end in zip(("data", "forward", "backward", "optimizer"), marks,
+                                        marks[1:]):
+                phases.setdefault(name, []).append((end - begin) * 1e3)
     return times[WARMUP:][-KEPT:]
 
 
 def eager(args):
     torch.set_num_threads(2)
     model = mlp()
-    return train_steps(model, sgd(model, LR * args.batch / 256), args.steps, args.batch)
+    phases = {}
+    times = train_steps(model, sgd(model, LR * args.batch / 256), args.steps, args.batch,
+                        phases=phases)
+    PHASES["eager"].append({name: statistics.median(values[WARMUP:][-KEPT:])
+                            for name, values in phases.items()})
+    return times
 
 
 def ddp_worker(rank, port, args, out):
@@ -139,7 +157,14 @@ def pipeplan_run(args, work, plan, ranks, threads):
     run([args.pipeplan, "launch", "--nproc", str(ranks), "--", args.pipeplan, "train", "--plan",
          plan, "--data", "synthetic", "--steps", str(args.steps), "-o", out], env)
     with open(out) as f:
-        return [step["iteration_ms"] for step in json.load(f)["measured"]["step_times"]][-KEPT:]
+        measured = json.load(f)["measured"]
+    if ranks == 1:  # the run's own means per phase (one micro-batch: forward and backward once)
+        rank = measured["ranks"][0]
+        phases = {"data": rank["load_ms"], "forward": rank["fwd_ms"],
+                  "backward": rank["bwd_ms"], "optimizer": rank["optimizer_ms"]}
+        phases["other"] = rank["iteration_ms"] - sum(phases.values())
+        PHASES["pipeplan"].append(phases)
+    return [step["iteration_ms"] for step in measured["step_times"]][-KEPT:]
 
 
 def make_plans(args, work):
@@ -245,7 +270,7 @@ def main():
         "wall_s": time.time() - started,
     }
     with open(args.out, "w") as f:
-        json.dump({"header": header, "rows": rows}, f, indent=1)
+        json.dump({"header": header, "rows": rows, "pp1_phases": PHASES}, f, indent=1)
     print(f"date: {header['date']}; machine: {header['machine']}; torch {header['torch']}")
     print(f"{header['model']}, {args.steps} steps ({WARMUP} warm-up), {args.rounds} interleaved "
           f"rounds, m={args.micro_batches} for pp=2; load average at start "
@@ -257,6 +282,18 @@ def main():
     for row in rows:
         print(f"| {row['setting']} | {row['runner']} | {row['median_ms']:.2f} | "
               f"{row['min_ms']:.2f}–{row['max_ms']:.2f} | {row['ratio_to_peer']} |")
+    if PHASES["pipeplan"] and PHASES["eager"]:
+        print()
+        print("pp=1 by phase, ms (median over rounds; pipeplan: its run.json means, its optimizer "
+              "phase with the finite check and zeroing; eager: zero_grad with backward):")
+        print()
+        print("| phase | pipeplan | PyTorch eager |")
+        print("|---|---:|---:|")
+        for name in ("data", "forward", "backward", "optimizer", "other"):
+            cells = [statistics.median(r[name] for r in PHASES[who]) if name in PHASES[who][0]
+                     else None for who in ("pipeplan", "eager")]
+            print(f"| {name} | " + " | ".join("-" if c is None else f"{c:.2f}" for c in cells)
+                  + " |")
 
 
 if __name__ == "__main__":
