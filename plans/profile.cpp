@@ -37,6 +37,8 @@ Json point_json(const LayerPoint& point) {
             {"bwd_transient_bytes", point.bwd_transient_bytes}};
   if (point.fwd_kernel_ms) json["fwd_kernel_ms"] = *point.fwd_kernel_ms;
   if (point.bwd_kernel_ms) json["bwd_kernel_ms"] = *point.bwd_kernel_ms;
+  if (point.bwd_input_ms) json["bwd_input_ms"] = *point.bwd_input_ms;
+  if (point.bwd_weight_ms) json["bwd_weight_ms"] = *point.bwd_weight_ms;
   return json;
 }
 
@@ -49,6 +51,8 @@ LayerPoint point_from(const JsonReader& reader) {
   point.bwd_ms_p90 = reader.time_ms("bwd_ms_p90");
   if (reader.has("fwd_kernel_ms")) point.fwd_kernel_ms = reader.time_ms("fwd_kernel_ms");
   if (reader.has("bwd_kernel_ms")) point.bwd_kernel_ms = reader.time_ms("bwd_kernel_ms");
+  if (reader.has("bwd_input_ms")) point.bwd_input_ms = reader.time_ms("bwd_input_ms");
+  if (reader.has("bwd_weight_ms")) point.bwd_weight_ms = reader.time_ms("bwd_weight_ms");
   point.output_shape = reader.integers_in("output_shape", 1, kMaxBytes);
   point.output_bytes = reader.byte_count("output_bytes");
   point.retained_bytes = reader.byte_count("retained_bytes");
@@ -57,6 +61,31 @@ LayerPoint point_from(const JsonReader& reader) {
   point.fwd_transient_bytes = reader.byte_count("fwd_transient_bytes");
   point.bwd_transient_bytes = reader.byte_count("bwd_transient_bytes");
   return point;
+}
+
+Json fits_json(const LayerFits& fits) {
+  Json json{{"fwd_ms", fit_json(fits.fwd_ms)},
+            {"bwd_ms", fit_json(fits.bwd_ms)},
+            {"output_bytes", fit_json(fits.output_bytes)},
+            {"retained_bytes", fit_json(fits.retained_bytes)},
+            {"fwd_transient_bytes", fit_json(fits.fwd_transient_bytes)},
+            {"bwd_transient_bytes", fit_json(fits.bwd_transient_bytes)}};
+  if (fits.bwd_input_ms) json["bwd_input_ms"] = fit_json(*fits.bwd_input_ms);
+  if (fits.bwd_weight_ms) json["bwd_weight_ms"] = fit_json(*fits.bwd_weight_ms);
+  return json;
+}
+
+LayerFits fits_from(const JsonReader& reader) {
+  LayerFits fits;
+  fits.fwd_ms = fit_from(reader.object("fwd_ms"));
+  fits.bwd_ms = fit_from(reader.object("bwd_ms"));
+  fits.output_bytes = fit_from(reader.object("output_bytes"));
+  fits.retained_bytes = fit_from(reader.object("retained_bytes"));
+  fits.fwd_transient_bytes = fit_from(reader.object("fwd_transient_bytes"));
+  fits.bwd_transient_bytes = fit_from(reader.object("bwd_transient_bytes"));
+  if (reader.has("bwd_input_ms")) fits.bwd_input_ms = fit_from(reader.object("bwd_input_ms"));
+  if (reader.has("bwd_weight_ms")) fits.bwd_weight_ms = fit_from(reader.object("bwd_weight_ms"));
+  return fits;
 }
 
 Json layer_json(const LayerProfile& layer) {
@@ -71,13 +100,7 @@ Json layer_json(const LayerProfile& layer) {
               {"output_dtype", layer.output_dtype},
               {"optimizer_step_ms", layer.optimizer_step_ms},
               {"points", points},
-              {"fits",
-               {{"fwd_ms", fit_json(layer.fits.fwd_ms)},
-                {"bwd_ms", fit_json(layer.fits.bwd_ms)},
-                {"output_bytes", fit_json(layer.fits.output_bytes)},
-                {"retained_bytes", fit_json(layer.fits.retained_bytes)},
-                {"fwd_transient_bytes", fit_json(layer.fits.fwd_transient_bytes)},
-                {"bwd_transient_bytes", fit_json(layer.fits.bwd_transient_bytes)}}}};
+              {"fits", fits_json(layer.fits)}};
 }
 
 LayerProfile layer_from(const JsonReader& reader) {
@@ -93,13 +116,7 @@ LayerProfile layer_from(const JsonReader& reader) {
   for (auto it = steps.json().begin(); it != steps.json().end(); ++it)
     layer.optimizer_step_ms[it.key()] = steps.time_ms(it.key());
   for (const JsonReader& point : reader.objects("points")) layer.points.push_back(point_from(point));
-  const JsonReader fits = reader.object("fits");
-  layer.fits.fwd_ms = fit_from(fits.object("fwd_ms"));
-  layer.fits.bwd_ms = fit_from(fits.object("bwd_ms"));
-  layer.fits.output_bytes = fit_from(fits.object("output_bytes"));
-  layer.fits.retained_bytes = fit_from(fits.object("retained_bytes"));
-  layer.fits.fwd_transient_bytes = fit_from(fits.object("fwd_transient_bytes"));
-  layer.fits.bwd_transient_bytes = fit_from(fits.object("bwd_transient_bytes"));
+  layer.fits = fits_from(reader.object("fits"));
   return layer;
 }
 
@@ -265,6 +282,19 @@ LinearFit fit_field(const std::vector<LayerPoint>& points, Field field) {
   return fit_linear(xs, ys);
 }
 
+// The fit of an optional time, or nullopt unless every point has it.
+std::optional<LinearFit> fit_optional(const std::vector<LayerPoint>& points,
+                                      std::optional<double> LayerPoint::*field) {
+  std::vector<double> xs;
+  std::vector<double> ys;
+  for (const LayerPoint& point : points) {
+    if (!(point.*field)) return std::nullopt;
+    xs.push_back(static_cast<double>(point.batch_size));
+    ys.push_back(*(point.*field));
+  }
+  return fit_linear(xs, ys);
+}
+
 }  // namespace
 
 LayerFits fit_points(const std::vector<LayerPoint>& points) {
@@ -275,7 +305,17 @@ LayerFits fit_points(const std::vector<LayerPoint>& points) {
   fits.retained_bytes = fit_field(points, &LayerPoint::retained_bytes);
   fits.fwd_transient_bytes = fit_field(points, &LayerPoint::fwd_transient_bytes);
   fits.bwd_transient_bytes = fit_field(points, &LayerPoint::bwd_transient_bytes);
+  fits.bwd_input_ms = fit_optional(points, &LayerPoint::bwd_input_ms);
+  fits.bwd_weight_ms = fit_optional(points, &LayerPoint::bwd_weight_ms);
   return fits;
+}
+
+bool Profile::has_backward_split() const {
+  if (layers.empty()) return false;
+  for (const LayerProfile& layer : layers)
+    for (const LayerPoint& point : layer.points)
+      if (!point.bwd_input_ms || !point.bwd_weight_ms) return false;
+  return true;
 }
 
 Json to_json(const Profile& profile) {

@@ -49,6 +49,15 @@ struct LayerPoint {
   /// launch gaps); the wall times above come from CUDA events.
   std::optional<double> fwd_kernel_ms;
   std::optional<double> bwd_kernel_ms;
+  /// The backward split in two, as a zero-bubble schedule (zb-h1) runs it, each the median of
+  /// its own timed passes (separate from those of bwd_ms, same clock, warmup and repeats):
+  /// B, the gradient of the layer's input alone (0 for layer 0, whose input is the data, and for
+  /// any integer input such as tokens), and W, the gradients of the layer's parameters alone
+  /// (0 for a layer without parameters), from the same output gradient as bwd_ms. B + W is
+  /// usually somewhat above bwd_ms: the two passes walk the layer's graph twice. Both present or
+  /// both absent, at every point of every layer or at none (profiles from before the split).
+  std::optional<double> bwd_input_ms;
+  std::optional<double> bwd_weight_ms;
   std::vector<int64_t> output_shape;  ///< including the batch dimension
   int64_t output_bytes = 0;           ///< bytes of the output activation
   /// Bytes the layer's autograd graph keeps alive from forward until backward, measured with
@@ -77,6 +86,9 @@ struct LayerFits {
   LinearFit retained_bytes;
   LinearFit fwd_transient_bytes;
   LinearFit bwd_transient_bytes;
+  /// Fits of the B/W split, present exactly when the points have it.
+  std::optional<LinearFit> bwd_input_ms;
+  std::optional<LinearFit> bwd_weight_ms;
 };
 
 /// Every per-point quantity fitted over the batch size of `points` (not empty).
@@ -168,12 +180,16 @@ struct Profile {
   std::vector<LayerProfile> layers;
   std::vector<TiedProfile> ties;  ///< "ties", written when there are any
 
+  /// Whether every layer has the B/W split (bwd_input_ms and bwd_weight_ms at every point).
+  bool has_backward_split() const;
+
   /// Checks everything a reader relies on, for meaning as well as syntax
   /// (profile_validate.cpp): one layer record per model layer with index i at position i;
   /// points sorted by batch size matching settings.batch_sizes (strictly ascending); settings'
   /// device of device.kind; p90s at least the medians; saved parts within retained bytes; each
   /// output shape batch-first with one sample shape and output_bytes its size; parameter bytes 0
-  /// exactly without parameters; the stored fits those of the points; each tie over existing
+  /// exactly without parameters; the B/W split (bwd_input_ms with bwd_weight_ms) at every point
+  /// of every layer or at none; the stored fits those of the points; each tie over existing
   /// layers in ascending order, of at most each layer's param_count. The readers bound every
   /// time by kMaxTimeMs and byte count by kMaxBytes (common/limits.h). Throws Error(kBadInput)
   /// "<document>: <field>: <value>: <what is expected>".

@@ -2,6 +2,9 @@
 // syntax (the fields agree with each other and with the model).
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "common/limits.h"
@@ -34,8 +37,26 @@ void validate_settings(const Profile& profile, std::string_view document) {
                  " (device.kind), as 'cpu', 'cuda' or 'cuda:N'");
 }
 
-// One point: p90s at least the medians, the saved parts within what is retained, and an
-// output shape of `batch_size` samples whose bytes are output_bytes.
+// The B/W split of one point: both times or neither, each a time in ms (the JSON reader checks
+// the same; a profile built in memory, e.g. by the profiler, is checked here).
+void validate_split(const LayerPoint& point, const std::string& at) {
+  PIPEPLAN_CHECK(point.bwd_input_ms.has_value() == point.bwd_weight_ms.has_value(), at,
+                 point.bwd_input_ms ? "bwd_weight_ms" : "bwd_input_ms",
+                 ": missing: expected beside ",
+                 point.bwd_input_ms ? "bwd_input_ms " : "bwd_weight_ms ",
+                 point.bwd_input_ms ? *point.bwd_input_ms : point.bwd_weight_ms.value_or(0),
+                 " (the B/W split has both times or neither)");
+  const std::pair<const char*, const std::optional<double>*> times[] = {
+      {"bwd_input_ms", &point.bwd_input_ms}, {"bwd_weight_ms", &point.bwd_weight_ms}};
+  for (const auto& [key, time_ms] : times)
+    PIPEPLAN_CHECK(!*time_ms || (**time_ms >= 0 && **time_ms <= kMaxTimeMs), at, key, ": ",
+                   time_ms->value_or(0), ": expected a time in ms in [0, ", kMaxTimeMs, "]");
+}
+
+// One point: p90s at least the medians, the saved parts within what is retained, an output
+// shape of `batch_size` samples whose bytes are output_bytes, and its B/W split.
+void validate_split(const LayerPoint& point, const std::string& at);
+
 void validate_point(const LayerProfile& layer, size_t point_idx, const std::string& where) {
   const LayerPoint& point = layer.points[point_idx];
   const std::string at = detail::concat(where, ".points[", point_idx, "].");
@@ -59,13 +80,27 @@ void validate_point(const LayerProfile& layer, size_t point_idx, const std::stri
   PIPEPLAN_CHECK(bytes == static_cast<double>(point.output_bytes), at, "output_bytes: ",
                  point.output_bytes, ": expected ", bytes, " (output_shape ", format_shape(shape),
                  " of ", layer.output_dtype, ")");
+  validate_split(point, at);
 }
 
 bool close(double stored, double expected, double scale) {
   return std::abs(stored - expected) <= kFitTolerance * (scale + std::abs(expected));
 }
 
-// Each stored fit against the least-squares fit of the layer's points.
+// A stored fit against the least-squares fit of the layer's points.
+void validate_fit(const LinearFit& stored, const LinearFit& fitted, const LayerProfile& layer,
+                  const std::string& where, const char* key) {
+  const double scale = std::abs(fitted.at(static_cast<double>(layer.points.back().batch_size)));
+  PIPEPLAN_CHECK(close(stored.intercept, fitted.intercept, scale) &&
+                     close(stored.slope, fitted.slope, scale) &&
+                     close(stored.rms_residual, fitted.rms_residual, scale),
+                 where, ".fits.", key, ": intercept ", stored.intercept, ", slope ", stored.slope,
+                 ", rms_residual ", stored.rms_residual, ": expected the fit of the points (",
+                 fitted.intercept, ", ", fitted.slope, ", ", fitted.rms_residual, ")");
+}
+
+// Each stored fit against the least-squares fit of the layer's points; the B/W split's fits
+// exactly when the points have the split.
 void validate_fits(const LayerProfile& layer, const std::string& where) {
   const LayerFits expected = fit_points(layer.points);
   const std::pair<const char*, LinearFit LayerFits::*> fields[] = {
@@ -75,17 +110,37 @@ void validate_fits(const LayerProfile& layer, const std::string& where) {
       {"retained_bytes", &LayerFits::retained_bytes},
       {"fwd_transient_bytes", &LayerFits::fwd_transient_bytes},
       {"bwd_transient_bytes", &LayerFits::bwd_transient_bytes}};
-  for (const auto& [key, field] : fields) {
-    const LinearFit& stored = layer.fits.*field;
-    const LinearFit& fitted = expected.*field;
-    const double scale = std::abs(fitted.at(static_cast<double>(layer.points.back().batch_size)));
-    PIPEPLAN_CHECK(close(stored.intercept, fitted.intercept, scale) &&
-                       close(stored.slope, fitted.slope, scale) &&
-                       close(stored.rms_residual, fitted.rms_residual, scale),
-                   where, ".fits.", key, ": intercept ", stored.intercept, ", slope ", stored.slope,
-                   ", rms_residual ", stored.rms_residual, ": expected the fit of the points (",
-                   fitted.intercept, ", ", fitted.slope, ", ", fitted.rms_residual, ")");
+  for (const auto& [key, field] : fields)
+    validate_fit(layer.fits.*field, expected.*field, layer, where, key);
+  const std::pair<const char*, std::optional<LinearFit> LayerFits::*> split_fields[] = {
+      {"bwd_input_ms", &LayerFits::bwd_input_ms}, {"bwd_weight_ms", &LayerFits::bwd_weight_ms}};
+  for (const auto& [key, field] : split_fields) {
+    const std::optional<LinearFit>& stored = layer.fits.*field;
+    const std::optional<LinearFit>& fitted = expected.*field;
+    PIPEPLAN_CHECK(stored.has_value() == fitted.has_value(), where, ".fits.", key, ": ",
+                   stored ? "present" : "missing", ": expected ",
+                   fitted ? "the fit of the points' " : "none, as the points have no ", key);
+    if (stored) validate_fit(*stored, *fitted, layer, where, key);
   }
+}
+
+// The B/W split at every point of every layer or at none: a planner that schedules B and W
+// apart needs both times of every layer.
+void validate_split_everywhere(const Profile& profile, std::string_view document) {
+  std::optional<std::pair<size_t, size_t>> with;
+  std::optional<std::pair<size_t, size_t>> without;
+  for (size_t layer_idx = 0; layer_idx < profile.layers.size(); ++layer_idx) {
+    const std::vector<LayerPoint>& points = profile.layers[layer_idx].points;
+    for (size_t point_idx = 0; point_idx < points.size(); ++point_idx) {
+      const bool split = points[point_idx].bwd_input_ms || points[point_idx].bwd_weight_ms;
+      std::optional<std::pair<size_t, size_t>>& first = split ? with : without;
+      if (!first) first = std::make_pair(layer_idx, point_idx);
+    }
+  }
+  PIPEPLAN_CHECK(!with || !without, document, ": layers[", without->first, "].points[",
+                 without->second, "].bwd_input_ms: missing: expected the B/W split (bwd_input_ms, ",
+                 "bwd_weight_ms) at every point, as layers[", with->first, "].points[",
+                 with->second, "] has it, or at none");
 }
 
 void validate_layer(const Profile& profile, size_t layer_idx, std::string_view document) {
@@ -116,6 +171,7 @@ void Profile::validate(std::string_view document) const {
   PIPEPLAN_CHECK(static_cast<int>(layers.size()) == model.num_layers, document, ": layers: ",
                  layers.size(), " records: expected one per layer of the model (",
                  model.num_layers, ", model.num_layers)");
+  validate_split_everywhere(*this, document);
   for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx)
     validate_layer(*this, layer_idx, document);
   for (size_t tie_idx = 0; tie_idx < ties.size(); ++tie_idx) {

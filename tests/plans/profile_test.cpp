@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -210,6 +211,129 @@ TEST(ProfileReportTest, MeaninglessDocumentsAreRejectedNamingTheValue) {
           "ties[0].layers: 1 layers: expected the two or more layers that use the parameter");
   rejects([](Json& j) { j["ties"][0]["param_count"] = 100481; },
           "ties[0].param_count: 100481: expected at most layers[0].param_count 100480");
+}
+
+// sample_profile with the B/W split at every point (layer 0's input is the data: B is 0).
+Profile sample_profile_with_split() {
+  Profile profile = sample_profile();
+  for (LayerProfile& layer : profile.layers) {
+    for (LayerPoint& point : layer.points) {
+      point.bwd_input_ms = layer.index == 0 ? 0.0 : 0.25 * point.bwd_ms;
+      point.bwd_weight_ms = layer.index == 0 ? point.bwd_ms : 0.875 * point.bwd_ms;
+    }
+    layer.fits = fit_points(layer.points);
+  }
+  return profile;
+}
+
+TEST(ProfileSplitTest, RoundTripsWithTheSplitAndWritesNoKeysWithout) {
+  const Profile split = sample_profile_with_split();
+  EXPECT_TRUE(split.has_backward_split());
+  const Json json = to_json(split);
+  EXPECT_EQ(json["layers"][1]["points"][1]["bwd_input_ms"], 0.375);
+  EXPECT_EQ(json["layers"][1]["points"][1]["bwd_weight_ms"], 1.3125);
+  ASSERT_TRUE(json["layers"][1]["fits"].contains("bwd_input_ms"));
+  EXPECT_NEAR(json["layers"][1]["fits"]["bwd_weight_ms"]["slope"].get<double>(),
+              (1.3125 - 0.4375) / (4 - 1), 1e-12);
+  const Profile back = profile_from_json(json, "profile.json");
+  EXPECT_EQ(to_json(back), json);
+  EXPECT_TRUE(back.has_backward_split());
+  ASSERT_TRUE(back.layers[0].points[0].bwd_input_ms.has_value());
+  EXPECT_EQ(*back.layers[0].points[0].bwd_input_ms, 0.0);
+  ASSERT_TRUE(back.layers[1].fits.bwd_input_ms.has_value());
+  EXPECT_NEAR(back.layers[1].fits.bwd_input_ms->at(4), 0.375, 1e-12);
+
+  const Profile plain = sample_profile();
+  EXPECT_FALSE(plain.has_backward_split());
+  const Json plain_json = to_json(plain);
+  for (const Json& layer : plain_json["layers"]) {
+    EXPECT_FALSE(layer["fits"].contains("bwd_input_ms"));
+    EXPECT_FALSE(layer["fits"].contains("bwd_weight_ms"));
+    for (const Json& point : layer["points"]) {
+      EXPECT_FALSE(point.contains("bwd_input_ms"));
+      EXPECT_FALSE(point.contains("bwd_weight_ms"));
+    }
+  }
+  const Profile plain_back = profile_from_json(plain_json, "profile.json");
+  EXPECT_EQ(to_json(plain_back), plain_json);
+  EXPECT_FALSE(plain_back.layers[0].fits.bwd_input_ms.has_value());
+}
+
+TEST(ProfileSplitTest, ProfilesFromBeforeTheSplitStillRead) {
+  const Profile fixture = read_profile(std::string(PIPEPLAN_SOURCE_DIR) +
+                                       "/tests/data/resnet_tiny_cpu_profile_fixture.json");
+  EXPECT_FALSE(fixture.has_backward_split());
+  EXPECT_FALSE(fixture.layers.front().points.front().bwd_input_ms.has_value());
+  EXPECT_FALSE(fixture.layers.front().fits.bwd_weight_ms.has_value());
+}
+
+TEST(ProfileSplitTest, IncompleteOrWrongSplitsAreRejectedNamingTheValue) {
+  const Json json = to_json(sample_profile_with_split());
+  const auto rejects = [&](const std::function<void(Json&)>& spoil, const std::string& expected) {
+    Json bad = json;
+    spoil(bad);
+    const std::string message = error_of([&] { profile_from_json(bad, "p.json"); });
+    EXPECT_NE(message.find("p.json: " + expected), std::string::npos) << message;
+  };
+  rejects([](Json& j) { j["layers"][1]["points"][0].erase("bwd_weight_ms"); },
+          "layers[1].points[0].bwd_weight_ms: missing: expected beside bwd_input_ms 0.125 (the "
+          "B/W split has both times or neither)");
+  rejects([](Json& j) { j["layers"][0]["points"][1].erase("bwd_input_ms"); },
+          "layers[0].points[1].bwd_input_ms: missing: expected beside bwd_weight_ms 1.5");
+  rejects(
+      [](Json& j) {
+        j["layers"][1]["points"][1].erase("bwd_input_ms");
+        j["layers"][1]["points"][1].erase("bwd_weight_ms");
+      },
+      "layers[1].points[1].bwd_input_ms: missing: expected the B/W split (bwd_input_ms, "
+      "bwd_weight_ms) at every point, as layers[0].points[0] has it, or at none");
+  rejects([](Json& j) { j["layers"][1]["points"][0]["bwd_input_ms"] = -0.125; },
+          "layers[1].points[0].bwd_input_ms: -0.125: expected a time in ms in [0, 1e+08]");
+  rejects([](Json& j) { j["layers"][0]["points"][0]["bwd_weight_ms"] = 2e8; },
+          "layers[0].points[0].bwd_weight_ms: 200000000.0: expected a time in ms in [0, 1e+08]");
+  Json wrong_fit = json;
+  wrong_fit["layers"][1]["fits"]["bwd_weight_ms"]["slope"] = 1.0;
+  const std::string fit_error = error_of([&] { profile_from_json(wrong_fit, "p.json"); });
+  EXPECT_EQ(
+      fit_error.rfind("p.json: layers[1].fits.bwd_weight_ms: intercept 0.145833, slope 1, ", 0), 0u)
+      << fit_error;
+  EXPECT_NE(fit_error.find(": expected the fit of the points (0.145833, 0.291667, "),
+            std::string::npos)
+      << fit_error;
+  rejects([](Json& j) { j["layers"][0]["fits"].erase("bwd_input_ms"); },
+          "layers[0].fits.bwd_input_ms: missing: expected the fit of the points' bwd_input_ms");
+  rejects([](Json& j) { j["layers"][1]["fits"]["bwd_input_ms"]["rms_residual"] = -1.0; },
+          "layers[1].fits.bwd_input_ms.rms_residual: -1");
+  // A split fit beside points without the split.
+  Json stray_fit = to_json(sample_profile());
+  stray_fit["layers"][1]["fits"]["bwd_input_ms"] = json["layers"][1]["fits"]["bwd_input_ms"];
+  EXPECT_NE(error_of([&] { profile_from_json(stray_fit, "p.json"); })
+                .find("p.json: layers[1].fits.bwd_input_ms: present: expected none, as the "
+                      "points have no bwd_input_ms"),
+            std::string::npos);
+}
+
+// A profile built in memory (the profiler's, a synthetic one) is checked as a file is.
+TEST(ProfileSplitTest, ValidateChecksTheSplitOfAProfileInMemory) {
+  const auto error_with = [](const std::function<void(Profile&)>& spoil) {
+    Profile profile = sample_profile_with_split();
+    spoil(profile);
+    return error_of([&] { profile.validate("mem"); });
+  };
+  EXPECT_EQ(error_with([](Profile&) {}), "");
+  EXPECT_EQ(error_with([](Profile& p) { p.layers[1].points[0].bwd_weight_ms = -1.0; }),
+            "mem: layers[1].points[0].bwd_weight_ms: -1: expected a time in ms in [0, 1e+08]");
+  EXPECT_NE(error_with([](Profile& p) {
+              p.layers[1].points[0].bwd_input_ms = std::nan("");
+            }).find("mem: layers[1].points[0].bwd_input_ms: nan: expected a time in ms"),
+            std::string::npos);
+  EXPECT_EQ(error_with([](Profile& p) { p.layers[0].points[1].bwd_input_ms.reset(); }),
+            "mem: layers[0].points[1].bwd_input_ms: missing: expected beside bwd_weight_ms 1.5 "
+            "(the B/W split has both times or neither)");
+  EXPECT_EQ(error_with([](Profile& p) {
+              p.layers[1].points[1].bwd_input_ms = 9.0;  // the fit is now the wrong one
+            }).rfind("mem: layers[1].fits.bwd_input_ms: intercept ", 0),
+            0u);
 }
 
 TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
