@@ -10,6 +10,11 @@ namespace {
 constexpr double kDeviceFlopsPerMs = 300e9;  // ~300 TFLOP/s of dense half precision
 constexpr double kLaunchOverheadMs = 0.02;   // per layer, independent of the batch
 constexpr double kBackwardOverForward = 2.0;
+// Share of the backward's compute that is B (the input gradient); W (the parameter gradients)
+// is the rest. A block's backward is two matmuls per forward matmul of the same size, dX = dY·Wᵀ
+// (B) and dW = Xᵀ·dY (W), so each is half of it (zero-bubble pipeline papers take T_B ≈ T_W
+// for the same reason). Each pass pays the launch overhead on its own.
+constexpr double kBackwardInputShare = 0.5;
 constexpr int64_t kBytesPerActivationElement = 2;  // bf16 activations
 constexpr int64_t kRetainedElementsPerToken = 17;  // × hidden: a block's saved tensors
 constexpr int64_t kTransientElementsPerToken = 8;  // × hidden: the MLP's wide hidden
@@ -38,6 +43,11 @@ LayerProfile block(const SyntheticModel& model, int index, const std::vector<int
     p.bwd_ms = kLaunchOverheadMs + kBackwardOverForward * (p.fwd_ms - kLaunchOverheadMs);
     p.fwd_ms_p90 = p.fwd_ms * 1.05;
     p.bwd_ms_p90 = p.bwd_ms * 1.05;
+    // The embedding's input is the tokens: no input gradient, its whole backward is W.
+    const double bwd_compute_ms = p.bwd_ms - kLaunchOverheadMs;
+    p.bwd_input_ms = index == 0 ? 0.0 : kLaunchOverheadMs + kBackwardInputShare * bwd_compute_ms;
+    p.bwd_weight_ms =
+        index == 0 ? p.bwd_ms : kLaunchOverheadMs + (1 - kBackwardInputShare) * bwd_compute_ms;
     p.output_shape = {b, model.sequence, model.hidden};
     p.output_bytes = b * tokens_x_hidden * kBytesPerActivationElement;
     p.saved_input_bytes = p.output_bytes;

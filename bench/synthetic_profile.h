@@ -17,7 +17,8 @@ struct SyntheticModel {
   uint64_t seed = 1;
 };
 
-/// A valid profile of `model` (device "cuda", interconnect measured at 100 GB/s, 20 µs).
+/// A valid profile of `model` (device "cuda", interconnect measured at 100 GB/s, 20 µs), with
+/// the B/W split of the backward (bwd_input_ms, bwd_weight_ms) at every point.
 Profile synthetic_profile(const SyntheticModel& model);
 
 }  // namespace pipeplan::bench
