@@ -23,8 +23,8 @@ Enum parse_word(std::string_view text, std::string_view field,
               detail::concat(field, ": ", quote(text), ": expected one of ", accepted));
 }
 
-constexpr std::pair<const char*, Schedule> kScheduleWords[] = {{"gpipe", Schedule::kGpipe},
-                                                               {"1f1b", Schedule::kOneFOneB}};
+constexpr std::pair<const char*, Schedule> kScheduleWords[] = {
+    {"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::kOneFOneB}, {"zb-h1", Schedule::kZeroBubbleH1}};
 constexpr std::pair<const char*, Precision> kPrecisionWords[] = {
     {"fp32", Precision::kFp32}, {"amp-bf16", Precision::kAmpBf16}, {"amp-fp16", Precision::kAmpFp16}};
 constexpr std::pair<const char*, OptimizerKind> kOptimizerWords[] = {{"sgd", OptimizerKind::kSgd},

@@ -17,7 +17,14 @@ namespace pipeplan {
 inline constexpr const char* kPlanSchema = "pipeplan.plan/1";
 
 /// Order of forward/backward/send/recv actions on each rank (plans/schedule.h).
-enum class Schedule { kGpipe, kOneFOneB };
+enum class Schedule {
+  kGpipe,
+  kOneFOneB,
+  /// Zero-bubble H1 (Qi et al., ICLR 2024): 1f1b's order with each backward split into B (the
+  /// input gradient, sent upstream at once) and W (the weight gradients), W deferred by s
+  /// micro-batches on stage s to fill the cool-down.
+  kZeroBubbleH1,
+};
 /// Numeric precision of the run.
 enum class Precision { kFp32, kAmpBf16, kAmpFp16 };
 enum class OptimizerKind { kSgd, kAdamw };
@@ -30,7 +37,7 @@ int64_t dtype_bytes(std::string_view dtype, std::string_view field);
 int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_view dtype,
                          int64_t batch);
 
-std::string to_string(Schedule schedule);        ///< "gpipe", "1f1b"
+std::string to_string(Schedule schedule);        ///< "gpipe", "1f1b", "zb-h1"
 std::string to_string(Precision precision);      ///< "fp32", "amp-bf16", "amp-fp16"
 std::string to_string(OptimizerKind optimizer);  ///< "sgd", "adamw"
 /// Parsers; `field` names the flag or key in the one-line error listing the accepted words.
@@ -99,20 +106,25 @@ struct MemoryTerms {
   int64_t activation_bytes_per_micro_batch = 0;  ///< A_s(b), or the stage input if checkpointed
   int in_flight = 0;                             ///< ℓ_s
   int64_t activations_bytes = 0;                 ///< ℓ_s · A_s(b)
-  int64_t recompute_bytes = 0;  ///< one micro-batch's full activations while recomputing
+  /// One micro-batch's full activations while recomputing; zb-h1: ω_s of them, since each
+  /// micro-batch past its B keeps its recomputed graph until its W.
+  int64_t recompute_bytes = 0;
   int64_t transient_bytes = 0;
   int64_t comm_buffers_bytes = 0;
   int64_t runtime_overhead_bytes = 0;
   /// A calibrating run's measured − predicted peak of this stage (plan.calibration); may be
   /// negative; 0 without calibration.
   int64_t calibration_bytes = 0;
-  int64_t total_bytes = 0;  ///< the predicted peak: the sum of the terms above (at least 0)
+  int64_t total_bytes = 0;  ///< the predicted peak: the sum of the terms (at least 0)
+  /// zb-h1: ω_s · the stage's layer-output gradients, which B keeps for W (optional key, read as
+  /// 0); 0 under other schedules. A term of total_bytes.
+  int64_t deferred_gradients_bytes = 0;
 };
 
 /// Predicted behaviour of one stage (the same for each of its replicas).
 struct StagePrediction {
   double fwd_ms = 0;        ///< one micro-batch
-  double bwd_ms = 0;        ///< one micro-batch
+  double bwd_ms = 0;        ///< one micro-batch; zb-h1: its B (input gradient)
   double recompute_ms = 0;  ///< extra forward per micro-batch when checkpointed
   double p2p_ms = 0;        ///< sending one micro-batch's boundary tensors
   double compute_ms = 0;    ///< all micro-batches of one iteration
@@ -128,6 +140,9 @@ struct StagePrediction {
   double bwd_cv = 0;
   int64_t peak_memory_bytes = 0;
   MemoryTerms memory;
+  /// zb-h1: one micro-batch's W (weight gradients); 0 otherwise (optional key). compute_ms is
+  /// num_micro_batches · (fwd_ms + bwd_ms + bwd_weight_ms + recompute_ms).
+  double bwd_weight_ms = 0;
 };
 
 /// Whole-plan predictions.

@@ -126,6 +126,7 @@ Json stage_prediction_json(const StagePrediction& s) {
     json["fwd_cv"] = s.fwd_cv;
     json["bwd_cv"] = s.bwd_cv;
   }
+  if (s.bwd_weight_ms > 0) json["bwd_weight_ms"] = s.bwd_weight_ms;  // zb-h1 only
   return json;
 }
 
@@ -136,10 +137,13 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
   // Optional: absent means no spread.
   if (r.has("fwd_cv")) s.fwd_cv = r.non_negative("fwd_cv");
   if (r.has("bwd_cv")) s.bwd_cv = r.non_negative("bwd_cv");
+  if (r.has("bwd_weight_ms")) s.bwd_weight_ms = r.number_in("bwd_weight_ms", 0, kMaxTimeMs);
   s.peak_memory_bytes = r.byte_count("peak_memory_bytes");
   const JsonReader memory = r.object("memory");
   s.memory.in_flight = memory.int_in("in_flight", 0, kMaxMicroBatches);
   for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.byte_count(key);
+  if (memory.has("deferred_gradients_bytes"))  // zb-h1 only
+    s.memory.deferred_gradients_bytes = memory.byte_count("deferred_gradients_bytes");
   // Signed; optional: absent means 0 (no calibration).
   if (memory.has("calibration_bytes"))
     s.memory.calibration_bytes = memory.integer_in("calibration_bytes", -kMaxBytes, kMaxBytes);
@@ -175,6 +179,8 @@ Predictions predictions_from(const JsonReader& r) {
 Json to_json(const MemoryTerms& memory) {
   Json json{{"in_flight", memory.in_flight}, {"calibration_bytes", memory.calibration_bytes}};
   for (const auto& [key, field] : kMemoryFields) json[key] = memory.*field;
+  if (memory.deferred_gradients_bytes > 0)
+    json["deferred_gradients_bytes"] = memory.deferred_gradients_bytes;
   return json;
 }
 

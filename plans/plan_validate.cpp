@@ -15,7 +15,6 @@ namespace {
 
 /// The largest coefficient of variation of an action time a plan may give: the simulator's
 /// log-normal draws stay meaningful well beyond any measured spread (CPU runs show < 0.5).
-constexpr double kMaxCoefficientOfVariation = 10;
 /// Relative slack of the checks that recompute a prediction from others (floating point).
 constexpr double kRelativeSlack = 1e-9;
 
@@ -205,7 +204,8 @@ void validate_memory(const MemoryTerms& m, int num_micro_batches, const std::str
                  "activation_bytes_per_micro_batch = ", m.in_flight * m.activation_bytes_per_micro_batch);
   const int64_t sum = m.parameters_bytes + m.gradients_bytes + m.optimizer_state_bytes +
                       m.master_copy_bytes + m.buffers_bytes + m.activations_bytes +
-                      m.recompute_bytes + m.transient_bytes + m.comm_buffers_bytes +
+                      m.recompute_bytes + m.deferred_gradients_bytes + m.transient_bytes +
+                      m.comm_buffers_bytes +
                       m.runtime_overhead_bytes + m.calibration_bytes;
   PIPEPLAN_CHECK(m.total_bytes == std::max<int64_t>(0, sum), where, "total_bytes: ", m.total_bytes,
                  ": expected the sum of the terms, ", std::max<int64_t>(0, sum));
@@ -222,9 +222,15 @@ void validate_stage_prediction(const Plan& plan, size_t stage_idx, std::string_v
                                 {"optimizer_ms", s.optimizer_ms}, {"busy_ms", s.busy_ms},
                                 {"idle_ms", s.idle_ms}})
     check_time(ms, kMaxIterationMs, where + key);
-  const double compute_ms = plan.num_micro_batches * (s.fwd_ms + s.bwd_ms + s.recompute_ms);
+  check_time(s.bwd_weight_ms, kMaxTimeMs, where + "bwd_weight_ms");
+  PIPEPLAN_CHECK(s.bwd_weight_ms == 0 || plan.schedule == Schedule::kZeroBubbleH1, where,
+                 "bwd_weight_ms: ", s.bwd_weight_ms, ": expected 0 (only zb-h1 splits a backward)");
+  const double compute_ms =
+      plan.num_micro_batches * (s.fwd_ms + s.bwd_ms + s.bwd_weight_ms + s.recompute_ms);
   PIPEPLAN_CHECK(about_equal(s.compute_ms, compute_ms), where, "compute_ms: ", s.compute_ms,
-                 ": expected num_micro_batches * (fwd_ms + bwd_ms + recompute_ms) = ", compute_ms);
+                 ": expected num_micro_batches * (fwd_ms + bwd_ms + bwd_weight_ms + "
+                 "recompute_ms) = ",
+                 compute_ms);
   for (const auto& [key, cv] : {std::pair{"fwd_cv", s.fwd_cv}, {"bwd_cv", s.bwd_cv}})
     PIPEPLAN_CHECK(std::isfinite(cv) && cv >= 0 && cv <= kMaxCoefficientOfVariation, where, key,
                    ": ", cv, ": expected a coefficient of variation in [0, ",

@@ -26,6 +26,21 @@ const std::pair<const char*, double MeasuredTimes::*> kTimeFields[] = {
     {"idle_ms", &MeasuredTimes::idle_ms},
 };
 
+// Times written only where they apply (zb-h1's W), read as 0 when absent.
+const std::pair<const char*, double MeasuredTimes::*> kOptionalTimeFields[] = {
+    {"bwd_weight_ms", &MeasuredTimes::bwd_weight_ms},
+};
+
+void write_optional_times(const MeasuredTimes& t, Json* json) {
+  for (const auto& [key, field] : kOptionalTimeFields)
+    if (t.*field > 0) (*json)[key] = t.*field;
+}
+
+void read_optional_times(const JsonReader& reader, MeasuredTimes* t) {
+  for (const auto& [key, field] : kOptionalTimeFields)
+    if (reader.has(key)) t->*field = reader.number_in(key, 0, kMaxTimeMs);
+}
+
 const std::pair<const char*, double Measurements::*> kRunTimeFields[] = {
     {"iteration_ms", &Measurements::iteration_ms},
     {"samples_per_s", &Measurements::samples_per_s},
@@ -38,6 +53,7 @@ const std::pair<const char*, double Measurements::*> kRunTimeFields[] = {
 
 void MeasuredTimes::add(const MeasuredTimes& other, double weight) {
   for (const auto& [key, field] : kTimeFields) this->*field += other.*field * weight;
+  for (const auto& [key, field] : kOptionalTimeFields) this->*field += other.*field * weight;
 }
 
 Json to_json(const RankMeasurement& r) {
@@ -48,6 +64,7 @@ Json to_json(const RankMeasurement& r) {
             {"peak_memory_bytes", r.peak_memory_bytes},
             {"cuda_allocator_peak_bytes", r.cuda_allocator_peak_bytes}};
   for (const auto& [key, field] : kTimeFields) json[key] = r.*field;
+  write_optional_times(r, &json);
   json["iteration_ms"] = r.iteration_ms;
   return json;
 }
@@ -61,6 +78,7 @@ RankMeasurement rank_measurement_from_json(const JsonReader& reader) {
   r.peak_memory_bytes = reader.byte_count("peak_memory_bytes");
   r.cuda_allocator_peak_bytes = reader.byte_count("cuda_allocator_peak_bytes");
   for (const auto& [key, field] : kTimeFields) r.*field = reader.number_in(key, 0, kMaxIterationMs);
+  read_optional_times(reader, &r);
   r.iteration_ms = reader.number_in("iteration_ms", 0, kMaxIterationMs);
   return r;
 }
@@ -70,6 +88,7 @@ namespace {
 Json stage_json(const StageMeasurement& s) {
   Json json{{"peak_memory_bytes", s.peak_memory_bytes}};
   for (const auto& [key, field] : kTimeFields) json[key] = s.*field;
+  write_optional_times(s, &json);
   return json;
 }
 
@@ -77,17 +96,20 @@ StageMeasurement stage_from(const JsonReader& reader) {
   StageMeasurement s;
   s.peak_memory_bytes = reader.byte_count("peak_memory_bytes");
   for (const auto& [key, field] : kTimeFields) s.*field = reader.number_in(key, 0, kMaxIterationMs);
+  read_optional_times(reader, &s);
   return s;
 }
 
 Json step_times_json(const StepTimes& step) {
   Json ranks = Json::array();
-  for (const RankStepTimes& r : step.ranks)
+  for (const RankStepTimes& r : step.ranks) {
     ranks.push_back(Json{{"fwd_ms", r.fwd_ms},
                          {"bwd_ms", r.bwd_ms},
                          {"recompute_ms", r.recompute_ms},
                          {"allreduce_ms", r.allreduce_ms},
                          {"optimizer_ms", r.optimizer_ms}});
+    if (!r.bwd_weight_ms.empty()) ranks.back()["bwd_weight_ms"] = r.bwd_weight_ms;
+  }
   return Json{{"step", step.step}, {"iteration_ms", step.iteration_ms}, {"ranks", ranks}};
 }
 
@@ -95,9 +117,11 @@ StepTimes step_times_from(const JsonReader& reader) {
   StepTimes step;
   step.step = reader.integer_in("step", 1, kMaxSteps);
   step.iteration_ms = reader.number_in("iteration_ms", 0, kMaxIterationMs);
-  for (const JsonReader& r : reader.objects("ranks"))
+  for (const JsonReader& r : reader.objects("ranks")) {
     step.ranks.push_back({r.times_ms("fwd_ms"), r.times_ms("bwd_ms"), r.times_ms("recompute_ms"),
-                          r.time_ms("allreduce_ms"), r.time_ms("optimizer_ms")});
+                          r.time_ms("allreduce_ms"), r.time_ms("optimizer_ms"), {}});
+    if (r.has("bwd_weight_ms")) step.ranks.back().bwd_weight_ms = r.times_ms("bwd_weight_ms");
+  }
   return step;
 }
 
@@ -224,12 +248,13 @@ void validate_step_times(const Run& run, std::string_view document) {
       const size_t micro_batches = step.ranks.front().fwd_ms.size();
       PIPEPLAN_CHECK(r.fwd_ms.size() == micro_batches && micro_batches <= kMaxMicroBatches &&
                          r.bwd_ms.size() == micro_batches &&
-                         (r.recompute_ms.empty() || r.recompute_ms.size() == micro_batches),
+                         (r.recompute_ms.empty() || r.recompute_ms.size() == micro_batches) &&
+                         (r.bwd_weight_ms.empty() || r.bwd_weight_ms.size() == micro_batches),
                      where, ".ranks[", rank, "]: ", r.fwd_ms.size(), " forwards, ",
                      r.bwd_ms.size(), " backwards and ", r.recompute_ms.size(),
-                     " recomputes: expected ", micro_batches,
+                     " recomputes (", r.bwd_weight_ms.size(), " Ws): expected ", micro_batches,
                      " of each (every rank runs every micro-batch, at most ", kMaxMicroBatches,
-                     "), or none recomputed");
+                     "), or none recomputed (or none split into B and W)");
     }
   }
 }

@@ -20,9 +20,10 @@ inline constexpr const char* kRunSchema = "pipeplan.run/1";
 /// For a stage, the mean over its replicas. (The run's iteration time is a median.)
 struct MeasuredTimes {
   double fwd_ms = 0;        ///< one micro-batch's forward
-  double bwd_ms = 0;        ///< one micro-batch's backward (without recompute)
+  double bwd_ms = 0;        ///< one micro-batch's backward (without recompute); zb-h1: its B
+  double bwd_weight_ms = 0;  ///< zb-h1: one micro-batch's W (optional key); 0 otherwise
   double recompute_ms = 0;  ///< one micro-batch's recomputed forward; 0 if none
-  double compute_ms = 0;    ///< forward + backward + recompute, per iteration
+  double compute_ms = 0;    ///< forward + backward (B + W) + recompute, per iteration
   double optimizer_ms = 0;  ///< the optimizer step, per iteration
   double allreduce_ms = 0;  ///< the gradient all-reduce, per iteration
   double recv_wait_ms = 0;  ///< blocked on receives, per iteration
@@ -58,10 +59,12 @@ struct StageMeasurement : MeasuredTimes {
 /// through the simulator.
 struct RankStepTimes {
   std::vector<double> fwd_ms;        ///< by micro-batch
-  std::vector<double> bwd_ms;        ///< by micro-batch
+  std::vector<double> bwd_ms;        ///< by micro-batch; zb-h1: the B part
   std::vector<double> recompute_ms;  ///< by micro-batch; empty when the stage does not recompute
   double allreduce_ms = 0;
   double optimizer_ms = 0;
+  /// By micro-batch, zb-h1 only: the W part of each backward; empty otherwise.
+  std::vector<double> bwd_weight_ms = {};
 };
 
 /// Every rank's compute in one measured step, and the step's slowest-rank iteration time.

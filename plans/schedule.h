@@ -2,6 +2,8 @@
 // The executor interprets exactly these lists and the simulator plays them.
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,11 @@ enum class ActionKind {
   kSendGradient,  ///< gradient of the input, to the previous stage
   kAllReduce,     ///< average gradients over the stage's replicas (dp > 1 only)
   kOptimizerStep,
+  /// zb-h1's B: the gradient of the stage input (sent upstream next) and of every layer output
+  /// inside the stage, kept with the micro-batch's activations until its W.
+  kBackwardInput,
+  /// zb-h1's W: the weight gradients of a micro-batch whose B has run; frees its activations.
+  kBackwardWeight,
 };
 
 /// How many transfers a rank keeps going at once — the executor's policy, which the memory
@@ -49,66 +56,111 @@ struct Action {
 /// gpipe, stage s:  F0 F1 .. F(m-1)  B0 B1 .. B(m-1)            in flight: m
 /// 1f1b,  stage s:  w = min(pp-s-1, m) warm-up forwards, then alternating F(w+i) B(i),
 ///                  then the remaining backwards                 in flight: min(m, pp-s)
+/// zb-h1, stage s:  1f1b's order with each B split into Bi (input gradient) and W (weight
+///                  gradients); W(i-s) follows Bi(i) once i >= s, the s deferred Ws close the
+///                  list, filling the cool-down that 1f1b leaves idle on later stages
+///                  in flight: min(m, pp) activations, min(m, s+1) of them past their Bi
 ///
 ///   1f1b, pp=3, m=4   time ->
 ///   stage 0: F0 F1 F2 B0 F3 B1 B2 B3
 ///   stage 1:    F0 F1 B0 F2 B1 F3 B2 B3
 ///   stage 2:       F0 B0 F1 B1 F2 B2 F3 B3
+///
+///   zb-h1, pp=3, m=4  (Bi and W each about half a backward)
+///   stage 0: F0 F1 F2 Bi0 W0 F3 Bi1 W1 Bi2 W2 Bi3 W3
+///   stage 1:    F0 F1 Bi0 F2 Bi1 W0 F3 Bi2 W1 Bi3 W2 W3
+///   stage 2:       F0 Bi0 F1 Bi1 F2 Bi2 W0 F3 Bi3 W1 W2 W3
 /// Each F is preceded by its activation receive (stage > 0) and followed by its send
-/// (stage < pp-1); each B likewise with gradients in the other direction.
+/// (stage < pp-1); each B or Bi likewise with gradients in the other direction; W has none.
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
                                   bool all_reduce);
 
-/// One micro-batch's forward with its transfers ([recv-act] F [send-act]) or backward with its
-/// own ([recv-grad] B [send-grad]): the unit stage_actions repeats, 2m times per stage.
+/// The compute of one block: a whole backward, or zb-h1's two halves of one.
+enum class BlockKind { kForward, kBackward, kBackwardInput, kBackwardWeight };
+
+/// One micro-batch's forward with its transfers ([recv-act] F [send-act]), backward or B with
+/// its own ([recv-grad] B [send-grad]), or W alone: the units stage_actions is made of.
 struct ComputeBlock {
-  bool forward = true;
+  BlockKind kind = BlockKind::kForward;
   int micro_batch = 0;
 };
 
 /// stage_actions(schedule, pp, stage_idx, num_micro_batches, all_reduce) without the list:
 /// each action (or block of actions) is computed from its index, so that a player of long
 /// pipelines (the simulator) holds no stage's list in memory. Equal to stage_actions element by
-/// element (a test checks).
+/// element (a test checks). The blocks form at most kMaxSegments runs, each a repeated pattern
+/// of up to three blocks (1f1b's steady state: F(w+i) B(i)); an index is found by scanning them.
 class StageActionList {
  public:
   StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce);
-  /// stage_actions(...).size(): num_blocks() · block_size(), then the all-reduce (when asked
-  /// for) and the optimizer step.
+  /// stage_actions(...).size(): the blocks' actions, then the all-reduce (when asked for) and
+  /// the optimizer step.
   size_t size() const { return size_; }
   /// stage_actions(...)[idx]; idx < size().
   Action operator[](size_t idx) const;
-  /// 2 · num_micro_batches.
-  int num_blocks() const { return 2 * num_micro_batches_; }
-  /// Actions per block: 1 + (stage_idx > 0) + (stage_idx < pp − 1).
-  int block_size() const { return block_size_; }
+  /// 2 · num_micro_batches (zb-h1: 3 · num_micro_batches).
+  int num_blocks() const { return num_blocks_; }
   /// Block `block_idx` < num_blocks(), in list order.
   ComputeBlock block(int block_idx) const {
-    const int m = num_micro_batches_;
-    if (schedule_ == Schedule::kGpipe || block_idx < warmup_ || block_idx >= steady_end_)
-      return block_idx < m ? ComputeBlock{true, block_idx} : ComputeBlock{false, block_idx - m};
-    const int step = block_idx - warmup_;  // steady state: F(warmup + i), B(i), ...
-    return step % 2 == 0 ? ComputeBlock{true, warmup_ + step / 2} : ComputeBlock{false, step / 2};
+    for (int seg_idx = 0;; ++seg_idx) {
+      const Segment& seg = segments_[seg_idx];
+      const int rel = block_idx - seg.first_block;
+      if (rel < seg.steps * seg.period) {
+        const int step = seg.first_step + rel / seg.period;
+        const int elem = rel % seg.period;
+        return {seg.kinds[elem], step + seg.offsets[elem]};
+      }
+    }
+  }
+  /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
+  size_t first_action(int block_idx) const;
+  /// Actions of one block of `kind` on this stage: the compute plus its transfers.
+  int block_actions(BlockKind kind) const {
+    switch (kind) {
+      case BlockKind::kForward: return 1 + has_in_ + has_out_;
+      case BlockKind::kBackward:
+      case BlockKind::kBackwardInput: return 1 + has_out_ + has_in_;
+      case BlockKind::kBackwardWeight: return 1;
+    }
+    return 1;
   }
   /// Whether the list ends with an all-reduce before the optimizer step.
   bool all_reduce() const { return all_reduce_; }
 
+  /// Runs of repeated block patterns; gpipe has 2, 1f1b 3, zb-h1 up to 5.
+  static constexpr int kMaxSegments = 6;
+
  private:
-  Schedule schedule_;
-  int pp_;
+  // Steps [first_step, first_step + steps) of `period` blocks each: block e of step i is
+  // kinds[e] of micro-batch i + offsets[e].
+  struct Segment {
+    int first_block = 0;
+    size_t first_action = 0;
+    int first_step = 0;
+    int steps = 0;
+    int period = 1;
+    int actions_per_step = 0;
+    BlockKind kinds[3] = {};
+    int offsets[3] = {};
+  };
+  void add_segment(int first_step, int end_step, std::initializer_list<BlockKind> kinds,
+                   std::initializer_list<int> offsets);
+
   int stage_idx_;
-  int num_micro_batches_;
-  int warmup_;      // 1f1b: forwards before the first backward
-  int steady_end_;  // 1f1b: first block after the last forward
-  int block_size_;
+  bool has_in_;   // stage > 0: receives activations, sends gradients
+  bool has_out_;  // stage < pp − 1
   bool all_reduce_;
-  size_t size_;
+  int num_blocks_ = 0;
+  int num_segments_ = 0;
+  size_t size_ = 0;
+  Segment segments_[kMaxSegments];
 };
 
 /// The actions of every rank of `plan` (indexed by rank), peers as ranks of the same replica.
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 
-/// Short text for logs and tests: "F3", "B0", "recv-act 2 <- r1", "all-reduce", "step".
+/// Short text for logs and tests: "F3", "B0", "Bi0", "W0", "recv-act 2 <- r1", "all-reduce",
+/// "step".
 std::string to_string(const Action& action);
 
 /// A forward-only pass over `num_micro_batches` (evaluation): for every rank of `plan`, each

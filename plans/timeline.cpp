@@ -14,7 +14,8 @@ constexpr double kMicrosecondsPerMs = 1000.0;
 constexpr int kComputeThread = 0;
 
 constexpr TimelineKind kAllKinds[] = {
-    TimelineKind::kForward,   TimelineKind::kBackward,  TimelineKind::kRecompute,
+    TimelineKind::kForward,   TimelineKind::kBackward,  TimelineKind::kBackwardInput,
+    TimelineKind::kBackwardWeight, TimelineKind::kRecompute,
     TimelineKind::kSend,      TimelineKind::kRecvWait,  TimelineKind::kAllReduce,
     TimelineKind::kOptimizer, TimelineKind::kLoad,      TimelineKind::kSendWait};
 
@@ -25,6 +26,10 @@ std::string event_name(const TimelineEvent& event) {
       return "F" + mb;
     case TimelineKind::kBackward:
       return "B" + mb;
+    case TimelineKind::kBackwardInput:
+      return "Bi" + mb;
+    case TimelineKind::kBackwardWeight:
+      return "W" + mb;
     case TimelineKind::kRecompute:
       return "R" + mb;
     case TimelineKind::kSend:
@@ -57,6 +62,10 @@ std::string to_string(TimelineKind kind) {
       return "forward";
     case TimelineKind::kBackward:
       return "backward";
+    case TimelineKind::kBackwardInput:
+      return "backward-input";
+    case TimelineKind::kBackwardWeight:
+      return "backward-weight";
     case TimelineKind::kRecompute:
       return "recompute";
     case TimelineKind::kSend:
@@ -104,6 +113,8 @@ bool is_busy(TimelineKind kind) {
   switch (kind) {
     case TimelineKind::kForward:
     case TimelineKind::kBackward:
+    case TimelineKind::kBackwardInput:
+    case TimelineKind::kBackwardWeight:
     case TimelineKind::kRecompute:
     case TimelineKind::kAllReduce:
     case TimelineKind::kOptimizer:

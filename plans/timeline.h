@@ -15,6 +15,8 @@ namespace pipeplan {
 enum class TimelineKind {
   kForward,
   kBackward,
+  kBackwardInput,   ///< zb-h1's B: the gradient of the stage input alone
+  kBackwardWeight,  ///< zb-h1's W: the gradients of the stage's weights, deferred
   kRecompute,  ///< the extra forward of a checkpointed stage, just before its backward
   /// A transfer: simulated, the time it occupies the link (the rank computes meanwhile); measured,
   /// the time the rank took to hand it to the backend (the transfer itself is not observable).
@@ -26,12 +28,12 @@ enum class TimelineKind {
   kSendWait,  ///< measured only: blocked until earlier sends completed (idle)
 };
 
-/// "forward", "backward", "recompute", "send", "recv-wait", "all-reduce", "optimizer", "load",
+/// "forward", "backward", "backward-input", "backward-weight", "recompute", "send", "recv-wait", "all-reduce", "optimizer", "load",
 /// "send-wait".
 std::string to_string(TimelineKind kind);
 /// The kind named by to_string; throws Error(kBadInput) naming `field` for any other word.
 TimelineKind parse_timeline_kind(std::string_view word, std::string_view field);
-/// Whether time spent in `kind` counts as busy: forward, backward, recompute, all-reduce and
+/// Whether time spent in `kind` counts as busy: forward, backward (B and W too), recompute, all-reduce and
 /// optimizer, as the simulator counts it. Everything else (waits, loading, handing sends to
 /// the backend) is idle from the models' point of view.
 bool is_busy(TimelineKind kind);

@@ -26,6 +26,8 @@ constexpr double kGoldenAngleDeg = 137.508;  // spreads micro-batch hues evenly
 constexpr int kForwardLightnessPercent = 72;
 constexpr int kBackwardLightnessPercent = 38;
 constexpr int kRecomputeLightnessPercent = 85;
+constexpr int kBackwardInputLightnessPercent = 50;  // zb-h1's B: between forward and backward
+constexpr int kBackwardWeightLightnessPercent = 28;  // zb-h1's W: darker than a whole backward
 constexpr int kSendLightnessPercent = 30;
 
 // Enough decimals to tell ticks `step` apart: 0 for steps of 1 and more, 1 for 0.1, ...
@@ -77,7 +79,8 @@ class SvgPanelWriter {
                        svg_number(timeline_.bubble_fraction * 100), " %");
     out_ << svg_text(10, top_px_ + 22, text, " font-size=\"15\" font-weight=\"bold\"")
          << svg_text(10, top_px_ + 42,
-                     "forward: light, backward: dark and hatched, recompute: dashed outline, "
+                     "forward: light, backward: dark and hatched (zb-h1: Bi hatched, W darkest, outlined), "
+                     "recompute: dashed outline, "
                      "all-reduce and optimizer: grey, load: tan, blank: idle or waiting; "
                      "colour = micro-batch",
                      " fill=\"#444\"");
@@ -108,6 +111,14 @@ class SvgPanelWriter {
         box(left, top, width, hue_colour(event.micro_batch, kBackwardLightnessPercent));
         box(left, top, width, "url(#hatch)");
         break;
+      case TimelineKind::kBackwardInput:
+        box(left, top, width, hue_colour(event.micro_batch, kBackwardInputLightnessPercent));
+        box(left, top, width, "url(#hatch)");
+        break;
+      case TimelineKind::kBackwardWeight:
+        box(left, top, width, hue_colour(event.micro_batch, kBackwardWeightLightnessPercent),
+            " stroke=\"#111\" stroke-width=\"0.8\"");
+        break;
       case TimelineKind::kRecompute:
         box(left, top, width, hue_colour(event.micro_batch, kRecomputeLightnessPercent),
             " stroke=\"#333\" stroke-dasharray=\"3,2\" stroke-width=\"0.8\"");
@@ -135,10 +146,15 @@ class SvgPanelWriter {
 
   void label(const TimelineEvent& event, double left, double width, double top) {
     if (width < kMinLabelWidthPx || event.micro_batch < 0) return;
-    const char* prefix = event.kind == TimelineKind::kForward    ? "F"
-                         : event.kind == TimelineKind::kBackward ? "B"
-                                                                 : "R";
-    const char* colour = event.kind == TimelineKind::kBackward ? "white" : "black";
+    const char* prefix = event.kind == TimelineKind::kForward          ? "F"
+                         : event.kind == TimelineKind::kBackward       ? "B"
+                         : event.kind == TimelineKind::kBackwardInput  ? "Bi"
+                         : event.kind == TimelineKind::kBackwardWeight ? "W"
+                                                                       : "R";
+    const bool dark = event.kind == TimelineKind::kBackward ||
+                      event.kind == TimelineKind::kBackwardInput ||
+                      event.kind == TimelineKind::kBackwardWeight;
+    const char* colour = dark ? "white" : "black";
     out_ << svg_text(left + width / 2, top + kRowHeightPx * 0.65,
                      detail::concat(prefix, event.micro_batch),
                      detail::concat(" text-anchor=\"middle\" fill=\"", colour, "\""));

@@ -97,8 +97,15 @@ std::vector<Shape> shapes() {
   return out;
 }
 
+constexpr Schedule kSchedules[] = {Schedule::kGpipe, Schedule::kOneFOneB,
+                                   Schedule::kZeroBubbleH1};
+
+bool is_backward(ActionKind kind) {
+  return kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput;
+}
+
 TEST(ScheduleTest, PlayingAllRanksNeverDeadlocksAndPairsEverySend) {
-  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+  for (Schedule schedule : kSchedules)
     for (const Shape& s : shapes()) {
       const Plan plan = testing::make_test_plan(s.dp, s.pp, s.m, schedule);
       EXPECT_EQ(play(plan, expand_schedule(plan)), "")
@@ -121,20 +128,33 @@ TEST(ScheduleTest, PlayerDetectsABrokenSchedule) {
 }
 
 TEST(ScheduleTest, EveryMicroBatchForwardPrecedesItsBackwardOnEveryStage) {
-  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB})
+  for (Schedule schedule : kSchedules)
     for (const Shape& s : shapes()) {
       for (int stage = 0; stage < s.pp; ++stage) {
         const std::vector<Action> actions = stage_actions(schedule, s.pp, stage, s.m, s.dp > 1);
-        std::vector<int> forwards(s.m, 0), backwards(s.m, 0);
+        std::vector<int> forwards(s.m, 0), backwards(s.m, 0), weights(s.m, 0);
         for (const Action& action : actions) {
           if (action.kind == ActionKind::kForward) ++forwards[action.micro_batch];
-          if (action.kind == ActionKind::kBackward) {
+          if (is_backward(action.kind)) {
             EXPECT_EQ(forwards[action.micro_batch], 1) << "B" << action.micro_batch;
             ++backwards[action.micro_batch];
+          }
+          if (action.kind == ActionKind::kBackwardWeight) {
+            EXPECT_EQ(backwards[action.micro_batch], 1) << "W" << action.micro_batch;
+            ++weights[action.micro_batch];
+          }
+          // Only zb-h1 splits backwards, and it splits every one.
+          if (action.kind == ActionKind::kBackward) {
+            EXPECT_NE(schedule, Schedule::kZeroBubbleH1);
+          }
+          if (action.kind == ActionKind::kBackwardInput ||
+              action.kind == ActionKind::kBackwardWeight) {
+            EXPECT_EQ(schedule, Schedule::kZeroBubbleH1);
           }
         }
         EXPECT_EQ(forwards, std::vector<int>(s.m, 1));
         EXPECT_EQ(backwards, std::vector<int>(s.m, 1));
+        EXPECT_EQ(weights, std::vector<int>(s.m, schedule == Schedule::kZeroBubbleH1 ? 1 : 0));
         EXPECT_EQ(actions.back().kind, ActionKind::kOptimizerStep);
         EXPECT_EQ(actions.size() >= 2 && actions[actions.size() - 2].kind == ActionKind::kAllReduce,
                   s.dp > 1);
@@ -143,7 +163,7 @@ TEST(ScheduleTest, EveryMicroBatchForwardPrecedesItsBackwardOnEveryStage) {
 }
 
 TEST(ScheduleTest, SendsAndReceivesNameTheSameMicroBatchKindAndPeer) {
-  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+  for (Schedule schedule : kSchedules) {
     const Plan plan = testing::make_test_plan(2, 4, 6, schedule);
     const auto actions = expand_schedule(plan);
     std::map<std::tuple<int, int, int, int>, int> sends, recvs;  // (from, to, kind, mb) -> count
@@ -162,11 +182,24 @@ TEST(ScheduleTest, SendsAndReceivesNameTheSameMicroBatchKindAndPeer) {
   }
 }
 
+// A micro-batch holds its activations from its forward until its backward (zb-h1: its W).
 int peak_in_flight(const std::vector<Action>& actions) {
   int in_flight = 0, peak = 0;
   for (const Action& action : actions) {
     if (action.kind == ActionKind::kForward) peak = std::max(peak, ++in_flight);
-    if (action.kind == ActionKind::kBackward) --in_flight;
+    if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight)
+      --in_flight;
+  }
+  return peak;
+}
+
+// zb-h1: micro-batches past their B whose W has not run (each keeps its layers' output
+// gradients), at the peak.
+int peak_deferred(const std::vector<Action>& actions) {
+  int deferred = 0, peak = 0;
+  for (const Action& action : actions) {
+    if (action.kind == ActionKind::kBackwardInput) peak = std::max(peak, ++deferred);
+    if (action.kind == ActionKind::kBackwardWeight) --deferred;
   }
   return peak;
 }
@@ -179,6 +212,61 @@ TEST(ScheduleTest, PeakInFlightIsMForGpipeAndMinOfMAndRemainingStagesFor1f1b) {
                 std::min(s.m, s.pp - stage))
           << "pp=" << s.pp << " m=" << s.m << " stage=" << stage;
     }
+}
+
+// Issue 21's invariants for zb-h1 over pp up to 8 and m up to 32: every list is the 1f1b list
+// with B split (the same forwards and backwards in the same order), the peaks are those the
+// memory model counts (planner/memory_model.h: in_flight, deferred_weight_passes), and the
+// whole pipeline plays without deadlock.
+TEST(ScheduleTest, ZeroBubbleH1IsOneFOneBWithDeferredWeightPasses) {
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int m = 1; m <= 32; ++m) {
+      for (int stage = 0; stage < pp; ++stage) {
+        const std::vector<Action> zb = stage_actions(Schedule::kZeroBubbleH1, pp, stage, m, false);
+        std::vector<Action> without_w;
+        for (Action action : zb) {
+          if (action.kind == ActionKind::kBackwardWeight) continue;
+          if (action.kind == ActionKind::kBackwardInput) action.kind = ActionKind::kBackward;
+          without_w.push_back(action);
+        }
+        EXPECT_EQ(without_w, stage_actions(Schedule::kOneFOneB, pp, stage, m, false))
+            << "pp=" << pp << " m=" << m << " stage=" << stage;
+        EXPECT_EQ(peak_in_flight(zb), std::min(m, pp)) << "pp=" << pp << " m=" << m;
+        EXPECT_EQ(peak_deferred(zb), std::min(m, stage + 1)) << "pp=" << pp << " m=" << m;
+        const StageActionList list(Schedule::kZeroBubbleH1, pp, stage, m, false);
+        ASSERT_EQ(list.size(), zb.size());
+        for (size_t idx = 0; idx < zb.size(); ++idx) EXPECT_EQ(list[idx], zb[idx]);
+      }
+      const Plan plan = testing::make_test_plan(1, pp, m, Schedule::kZeroBubbleH1);
+      EXPECT_EQ(play(plan, expand_schedule(plan)), "") << "pp=" << pp << " m=" << m;
+    }
+}
+
+// The lazy list agrees with itself: every block's first action is that block's compute (or the
+// receive before it), for every schedule.
+TEST(ScheduleTest, BlocksAndActionIndicesAgree) {
+  for (Schedule schedule : kSchedules)
+    for (int pp : {1, 2, 5})
+      for (int m : {1, 3, 8})
+        for (int stage = 0; stage < pp; ++stage) {
+          const StageActionList list(schedule, pp, stage, m, true);
+          for (int block_idx = 0; block_idx < list.num_blocks(); ++block_idx) {
+            const ComputeBlock block = list.block(block_idx);
+            const size_t first = list.first_action(block_idx);
+            const int count = list.block_actions(block.kind);
+            bool found = false;
+            for (size_t idx = first; idx < first + count; ++idx) {
+              const Action action = list[idx];
+              EXPECT_EQ(action.micro_batch, block.micro_batch);
+              found = found || action.kind == ActionKind::kForward ||
+                      action.kind == ActionKind::kBackward ||
+                      action.kind == ActionKind::kBackwardInput ||
+                      action.kind == ActionKind::kBackwardWeight;
+            }
+            EXPECT_TRUE(found) << to_string(schedule) << " block " << block_idx;
+          }
+          EXPECT_EQ(list.first_action(list.num_blocks()), list.size() - 2);
+        }
 }
 
 // The order of two small schedules, written out: the invariant tests above hold for many
@@ -197,6 +285,11 @@ TEST(ScheduleTest, SmallSchedulesInTheirExactOrder) {
       {K::kForward, 1, -1},       {K::kBackward, 0, -1},      {K::kSendGradient, 0, 0},
       {K::kBackward, 1, -1},      {K::kSendGradient, 1, 0},   {K::kOptimizerStep, -1, -1}};
   EXPECT_EQ(stage_actions(Schedule::kGpipe, 2, 1, 2, /*all_reduce=*/false), gpipe);
+  // zb-h1, pp=3, m=4, the middle stage: W lags its B by one micro-batch (the stage index).
+  std::string middle;
+  for (const Action& action : stage_actions(Schedule::kZeroBubbleH1, 3, 1, 4, false))
+    if (action.micro_batch >= 0 && action.peer < 0) middle += to_string(action) + " ";
+  EXPECT_EQ(middle, "F0 F1 Bi0 F2 Bi1 W0 F3 Bi2 W1 Bi3 W2 W3 ");
 }
 
 }  // namespace
