@@ -220,7 +220,9 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--inter-node-bandwidth", o->inter_node_bandwidth,
                   "Bandwidth between nodes, a size per second (default 12.5GB, assumed)");
   sub->add_option("--optimizer", o->optimizer, "sgd or adamw")->capture_default_str();
-  sub->add_option("--schedule", o->schedule, "auto, gpipe or 1f1b")->capture_default_str();
+  sub->add_option("--schedule", o->schedule,
+                  "auto, gpipe, 1f1b or zb-h1 (zb-h1 needs a profile with the B/W split)")
+      ->capture_default_str();
   sub->add_option("--pp", o->pp, "Fix the number of stages");
   sub->add_option("--dp", o->dp, "Fix the number of replicas");
   sub->add_option("--micro-batch-size", o->micro_batch_size, "Fix the micro-batch size");

@@ -40,7 +40,7 @@ double tail_ms(const PlanningContext& context, const LayerTable& table, int dp) 
 bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64_t limit) {
   const int layers = table.num_layers();
   auto prefix = [&](int position) {  // Σ c over layers [0, position)
-    return table.compute_ns(0, position) + (recompute ? table.fwd_ns(0, position) : 0);
+    return table.path_compute_ns(0, position) + (recompute ? table.fwd_ns(0, position) : 0);
   };
   int start = 0;
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
@@ -61,7 +61,7 @@ bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64
 int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute) {
   const int layers = table.num_layers();
   const int64_t total = table.compute_ns(0, layers) + (recompute ? table.fwd_ns(0, layers) : 0);
-  // Any split fits m · total (each path is at most that); lo = −1 stands for "nothing fits".
+  // Any split fits m · total (path_compute_ns <= compute_ns) (each path is at most that); lo = −1 stands for "nothing fits".
   int64_t lo = -1;
   int64_t hi = total * num_micro_batches;
   PIPEPLAN_ASSERT(path_fits(table, pp, num_micro_batches, recompute, hi));
@@ -87,10 +87,16 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
   const int m = candidate.num_micro_batches;
   const int pp = candidate.pp;
   int64_t total_ns = table.compute_ns(0, layers);
-  if (candidate.policy == CheckpointPolicy::kAll) total_ns += table.fwd_ns(0, layers);
+  // zb-h1 (a split table): the paths back to stage 0 run B alone, not W.
+  int64_t path_ns = table.path_compute_ns(0, layers);
+  if (candidate.policy == CheckpointPolicy::kAll) {
+    total_ns += table.fwd_ns(0, layers);
+    path_ns += table.fwd_ns(0, layers);
+  }
   const double total = to_ms(total_ns);
+  const double path_total = to_ms(path_ns);
   const double slowest_stage = std::max(total / pp, to_ms(table.max_layer_compute_ns()));
-  double path = std::max({total, path_bound(total, m, pp), m * slowest_stage});
+  double path = std::max({path_total, path_bound(path_total, m, pp), m * slowest_stage});
   if (candidate.schedule == Schedule::kGpipe)
     path = std::max(path, total + (m - 1) * slowest_stage);
   const double tail = tail_ms(context, table, candidate.dp);
@@ -113,10 +119,16 @@ double iteration_lower_bound_ms(const SimulationInput& input) {
   double slowest = 0;
   for (size_t stage = 0; stage < stages.size(); ++stage) {
     const StageCosts& s = stages[stage];
-    const double work = s.fwd_ms + s.recompute_ms + s.bwd_ms;
+    // zb-h1's W is not on the path back to stage 0: B alone sends the gradient upstream, and
+    // stage k runs min(m, k + 1) of its Ws after its last B (plans/schedule.h).
+    const double path_work = s.fwd_ms + s.recompute_ms + s.bwd_ms;
+    const double work = path_work + s.bwd_weight_ms;
+    const int k = static_cast<int>(stage);
+    const double before_last_b = m * path_work + (m - std::min(m, k + 1)) * s.bwd_weight_ms;
     slowest = std::max(slowest, work);
-    bound = std::max({bound, m * work + s.allreduce_ms + s.optimizer_ms, chain + m * work + tail});
-    chain += work;
+    bound = std::max(
+        {bound, m * work + s.allreduce_ms + s.optimizer_ms, chain + before_last_b + tail});
+    chain += path_work;
     if (stage + 1 < stages.size())
       chain += input.activation_ms[0][stage] + input.gradient_ms[0][stage];
   }

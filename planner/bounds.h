@@ -21,12 +21,15 @@ namespace pipeplan {
 ///   - the average rank's busy time: (m·T + Σ all-reduces + Σ optimizer steps) / pp;
 /// each path also ends with stage 0's all-reduce and optimizer step over at least layer 0.
 /// Checkpoint policy kAll adds the recompute to T. Communication only adds, so it is left out.
+/// zb-h1 (a table with split_backward): the two path terms use P = Σ (fwd + B) instead of T,
+/// since its gradients travel back with B and W sends nothing; max_k (Σ_{s<k} p_s + m·t_k) is
+/// at least max_k (Σ_{s<k} p_s + m·p_k) >= P / (1 − (1 − 1/m)^pp).
 double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
                                 const Candidate& candidate);
 
 /// The path term of iteration_lower_bound_ms with whole layers: the least, over every split
 /// of the table's layers into `pp` non-empty contiguous stages, of max_k (Σ_{s<k} c_s + m·c_k)
-/// with c_s a stage's forward + backward per micro-batch (plus its forward again when
+/// with c_s a stage's path_compute_ns per micro-batch (plus its forward again when
 /// `recompute`), in ns. Exact: bisection over the value, each probe a greedy split (stages as
 /// long as the value allows, which only loosens the stages after them). O(L · 64).
 int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute);
@@ -38,7 +41,8 @@ double refined_iteration_lower_bound_ms(const PlanningContext& context, const La
                                         const Candidate& candidate, int64_t path_ns);
 
 /// A tighter lower bound once the split is known: the same paths with the actual stage times,
-/// recompute and the transfers along them (replica 0's links), and the busiest rank.
+/// recompute and the transfers along them (replica 0's links), and the busiest rank; with zb-h1,
+/// a stage's Ws after its last B (min(m, s + 1) of them) are off the path back to stage 0.
 double iteration_lower_bound_ms(const SimulationInput& input);
 
 }  // namespace pipeplan

@@ -50,6 +50,7 @@ const std::pair<const char*, int64_t MemoryTerms::*> kMemoryColumns[] = {
     {"buffers", &MemoryTerms::buffers_bytes},
     {"activations", &MemoryTerms::activations_bytes},
     {"recompute", &MemoryTerms::recompute_bytes},
+    {"w_grads", &MemoryTerms::deferred_gradients_bytes},
     {"transient", &MemoryTerms::transient_bytes},
     {"comm", &MemoryTerms::comm_buffers_bytes},
     {"runtime", &MemoryTerms::runtime_overhead_bytes},

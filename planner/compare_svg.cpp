@@ -39,6 +39,7 @@ const TermColour kTermColours[] = {
     {"buffers", &MemoryTerms::buffers_bytes, "#e6ab02"},
     {"activations", &MemoryTerms::activations_bytes, "#1f78b4"},
     {"recompute", &MemoryTerms::recompute_bytes, "#a6cee3"},
+    {"gradients kept for W", &MemoryTerms::deferred_gradients_bytes, "#fb9a99"},
     {"transient", &MemoryTerms::transient_bytes, "#e7298a"},
     {"comm buffers", &MemoryTerms::comm_buffers_bytes, "#a6761d"},
     {"runtime overhead", &MemoryTerms::runtime_overhead_bytes, "#666666"},

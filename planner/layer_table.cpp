@@ -82,6 +82,20 @@ LayerAt interpolate(const std::vector<LayerPoint>& points, int64_t micro_batch_s
   return at;
 }
 
+// A B or W time at b: the fit outside the profiled sizes, else interpolated between points.
+double split_at(const LayerProfile& layer, const LinearFit& fit, int64_t micro_batch_size,
+                bool outside, std::optional<double> LayerPoint::*field) {
+  const double b = static_cast<double>(micro_batch_size);
+  if (outside) return std::max(0.0, fit.at(b));
+  const std::vector<LayerPoint>& points = layer.points;
+  if (points.size() == 1) return (points.front().*field).value_or(0);
+  size_t lo = 0;
+  while (lo + 2 < points.size() && points[lo + 1].batch_size <= micro_batch_size) ++lo;
+  return std::max(0.0, between(points, lo, b, [field](const LayerPoint& p) {
+                    return (p.*field).value_or(0);
+                  }));
+}
+
 }  // namespace
 
 int64_t to_ns(double ms) {
@@ -112,6 +126,12 @@ LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size) {
   };
   at.fwd_spread_ms = relative_spread(nearest.fwd_ms, nearest.fwd_ms_p90) * at.fwd_ms;
   at.bwd_spread_ms = relative_spread(nearest.bwd_ms, nearest.bwd_ms_p90) * at.bwd_ms;
+  if (layer.fits.bwd_input_ms && layer.fits.bwd_weight_ms) {
+    at.bwd_input_ms = split_at(layer, *layer.fits.bwd_input_ms, micro_batch_size, outside,
+                               &LayerPoint::bwd_input_ms);
+    at.bwd_weight_ms = split_at(layer, *layer.fits.bwd_weight_ms, micro_batch_size, outside,
+                                &LayerPoint::bwd_weight_ms);
+  }
   return at;
 }
 
@@ -241,7 +261,8 @@ std::string unplannable_reason(const Profile& profile, int64_t micro_batch_size,
                             "compute");
 }
 
-LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer)
+LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer,
+                       bool split_backward)
     : micro_batch_size_(micro_batch_size),
       note_(extrapolation_note(profile.settings.batch_sizes, micro_batch_size)) {
   PIPEPLAN_ASSERT(micro_batch_size >= 1 && !profile.layers.empty());
@@ -249,7 +270,10 @@ LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, Optimiz
   PIPEPLAN_CHECK(unplannable.empty(), "profile: ", unplannable);
   for (const LayerProfile& layer : profile.layers)
     layers_.push_back(layer_at(layer, micro_batch_size));
-  build_prefix_sums(profile, optimizer);
+  PIPEPLAN_CHECK(!split_backward || profile.has_backward_split(),
+                 "profile: has no bwd_input_ms/bwd_weight_ms (the B/W split zb-h1 needs): profile "
+                 "again with this version of pipeplan, or choose another --schedule");
+  build_prefix_sums(profile, optimizer, split_backward);
   build_boundaries(profile);
   build_transient_table();
 }
@@ -275,7 +299,8 @@ int64_t LayerTable::tie_sum_over(int first, int last) const {
   return total;
 }
 
-void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimizer) {
+void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimizer,
+                                   bool split_backward) {
   ties_ = profile.ties;
   tie_sum_ns_.clear();
   for (const TiedProfile& tie : ties_) {
@@ -291,6 +316,7 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
                        &fwd_spread_ns_, &bwd_spread_ns_})
     prefix->assign(n + 1, 0);
   overlap_prefix_.assign(n, 0);
+  if (split_backward) bwd_input_ns_.assign(n + 1, 0);
   const std::string optimizer_name = to_string(optimizer);
   for (size_t idx = 0; idx < n; ++idx) {
     const LayerProfile& layer = profile.layers[idx];
@@ -299,7 +325,17 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
                    "].optimizer_step_ms has no ", quote(optimizer_name),
                    " entry (profile again, or choose another --optimizer)");
     const int64_t fwd = to_ns(layers_[idx].fwd_ms);
-    const int64_t bwd = to_ns(layers_[idx].bwd_ms);
+    int64_t bwd = to_ns(layers_[idx].bwd_ms);
+    if (split_backward) {
+      // zb-h1 runs a backward as its B and its W: their sum is the layer's backward here, and
+      // the spread scales with it.
+      const int64_t input = to_ns(layers_[idx].bwd_input_ms);
+      const int64_t whole = input + to_ns(layers_[idx].bwd_weight_ms);
+      if (bwd > 0) layers_[idx].bwd_spread_ms *= static_cast<double>(whole) / static_cast<double>(bwd);
+      layers_[idx].bwd_ms = to_ms(whole);
+      bwd = whole;
+      bwd_input_ns_[idx + 1] = bwd_input_ns_[idx] + input;
+    }
     fwd_ns_[idx + 1] = fwd_ns_[idx] + fwd;
     bwd_ns_[idx + 1] = bwd_ns_[idx] + bwd;
     fwd_spread_ns_[idx + 1] = fwd_spread_ns_[idx] + to_ns(layers_[idx].fwd_spread_ms);
@@ -334,6 +370,9 @@ void LayerTable::build_boundaries(const Profile& profile) {
   }
   for (size_t pos = 0; pos <= n; ++pos)
     boundary_bytes_[pos] = activation_bytes(shapes_[pos], dtypes_[pos], micro_batch_size_);
+  boundary_prefix_.assign(n + 2, 0);
+  for (size_t pos = 0; pos <= n; ++pos)
+    boundary_prefix_[pos + 1] = boundary_prefix_[pos] + boundary_bytes_[pos];
   if (n > 1)
     min_inner_boundary_bytes_ =
         *std::min_element(boundary_bytes_.begin() + 1, boundary_bytes_.begin() + n);

@@ -44,6 +44,10 @@ struct LayerAt {
   /// nearest to b, times fwd_ms (bwd_ms). How much one micro-batch's time varies.
   double fwd_spread_ms = 0;
   double bwd_spread_ms = 0;
+  /// zb-h1's halves of the backward (B: input gradient, W: weight gradients), interpolated like
+  /// bwd_ms; 0 when the profile has no B/W split.
+  double bwd_input_ms = 0;
+  double bwd_weight_ms = 0;
 };
 
 /// `layer` at micro-batch size `micro_batch_size` (>= 1), as documented on LayerAt.
@@ -75,8 +79,10 @@ std::string unplannable_reason(const Profile& profile, int64_t micro_batch_size,
 class LayerTable {
  public:
   /// Throws Error(kBadInput) when a layer has no optimizer_step_ms for `optimizer`, or when
-  /// unplannable_reason gives a reason.
-  LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer);
+  /// unplannable_reason gives a reason. With `split_backward` (zb-h1), every layer's backward is
+  /// its B + W, as zb-h1 runs it, and the profile must have the B/W split.
+  LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer,
+             bool split_backward = false);
 
   /// L, the profile's layer count.
   int num_layers() const { return static_cast<int>(layers_.size()); }
@@ -88,8 +94,23 @@ class LayerTable {
 
   /// Forward time of the stage's layers per micro-batch (each layer rounded to 1 ns).
   int64_t fwd_ns(int first, int last) const { return fwd_ns_[last] - fwd_ns_[first]; }
-  /// Backward time of the stage's layers per micro-batch.
+  /// Backward time of the stage's layers per micro-batch (split_backward: B + W).
   int64_t bwd_ns(int first, int last) const { return bwd_ns_[last] - bwd_ns_[first]; }
+  /// split_backward only: the B part (input gradient) and the W part (weight gradients) of
+  /// bwd_ns; 0 otherwise.
+  int64_t bwd_input_ns(int first, int last) const {
+    return bwd_input_ns_.empty() ? 0 : bwd_input_ns_[last] - bwd_input_ns_[first];
+  }
+  int64_t bwd_weight_ns(int first, int last) const {
+    return bwd_ns(first, last) - bwd_input_ns(first, last);
+  }
+  /// What a micro-batch's path back to stage 0 runs of the stage per micro-batch: forward and
+  /// backward, or with split_backward forward and B alone (W sends nothing upstream).
+  int64_t path_compute_ns(int first, int last) const {
+    return fwd_ns(first, last) + (split_backward() ? bwd_input_ns(first, last) : bwd_ns(first, last));
+  }
+  /// Whether the table splits backwards into B and W (zb-h1).
+  bool split_backward() const { return !bwd_input_ns_.empty(); }
   /// Σ fwd_spread_ms (bwd_spread_ms) of the stage's layers, in ns: the spread of the stage's
   /// forward (backward) when its layers vary together.
   int64_t fwd_spread_ns(int first, int last) const {
@@ -133,6 +154,13 @@ class LayerTable {
   /// Bytes crossing boundary `position` per micro-batch: the model input for 0, else the
   /// output of layer position − 1 (shape from the profile × dtype × b).
   int64_t boundary_bytes(int position) const { return boundary_bytes_[position]; }
+  /// The gradients of the outputs of layers [first, last) that zb-h1's B keeps for W, per
+  /// micro-batch: Σ boundary_bytes over positions first + 1 .. last, without the last layer's
+  /// on the last stage (the loss is its root there).
+  int64_t output_gradient_bytes(int first, int last, bool last_stage) const {
+    return boundary_prefix_[last + 1] - boundary_prefix_[first + 1] -
+           (last_stage ? boundary_bytes_[last] : 0);
+  }
   /// The smallest boundary_bytes over the positions a stage boundary can take, 1..L−1 (0 for
   /// a single layer).
   int64_t min_inner_boundary_bytes() const { return min_inner_boundary_bytes_; }
@@ -144,7 +172,7 @@ class LayerTable {
   int64_t max_layer_compute_ns() const { return max_layer_compute_ns_; }
 
  private:
-  void build_prefix_sums(const Profile& profile, OptimizerKind optimizer);
+  void build_prefix_sums(const Profile& profile, OptimizerKind optimizer, bool split_backward);
   void build_boundaries(const Profile& profile);
   void build_transient_table();
 
@@ -163,6 +191,8 @@ class LayerTable {
   std::vector<int64_t> overlap_prefix_;  // Σ overlap between layers i and i+1, size L
   std::vector<std::vector<int64_t>> transient_levels_;  // sparse table for range maxima
   std::vector<int64_t> boundary_bytes_;                 // size L+1
+  std::vector<int64_t> boundary_prefix_;                // Σ boundary_bytes_, size L+2
+  std::vector<int64_t> bwd_input_ns_;                   // split_backward: prefix sums, size L+1
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<std::string> dtypes_;
   int64_t max_layer_compute_ns_ = 0;

@@ -35,7 +35,11 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
       in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
   terms.activation_bytes_per_micro_batch = checkpoint ? table.boundary_bytes(first) : activations;
   terms.activations_bytes = terms.in_flight * terms.activation_bytes_per_micro_batch;
-  terms.recompute_bytes = checkpoint ? activations : 0;
+  const int deferred =
+      deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
+  terms.recompute_bytes = checkpoint ? std::max(deferred, 1) * activations : 0;
+  terms.deferred_gradients_bytes =
+      deferred * table.output_gradient_bytes(first, last, stage_idx == settings.pp - 1);
   terms.transient_bytes = table.transient_bytes(first, last);
   terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
   terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
@@ -43,7 +47,8 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   terms.total_bytes = std::max<int64_t>(
       0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
              terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
-             terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
+             terms.recompute_bytes + terms.deferred_gradients_bytes + terms.transient_bytes +
+             terms.comm_buffers_bytes +
              terms.runtime_overhead_bytes + terms.calibration_bytes);
   return terms;
 }

@@ -51,10 +51,24 @@ inline int64_t optimizer_state_bytes_per_parameter(OptimizerKind optimizer) {
 }
 
 /// ℓ_s, the micro-batches stage `stage_idx` holds activations for at its peak: m for gpipe,
-/// min(m, pp − s) for 1f1b.
+/// min(m, pp − s) for 1f1b, min(m, pp) for zb-h1. zb-h1 keeps a micro-batch's activations
+/// until its W, which lags its B by s micro-batches on stage s (plans/schedule.h): just after
+/// B(i) the stage holds F(i + 1 .. i + w) not yet past B, and B(i − s .. i) not yet past W,
+/// w + s + 1 = pp with 1f1b's w = pp − s − 1 warm-up forwards.
 inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_batches) {
-  return schedule == Schedule::kGpipe ? num_micro_batches
-                                      : std::min(num_micro_batches, pp - stage_idx);
+  switch (schedule) {
+    case Schedule::kGpipe: return num_micro_batches;
+    case Schedule::kOneFOneB: return std::min(num_micro_batches, pp - stage_idx);
+    case Schedule::kZeroBubbleH1: return std::min(num_micro_batches, pp);
+  }
+  return num_micro_batches;
+}
+
+/// ω_s, zb-h1's micro-batches past their B whose W has not run, at the same peak: min(m, s + 1)
+/// (B(i − s .. i) just after B(i)); each keeps its layers' output gradients for its W. 0 for
+/// the other schedules.
+inline int deferred_weight_passes(Schedule schedule, int stage_idx, int num_micro_batches) {
+  return schedule == Schedule::kZeroBubbleH1 ? std::min(num_micro_batches, stage_idx + 1) : 0;
 }
 
 /// Bytes per parameter that do not depend on the micro-batch: weights, gradients, optimizer
@@ -107,7 +121,9 @@ inline CommBufferCounts comm_buffer_counts(Schedule schedule, int pp, int stage_
 /// weights, gradients and optimizer state from the parameter count; master_copy under
 /// autocast; buffers; A_s(b) per micro-batch times ℓ_s in flight — or, when `checkpoint`,
 /// only the stage input per micro-batch in flight (the model input for stage 0) plus one
-/// micro-batch's full A_s(b) during its recompute; the largest layer transient; the
+/// micro-batch's full A_s(b) during its recompute (zb-h1: ω_s of them, each recomputed graph
+/// kept until its W); zb-h1's ω_s · G_s, G_s the output gradients of the stage's layers that B
+/// keeps for W (LayerTable::output_gradient_bytes); the largest layer transient; the
 /// communication buffers; the runtime overhead; the calibration's correction. total_bytes is
 /// the sum of the terms (at least 0); the stage fits iff total_bytes <= the device memory.
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
@@ -127,6 +143,10 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
   const int64_t params = table.param_count(first, last);
   const int64_t activations = table.retained_bytes(first, last);
   const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
+  const int deferred =
+      deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
+  const int64_t deferred_gradients =
+      deferred * table.output_gradient_bytes(first, last, stage_idx == settings.pp - 1);
   const int64_t smallest = table.min_inner_boundary_bytes();
   const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
   const CommBufferCounts buffers = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
@@ -135,8 +155,8 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
       settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes) : 0;
   const int64_t total =
       params * static_bytes_per_parameter(settings) + table.buffer_bytes(first, last) +
-      (checkpoint ? held * input + activations : held * activations) +
-      table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes +
+      (checkpoint ? held * input + std::max(deferred, 1) * activations : held * activations) +
+      deferred_gradients + table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes +
       settings.calibration_of(stage_idx);
   return std::max<int64_t>(total, 0);
 }

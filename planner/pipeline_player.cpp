@@ -101,7 +101,7 @@ void PipelinePlayer::check_finished() const {
     if (rank.tail == 2) continue;
     const StageActionList& list = lists_[rank.stage];
     const size_t next = rank.block < list.num_blocks()
-                            ? static_cast<size_t>(rank.block) * list.block_size()
+                            ? list.first_action(rank.block)
                             : list.size() - (rank.tail == 0 && list.all_reduce() ? 2 : 1);
     PIPEPLAN_ASSERT(false, "schedule deadlock: stage ", rank.stage, " stuck at ",
                     to_string(list[next]));
@@ -187,7 +187,11 @@ void PipelinePlayer::run(int idx) {
   for (const int num_blocks = list.num_blocks(); rank.block < num_blocks; ++rank.block) {
     const ComputeBlock block = list.block(rank.block);
     const int mb = block.micro_batch;
-    if (block.forward) {
+    if (block.kind == BlockKind::kBackwardWeight) {
+      double weight_ms = times ? times->bwd_weight_ms[mb] : costs.bwd_weight_ms;
+      if (multipliers_) weight_ms *= multipliers_->draw(bwd_shape);
+      compute<kRecord>(rank, TimelineKind::kBackwardWeight, mb, weight_ms);
+    } else if (block.kind == BlockKind::kForward) {
       if (upstream && !receive<kRecord>(rank, kActivation, mb)) {
         rank.waits_for_message = true;
         return;
@@ -209,7 +213,10 @@ void PipelinePlayer::run(int idx) {
       }
       double bwd_ms = times ? times->bwd_ms[mb] : costs.bwd_ms;
       if (multipliers_) bwd_ms *= multipliers_->draw(bwd_shape);
-      compute<kRecord>(rank, TimelineKind::kBackward, mb, bwd_ms);
+      compute<kRecord>(rank,
+                       block.kind == BlockKind::kBackward ? TimelineKind::kBackward
+                                                          : TimelineKind::kBackwardInput,
+                       mb, bwd_ms);
       if (upstream) send<kRecord>(rank, kGradient, mb);
     }
   }

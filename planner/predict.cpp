@@ -40,6 +40,10 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
   stage.fwd_cv = coefficient_of_variation(table.fwd_spread_ns(first, last), times.fwd_ns);
   stage.bwd_cv = coefficient_of_variation(table.bwd_spread_ns(first, last), times.bwd_ns);
   stage.compute_ms = to_ms(compute_ns(times) * candidate.num_micro_batches);
+  if (table.split_backward()) {  // zb-h1: the backward as its B and its W
+    stage.bwd_ms = to_ms(table.bwd_input_ns(first, last));
+    stage.bwd_weight_ms = to_ms(table.bwd_weight_ns(first, last));
+  }
   stage.memory = stage_memory(table, problem.memory, stage_idx, first, last, checkpoint);
   stage.peak_memory_bytes = stage.memory.total_bytes;
   const LinkCosts links = link_costs(context.cluster);

@@ -152,7 +152,12 @@ void predict_with_draws(std::vector<Plan>* plans) {
 class Search {
  public:
   Search(const PlanningContext& context, const SearchOptions& options)
-      : context_(context), options_(options) {}
+      : context_(context),
+        options_(options),
+        // zb-h1 needs the profile's B/W split; asked for alone, a profile without it is refused
+        // (by its layer table), else zb-h1 is left out.
+        zero_bubble_searched_(context.profile->has_backward_split() ||
+                              options.schedules.size() == 1) {}
 
   // Best first: the candidate with the smallest lower bound on its iteration takes its next
   // step, which tightens its bound (the whole-layer bound, then its split's), or simulates
@@ -203,13 +208,17 @@ class Search {
     }
   }
 
-  const LayerTable& table(int64_t micro_batch_size) {
-    auto it = tables_.find(micro_batch_size);
+  // The layer table of the candidate's micro-batch size; zb-h1's splits each backward into B
+  // and W (LayerTable's split_backward).
+  const LayerTable& table(const Candidate& candidate) {
+    const bool split = candidate.schedule == Schedule::kZeroBubbleH1;
+    const auto key = std::make_pair(candidate.micro_batch_size, split);
+    auto it = tables_.find(key);
     if (it == tables_.end())
       it = tables_
-               .emplace(micro_batch_size,
-                        std::make_unique<LayerTable>(*context_.profile, micro_batch_size,
-                                                     context_.optimizer))
+               .emplace(key, std::make_unique<LayerTable>(*context_.profile,
+                                                          candidate.micro_batch_size,
+                                                          context_.optimizer, split))
                .first;
     return *it->second;
   }
@@ -226,6 +235,7 @@ class Search {
         for (Schedule schedule : options_.schedules)
           for (CheckpointPolicy policy : options_.policies) {
             if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
+            if (schedule == Schedule::kZeroBubbleH1 && !zero_bubble_searched_) continue;
             Candidate c{dp,
                         pp,
                         b,
@@ -233,7 +243,7 @@ class Search {
                         schedule,
                         policy,
                         Layout::kReplicaMajor};
-            entries.push_back({c, iteration_lower_bound_ms(context_, table(b), c)});
+            entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
             ++families_[{dp, pp, b}].unevaluated;
           }
       }
@@ -267,10 +277,11 @@ class Search {
   }
 
   // With one stage, GPipe runs the same actions as 1F1B in another order and holds every
-  // micro-batch's activations instead of one: the same plan, worse. Only 1F1B is listed (as the
-  // schedule of a single stage) unless GPipe alone was asked for.
+  // micro-batch's activations instead of one, and zb-h1 runs 1F1B's with each backward split in
+  // two: the same plan, worse. Only 1F1B is listed (as the schedule of a single stage) unless
+  // GPipe or zb-h1 alone was asked for.
   bool same_as_one_f_one_b(Schedule schedule) const {
-    return schedule == Schedule::kGpipe &&
+    return schedule != Schedule::kOneFOneB &&
            std::find(options_.schedules.begin(), options_.schedules.end(),
                      Schedule::kOneFOneB) != options_.schedules.end();
   }
@@ -279,14 +290,15 @@ class Search {
   // whose path term is computed once per table, pp, micro-batch count and recompute.
   double whole_layer_bound_ms(const Candidate& c) {
     const bool recompute = c.policy == CheckpointPolicy::kAll;
-    const auto key = std::make_tuple(c.micro_batch_size, c.pp, c.num_micro_batches, recompute);
+    const auto key = std::make_tuple(c.micro_batch_size, c.pp, c.num_micro_batches, recompute,
+                                     c.schedule == Schedule::kZeroBubbleH1);
     auto it = path_ns_.find(key);
     if (it == path_ns_.end())
       it = path_ns_
-               .emplace(key, min_path_ns(table(c.micro_batch_size), c.pp, c.num_micro_batches,
+               .emplace(key, min_path_ns(table(c), c.pp, c.num_micro_batches,
                                          recompute))
                .first;
-    return refined_iteration_lower_bound_ms(context_, table(c.micro_batch_size), c, it->second);
+    return refined_iteration_lower_bound_ms(context_, table(c), c, it->second);
   }
 
   bool could_enter_top(double iteration_bound_ms) const {
@@ -326,7 +338,7 @@ class Search {
     if (family.feasible) return;
     const PartitionProblem problem = partition_problem(context_, candidate);
     PartitionResult proof;
-    if (!proven_infeasible(StageEvaluator(table(candidate.micro_batch_size), problem), &proof))
+    if (!proven_infeasible(StageEvaluator(table(candidate), problem), &proof))
       return;
     --family.unevaluated;
     record_infeasible(&family, candidate, proof);
@@ -343,7 +355,7 @@ class Search {
   // Partitions the candidate (fixing its layout) into `split`: the bound its split gives, or
   // none when it is infeasible or a plan already seen.
   std::optional<double> evaluate(Candidate* candidate, PartitionResult* split) {
-    const LayerTable& layer_table = table(candidate->micro_batch_size);
+    const LayerTable& layer_table = table(*candidate);
     *split = partition(layer_table, candidate);
     ++result_.evaluated;
     Family& family = families_[{candidate->dp, candidate->pp, candidate->micro_batch_size}];
@@ -361,7 +373,7 @@ class Search {
 
   // Simulates the candidate's split with mean action times and offers it to the top K.
   void simulate(const Candidate& candidate, const PartitionResult& split) {
-    Plan plan = build_plan(context_, table(candidate.micro_batch_size), candidate, split,
+    Plan plan = build_plan(context_, table(candidate), candidate, split,
                            options_.partition.name());
     predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
                                             /*merge_identical_replicas=*/true,
@@ -418,10 +430,11 @@ class Search {
 
   const PlanningContext& context_;
   const SearchOptions& options_;
-  std::map<int64_t, std::unique_ptr<LayerTable>> tables_;
+  std::map<std::pair<int64_t, bool>, std::unique_ptr<LayerTable>> tables_;  // (b, split)
+  const bool zero_bubble_searched_;
   std::map<int64_t, std::string> unplannable_;  // by micro-batch size: unplannable_reason
   std::map<FamilyKey, Family> families_;
-  std::map<std::tuple<int64_t, int, int, bool>, int64_t> path_ns_;  // min_path_ns by its arguments
+  std::map<std::tuple<int64_t, int, int, bool, bool>, int64_t> path_ns_;  // min_path_ns by its arguments, zb-h1
   std::set<std::string> seen_;
   std::vector<Entry> entries_;           // enumerated, in order of their first bound
   std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated

@@ -19,7 +19,9 @@ struct SearchOptions {
   std::optional<int> pp;
   std::optional<int> dp;
   std::optional<int64_t> micro_batch_size;
-  std::vector<Schedule> schedules{Schedule::kGpipe, Schedule::kOneFOneB};
+  /// zb-h1 is searched only when the profile has the B/W split (Profile::has_backward_split),
+  /// unless it is the only schedule asked for (then such a profile is refused).
+  std::vector<Schedule> schedules{Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubbleH1};
   std::vector<CheckpointPolicy> policies{CheckpointPolicy::kNone, CheckpointPolicy::kAll,
                                          CheckpointPolicy::kNeeded};
   PartitionSpec partition;

@@ -88,7 +88,9 @@ void check_input(const SimulationInput& in) {
     PIPEPLAN_ASSERT(static_cast<int>(times.fwd_ms.size()) == in.num_micro_batches &&
                     static_cast<int>(times.bwd_ms.size()) == in.num_micro_batches &&
                     (times.recompute_ms.empty() ||
-                     static_cast<int>(times.recompute_ms.size()) == in.num_micro_batches));
+                     static_cast<int>(times.recompute_ms.size()) == in.num_micro_batches) &&
+                    (in.schedule != Schedule::kZeroBubbleH1 ||
+                     static_cast<int>(times.bwd_weight_ms.size()) == in.num_micro_batches));
 }
 
 bool times_vary(const SimulationInput& in) {
@@ -136,7 +138,7 @@ SimulationInput simulation_input(const Plan& plan) {
   in.send_occupies_sender = send_occupies_sender(choose_backend(plan));
   for (const StagePrediction& stage : plan.predictions.stages)
     in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
-                         stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv});
+                         stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv, stage.bwd_weight_ms});
   in.ranks.assign(plan.dp, std::vector<int>(plan.pp, 0));
   for (const RankAssignment& assignment : plan.ranks)
     in.ranks[assignment.replica][assignment.stage] = assignment.rank;

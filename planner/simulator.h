@@ -13,15 +13,16 @@ namespace pipeplan {
 /// Per-stage durations, in ms, the same for each replica of the stage.
 struct StageCosts {
   double fwd_ms = 0;        ///< one micro-batch
-  double bwd_ms = 0;        ///< one micro-batch
-  double recompute_ms = 0;  ///< run just before each backward (checkpointed stages)
+  double bwd_ms = 0;        ///< one micro-batch; zb-h1: its B (input gradient)
+  double recompute_ms = 0;  ///< run just before each backward or B (checkpointed stages)
   double allreduce_ms = 0;  ///< after the last backward, once all replicas have arrived
   double optimizer_ms = 0;  ///< after the all-reduce
   /// Coefficients of variation of one micro-batch's forward (also its recompute) and backward
   /// time. With either above 0, simulate() also plays draws of the iteration in which every
   /// forward, recompute and backward takes a log-normal multiple (mean 1) of its time.
   double fwd_cv = 0;
-  double bwd_cv = 0;
+  double bwd_cv = 0;  ///< also of zb-h1's B and W
+  double bwd_weight_ms = 0;  ///< zb-h1: one micro-batch's W (weight gradients); else 0
 };
 
 /// Everything the simulator plays.

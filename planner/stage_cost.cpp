@@ -48,6 +48,8 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
   for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx) {
     StageConstants stage;
     stage.in_flight = in_flight(memory.schedule, memory.pp, stage_idx, memory.num_micro_batches);
+    stage.deferred = deferred_weight_passes(memory.schedule, stage_idx, memory.num_micro_batches);
+    stage.last = stage_idx == memory.pp - 1;
     stage.comm = comm_buffer_counts(memory.schedule, memory.pp, stage_idx);
     stage.fixed_bytes = memory.runtime_overhead_bytes + memory.calibration_of(stage_idx);
     stage.bound_input_bytes = stage_idx == 0 ? table.boundary_bytes(0) : smallest;

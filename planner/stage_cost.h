@@ -140,6 +140,8 @@ class StageEvaluator {
   // What a stage's memory adds for its index alone (planner/memory_model.h).
   struct StageConstants {
     int64_t in_flight = 0;          // ℓ_s
+    int64_t deferred = 0;           // ω_s (zb-h1)
+    bool last = false;              // the last stage: no output gradient arrives
     CommBufferCounts comm;          // boundary tensors its communication buffers hold
     int64_t fixed_bytes = 0;        // runtime overhead + calibration
     int64_t bound_input_bytes = 0;  // the lower bound's checkpointed input: model input or smallest
@@ -168,9 +170,17 @@ class StageEvaluator {
   MemoryBounds memory_bounds(int stage_idx, int first, int last) const {
     const StageConstants& stage = stages_[stage_idx];
     const int64_t activations = table_.retained_bytes(first, last);
-    const int64_t common = range_bytes(first, last) + stage.bound_fixed_bytes;
+    const int64_t common = range_bytes(first, last) + stage.bound_fixed_bytes +
+                           deferred_bytes(stage, first, last);
     return {std::max<int64_t>(0, common + stage.in_flight * activations),
-            std::max<int64_t>(0, common + stage.in_flight * stage.bound_input_bytes + activations)};
+            std::max<int64_t>(0, common + stage.in_flight * stage.bound_input_bytes +
+                                     std::max<int64_t>(stage.deferred, 1) * activations)};
+  }
+  // zb-h1: the layer-output gradients kept for W (memory_model.h); 0 for other schedules.
+  int64_t deferred_bytes(const StageConstants& stage, int first, int last) const {
+    return stage.deferred == 0
+               ? 0
+               : stage.deferred * table_.output_gradient_bytes(first, last, stage.last);
   }
   // stage_memory(...).total_bytes for both checkpoint flags.
   MemoryBounds memory_totals(int stage_idx, int first, int last) const {
@@ -180,10 +190,11 @@ class StageEvaluator {
     const int64_t out_bytes = stage_idx < problem_.memory.pp - 1 ? table_.boundary_bytes(last) : 0;
     const int64_t common = range_bytes(first, last) + stage.fixed_bytes + stage.comm.in * in_bytes +
                            stage.comm.out * out_bytes +
-                           stage.comm.sends * std::max(in_bytes, out_bytes);
+                           stage.comm.sends * std::max(in_bytes, out_bytes) +
+                           deferred_bytes(stage, first, last);
     return {std::max<int64_t>(0, common + stage.in_flight * activations),
-            std::max<int64_t>(
-                0, common + stage.in_flight * table_.boundary_bytes(first) + activations)};
+            std::max<int64_t>(0, common + stage.in_flight * table_.boundary_bytes(first) +
+                                     std::max<int64_t>(stage.deferred, 1) * activations)};
   }
 
   const LayerTable& table_;

@@ -54,6 +54,8 @@ class ReplicaDrawer {
       for (int mb = 0; mb < in_.num_micro_batches; ++mb) {
         rank.fwd_ms[mb] = costs.fwd_ms * multipliers.draw(fwd_shape);
         rank.bwd_ms[mb] = costs.bwd_ms * multipliers.draw(bwd_shape);
+        if (!rank.bwd_weight_ms.empty())
+          rank.bwd_weight_ms[mb] = costs.bwd_weight_ms * multipliers.draw(bwd_shape);
         if (recomputes) rank.recompute_ms[mb] = costs.recompute_ms * multipliers.draw(fwd_shape);
       }
     }
@@ -74,6 +76,8 @@ class ReplicaDrawer {
       times_[stage].fwd_ms.resize(in_.num_micro_batches);
       times_[stage].bwd_ms.resize(in_.num_micro_batches);
       times_[stage].recompute_ms.resize(recomputes ? in_.num_micro_batches : 0);
+      const bool split = in_.schedule == Schedule::kZeroBubbleH1;
+      times_[stage].bwd_weight_ms.resize(split ? in_.num_micro_batches : 0);
       times_[stage].optimizer_ms = in_.stages[stage].optimizer_ms;
     }
     for (PipelinePlayer& player : players_)

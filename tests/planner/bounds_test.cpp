@@ -19,7 +19,7 @@ namespace {
 int64_t brute_force_path_ns(const LayerTable& table, int pp, int64_t m, bool recompute) {
   const int layers = table.num_layers();
   auto cost = [&](int first, int last) {
-    return table.compute_ns(first, last) + (recompute ? table.fwd_ns(first, last) : 0);
+    return table.path_compute_ns(first, last) + (recompute ? table.fwd_ns(first, last) : 0);
   };
   int64_t best = std::numeric_limits<int64_t>::max();
   std::vector<int> bounds(pp + 1, 0);  // bounds[0] = 0, bounds[pp] = layers
@@ -45,8 +45,11 @@ TEST(BoundsTest, MinPathMatchesEverySplit) {
   std::mt19937_64 rng(11);
   for (int case_idx = 0; case_idx < 40; ++case_idx) {
     const int layers = 1 + case_idx % 9;
-    const Profile profile = testing::make_profile(testing::random_layers(rng, layers));
-    const LayerTable table(profile, 1 + case_idx % 2, OptimizerKind::kSgd);
+    // Odd cases: zb-h1's split table, whose paths run forward and B.
+    const bool split = case_idx % 2 == 1;
+    const Profile profile = testing::with_backward_split(
+        testing::make_profile(testing::random_layers(rng, layers)), 0.4, 0.7);
+    const LayerTable table(profile, 1 + case_idx % 3, OptimizerKind::kSgd, split);
     for (int pp = 1; pp <= layers; ++pp)
       for (int m : {1, 2, 5})
         for (bool recompute : {false, true})
@@ -60,9 +63,13 @@ TEST(BoundsTest, MinPathMatchesEverySplit) {
 TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
   std::mt19937_64 rng(5);
   int checked = 0;
+  int zero_bubble_plans = 0;
   for (int case_idx = 0; case_idx < 12; ++case_idx) {
-    const Profile profile = testing::make_profile(testing::random_layers(rng, 4 + case_idx % 5),
-                                                  {1, 2, 4}, 64, 1000, 0.02, 2e6);
+    // zb-h1 is searched too: B + W is 1.1 of the whole backward, B a third of it.
+    const Profile profile = testing::with_backward_split(
+        testing::make_profile(testing::random_layers(rng, 4 + case_idx % 5), {1, 2, 4}, 64, 1000,
+                              0.02, 2e6),
+        0.35, 0.75);
     PlanningContext context;
     context.profile = &profile;
     context.profile_path = "profile.json";
@@ -74,7 +81,9 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
     options.top_k = kMaxTopK;  // with prune off: every feasible plan of these small searches
     options.prune = false;
     for (const Plan& plan : search(context, options).plans) {
-      const LayerTable table(profile, plan.micro_batch_size, context.optimizer);
+      const LayerTable table(profile, plan.micro_batch_size, context.optimizer,
+                             plan.schedule == Schedule::kZeroBubbleH1);
+      zero_bubble_plans += plan.schedule == Schedule::kZeroBubbleH1;
       bool all_checkpointed = true;
       for (const StagePlan& stage : plan.stages) all_checkpointed &= stage.checkpoint;
       const Candidate candidate{plan.dp,
@@ -92,6 +101,7 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
     }
   }
   EXPECT_GT(checked, 50);
+  EXPECT_GT(zero_bubble_plans, 10);
 }
 
 }  // namespace

@@ -28,8 +28,9 @@ pipeplan::Run imperfect_run(const Plan& plan) {
   pipeplan::Run run = testing::run_as_predicted(plan, plan);
   Measurements& m = run.measured;
   m.stages[0].fwd_ms *= 1.5;
-  m.stages[1].bwd_ms *= 1.25;
-  m.stages[1].optimizer_ms += 0.125;
+  StageMeasurement& last = m.stages.back();  // stage 1 of two; the only one of a 1-stage plan
+  last.bwd_ms *= 1.25;
+  last.optimizer_ms += 0.125;
   m.stages[0].peak_memory_bytes += 3 << 20;
   m.iteration_ms *= 1.7;
   m.samples_per_s /= 1.7;

@@ -91,6 +91,41 @@ TEST(MemoryModelTest, OneFOneBHoldsMinOfMAndRemainingStages) {
   EXPECT_EQ(in_flight(Schedule::kGpipe, 8, 3, 9), 9);
 }
 
+// zb-h1 at b = 2, pp = 2, m = 4 (as OneFOneBHoldsMinOfMAndRemainingStages): every stage holds
+// min(m, pp) = 2 micro-batches' activations, and min(m, s + 1) past their B keep the output
+// gradients of the stage's layers for W (stage 0: boundaries 1 and 2, 80 + 48 bytes; the last
+// stage keeps none, its last layer's output being the loss's input).
+TEST(MemoryModelTest, ZeroBubbleH1HoldsPpMicroBatchesAndTheGradientsKeptForW) {
+  const Profile profile = testing::with_backward_split(testing::three_layer_profile(), 0.5, 0.5);
+  const LayerTable table(profile, 2, OptimizerKind::kSgd, /*split_backward=*/true);
+  const MemorySettings zb = settings(Schedule::kZeroBubbleH1, 2, 4);
+  const MemoryTerms s0 = stage_memory(table, zb, 0, 0, 2, /*checkpoint=*/false);
+  EXPECT_EQ(s0.in_flight, 2);
+  EXPECT_EQ(s0.activations_bytes, 1040);
+  EXPECT_EQ(s0.deferred_gradients_bytes, 1 * (80 + 48));
+  EXPECT_EQ(s0.total_bytes, 38436 + 128);
+  const MemoryTerms s1 = stage_memory(table, zb, 1, 2, 3, /*checkpoint=*/false);
+  EXPECT_EQ(s1.in_flight, 2);
+  EXPECT_EQ(s1.deferred_gradients_bytes, 0);
+  EXPECT_EQ(s1.total_bytes, 7536 + 160);
+  // A middle stage of three keeps its own layers' output gradients, ω = 2 of them.
+  const MemorySettings zb3 = settings(Schedule::kZeroBubbleH1, 3, 4);
+  EXPECT_EQ(stage_memory(table, zb3, 1, 1, 2, false).deferred_gradients_bytes, 2 * 48);
+  // Checkpointed: the inputs of the two in flight, and the recomputed graphs of ω = 2.
+  const MemoryTerms c1 = stage_memory(table, zb, 1, 2, 3, /*checkpoint=*/true);
+  EXPECT_EQ(c1.activations_bytes, 2 * 48);
+  EXPECT_EQ(c1.recompute_bytes, 2 * 160);
+  EXPECT_EQ(c1.total_bytes, 6000 + 4 + 96 + 320 + 180 + 192 + 1000);
+  EXPECT_EQ(in_flight(Schedule::kZeroBubbleH1, 8, 3, 9), 8);
+  EXPECT_EQ(deferred_weight_passes(Schedule::kZeroBubbleH1, 3, 9), 4);
+  EXPECT_EQ(deferred_weight_passes(Schedule::kOneFOneB, 3, 9), 0);
+  // The split table's backward is B + W; the B part is what travels upstream.
+  EXPECT_EQ(table.bwd_ns(1, 3), to_ns(2 * (3.0 + 1.0)));
+  EXPECT_EQ(table.bwd_input_ns(1, 3), to_ns(3.0 + 1.0));
+  EXPECT_EQ(table.bwd_input_ns(0, 1), 0);
+  EXPECT_EQ(table.path_compute_ns(0, 3), table.fwd_ns(0, 3) + table.bwd_input_ns(0, 3));
+}
+
 TEST(MemoryModelTest, CheckpointingKeepsOnlyTheStageInputPlusOneRecompute) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);
@@ -219,7 +254,7 @@ TEST(MemoryModelTest, LowerBoundNeverExceedsTheTotalAndGrowsWithTheRange) {
   std::vector<testing::LayerSpec> layers = testing::random_layers(rng, 4);
   const Profile four = testing::make_profile(layers, {1, 2, 4}, 7, 1000);
   const LayerTable table(four, 2, OptimizerKind::kSgd);
-  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubbleH1}) {
     const MemorySettings s = settings(schedule, 3, 5, 2);
     // Ranges of 4 layers that stage s can hold in a split into 3 stages.
     auto valid = [](int stage, int first, int last) {

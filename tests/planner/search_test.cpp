@@ -109,8 +109,10 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
   int pruned = 0;
   size_t reported = 0;
   for (int case_idx = 0; case_idx < 30; ++case_idx) {
-    const Profile profile = testing::make_profile(testing::random_layers(rng, 3 + case_idx % 6),
-                                                  {1, 2, 4}, 64, 1000, 0.02, 2e6);
+    Profile profile = testing::make_profile(testing::random_layers(rng, 3 + case_idx % 6),
+                                            {1, 2, 4}, 64, 1000, 0.02, 2e6);
+    // Half the profiles have the B/W split, so that zb-h1 is searched and pruned too.
+    if (case_idx % 2 == 0) profile = testing::with_backward_split(profile, 0.4, 0.7);
     const int devices = 1 << (case_idx % 4);
     const int64_t batch = int64_t{8} << (case_idx % 3);
     const int64_t memory = (case_idx % 5 == 0) ? 300'000 : int64_t{1} << 30;  // sometimes tight
@@ -322,6 +324,33 @@ TEST(SearchTest, OneStagePlansAreListedOnce) {
   }
   options.schedules = {Schedule::kGpipe};
   EXPECT_EQ(search(context, options).plans.front().schedule, Schedule::kGpipe);
+}
+
+// Issue 21: zb-h1 is searched beside gpipe and 1f1b when the profile has the B/W split, wins
+// where B + W cost what a whole backward costs (its deferred Ws fill 1f1b's cool-down), is left
+// out of a profile without the split, and asked for alone on one is refused naming the cause.
+TEST(SearchTest, ZeroBubbleH1IsSearchedWhenTheProfileSplitsTheBackward) {
+  const Profile plain = eight_layer_profile(7);
+  const Profile split = testing::with_backward_split(plain, 0.5, 0.5);
+  SearchOptions options;
+  options.pp = 4;
+  options.micro_batch_size = 2;
+  options.top_k = 20;
+  const SearchResult with_split = search(context_for(split, 4, int64_t{1} << 30, 16), options);
+  ASSERT_FALSE(with_split.plans.empty());
+  EXPECT_EQ(with_split.plans.front().schedule, Schedule::kZeroBubbleH1);
+  const Plan* best_1f1b = nullptr;
+  for (const Plan& plan : with_split.plans)
+    if (plan.schedule == Schedule::kOneFOneB && !best_1f1b) best_1f1b = &plan;
+  ASSERT_NE(best_1f1b, nullptr);
+  EXPECT_LT(with_split.plans.front().predictions.bubble_fraction,
+            best_1f1b->predictions.bubble_fraction);
+  EXPECT_GT(with_split.plans.front().predictions.stages[0].bwd_weight_ms, 0);
+  for (const Plan& plan : search(context_for(plain, 4, int64_t{1} << 30, 16), options).plans)
+    EXPECT_NE(plan.schedule, Schedule::kZeroBubbleH1);
+  options.schedules = {Schedule::kZeroBubbleH1};
+  const std::string error = error_of([&] { search(context_for(plain, 4, int64_t{1} << 30, 16), options); });
+  EXPECT_NE(error.find("bwd_input_ms"), std::string::npos) << error;
 }
 
 }  // namespace

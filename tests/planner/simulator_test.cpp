@@ -81,6 +81,54 @@ TEST(SimulatorTest, UnequalStagesByHand) {
   EXPECT_EQ(events(one_f_one_b, 0, TimelineKind::kBackward), (Spans{{0, 2, 3}, {1, 3, 4}}));
 }
 
+TEST(SimulatorTest, ZeroBubbleH1ByHand) {
+  // Both stages: f = 1, B = 1, W = 1 (a whole backward 2); m = 2; free communication.
+  //   1f1b, b = 2:  stage 0  F0 [0,1] F1 [1,2] .... B0 [4,6] . B1 [7,9]
+  //                 stage 1       F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]
+  //   zb-h1:        stage 0  F0 [0,1] F1 [1,2] . Bi0 [3,4] W0 [4,5] Bi1 [5,6] W1 [6,7]
+  //                 stage 1       F0 [1,2] Bi0 [2,3] F1 [3,4] Bi1 [4,5] W0 [5,6] W1 [6,7]
+  // Stage 1's deferred W fills the wait 1f1b leaves before stage 0's last backward.
+  StageCosts split{1, 1, 0, 0, 0};
+  split.bwd_weight_ms = 1;
+  const SimulationResult zb =
+      simulate(pipeline(Schedule::kZeroBubbleH1, 2, 2, std::vector<StageCosts>(2, split)));
+  EXPECT_DOUBLE_EQ(zb.iteration_ms, 7);
+  EXPECT_EQ(events(zb, 0, TimelineKind::kBackwardInput), (Spans{{0, 3, 4}, {1, 5, 6}}));
+  EXPECT_EQ(events(zb, 0, TimelineKind::kBackwardWeight), (Spans{{0, 4, 5}, {1, 6, 7}}));
+  EXPECT_EQ(events(zb, 1, TimelineKind::kBackwardInput), (Spans{{0, 2, 3}, {1, 4, 5}}));
+  EXPECT_EQ(events(zb, 1, TimelineKind::kBackwardWeight), (Spans{{0, 5, 6}, {1, 6, 7}}));
+  EXPECT_TRUE(events(zb, 0, TimelineKind::kBackward).empty());
+  EXPECT_DOUBLE_EQ(zb.busy_ms[1], 6);
+  const SimulationResult one_f_one_b = simulate(
+      pipeline(Schedule::kOneFOneB, 2, 2, std::vector<StageCosts>(2, StageCosts{1, 2, 0, 0, 0})));
+  EXPECT_DOUBLE_EQ(one_f_one_b.iteration_ms, 9);
+  EXPECT_LT(zb.bubble_fraction, one_f_one_b.bubble_fraction);
+  // The bound of a split input counts W as work but not on the path back to stage 0.
+  EXPECT_LE(iteration_lower_bound_ms(pipeline(Schedule::kZeroBubbleH1, 2, 2,
+                                              std::vector<StageCosts>(2, split))),
+            7.0);
+}
+
+// zb-h1 against 1f1b over many shapes with B + W = the whole backward: never slower, and each
+// rank busy for m · (f + B + W).
+TEST(SimulatorTest, ZeroBubbleH1NeverLosesToOneFOneBWithTheSameWork) {
+  for (int pp = 1; pp <= 6; ++pp)
+    for (int m : {1, 2, 3, 5, 8, 16}) {
+      StageCosts split{0.7, 0.6, 0, 0, 0};
+      split.bwd_weight_ms = 0.7;
+      const SimulationResult zb = simulate(
+          pipeline(Schedule::kZeroBubbleH1, pp, m, std::vector<StageCosts>(pp, split), 0.05));
+      const SimulationResult base = simulate(pipeline(
+          Schedule::kOneFOneB, pp, m, std::vector<StageCosts>(pp, StageCosts{0.7, 1.3, 0, 0, 0}),
+          0.05));
+      EXPECT_LE(zb.iteration_ms, base.iteration_ms * (1 + 1e-12)) << "pp=" << pp << " m=" << m;
+      for (double busy : zb.busy_ms) EXPECT_NEAR(busy, m * 2.0, 1e-9);
+      EXPECT_LE(iteration_lower_bound_ms(pipeline(Schedule::kZeroBubbleH1, pp, m,
+                                                  std::vector<StageCosts>(pp, split), 0.05)),
+                zb.iteration_ms * (1 + 1e-12));
+    }
+}
+
 TEST(SimulatorTest, CommunicationByHand) {
   // f = b = 1 on both stages, every transfer 0.5 ms, gpipe, m = 2:
   //   stage 0: F0 [0,1] F1 [1,2] wait [2,5] B0 [5,6] B1 [6,7]   sends act at [1,1.5] [2,2.5]

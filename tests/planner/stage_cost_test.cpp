@@ -48,7 +48,9 @@ TEST(StageCostTest, MemoryEqualsTheMemoryModel) {
       problem.device_memory_bytes = int64_t{1} << 40;
       problem.inter_node_boundaries.assign(pp - 1, false);
       MemorySettings& memory = problem.memory;
-      memory.schedule = case_idx % 3 ? Schedule::kOneFOneB : Schedule::kGpipe;
+      memory.schedule = case_idx % 3 == 0   ? Schedule::kGpipe
+                        : case_idx % 3 == 1 ? Schedule::kOneFOneB
+                                            : Schedule::kZeroBubbleH1;
       memory.pp = pp;
       memory.dp = 1 + case_idx % 3;
       memory.num_micro_batches = 1 + case_idx % 5;

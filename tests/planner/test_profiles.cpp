@@ -62,6 +62,19 @@ Profile make_profile(const std::vector<LayerSpec>& layers, const std::vector<int
   return profile;
 }
 
+Profile with_backward_split(Profile profile, double input_share, double weight_share) {
+  for (LayerProfile& layer : profile.layers) {
+    for (LayerPoint& point : layer.points) {
+      const bool first = layer.index == 0;
+      point.bwd_input_ms = first ? 0 : input_share * point.bwd_ms;
+      point.bwd_weight_ms = (first ? input_share + weight_share : weight_share) * point.bwd_ms;
+    }
+    layer.fits = fit_points(layer.points);
+  }
+  profile.validate("test profile");
+  return profile;
+}
+
 Profile three_layer_profile() {
   std::vector<LayerSpec> layers(3);
   //        fwd  bwd  params buf  out  retained in  out  fwd_tr bwd_tr sgd   adamw

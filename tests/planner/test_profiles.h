@@ -35,6 +35,11 @@ Profile make_profile(const std::vector<LayerSpec>& layers,
                      int64_t runtime_overhead_bytes = 0, double p2p_latency_ms = 0,
                      double p2p_bandwidth_bytes_per_s = 0);
 
+/// `profile` with zb-h1's B/W split at every point: B = input_share · bwd_ms, W =
+/// weight_share · bwd_ms (layer 0, whose input is the data, has B = 0 and W = (input_share +
+/// weight_share) · bwd_ms); fits refitted, validated.
+Profile with_backward_split(Profile profile, double input_share, double weight_share);
+
 /// The 3-layer profile of the memory model tests (memory_model_test.cpp works it out).
 Profile three_layer_profile();
 
