@@ -13,6 +13,10 @@ namespace pipeplan {
 /// most); with at most kMaxMicroBatches micro-batches of a stage costing up to four such times
 /// (forward and backward, recompute, two transfers), an iteration stays below 6.6e12 ms.
 inline constexpr double kMaxTimeMs = 1e8;
+/// The largest coefficient of variation of an action time a plan may carry (plan.json's fwd_cv,
+/// bwd_cv). A profile taken on a loaded host can have a p90 many times its median; the planner
+/// caps what it derives from it here, so that every plan it writes is one the readers accept.
+inline constexpr double kMaxCoefficientOfVariation = 10;
 
 /// The largest byte count a file may hold, a device may have, or a stage's sums may reach: 2^50
 /// bytes (1 PiB). In-flight copies (at most kMaxMicroBatches) and per-parameter multiples keep

@@ -1,6 +1,9 @@
 // The time model: transfers, ring all-reduce, per-stage compute.
 #include "planner/time_model.h"
 
+#include <algorithm>
+
+#include "common/limits.h"
 #include "common/units.h"
 
 namespace pipeplan {
@@ -24,7 +27,9 @@ double allreduce_ms(int64_t bytes, int dp, double bandwidth_bytes_per_s, double 
 
 double coefficient_of_variation(int64_t spread_ns, int64_t mean_ns) {
   constexpr double kZ90 = 1.2815515655446004;  // the standard normal's 90th percentile
-  return mean_ns > 0 ? static_cast<double>(spread_ns) / static_cast<double>(mean_ns) / kZ90 : 0.0;
+  if (mean_ns <= 0) return 0.0;
+  return std::min(kMaxCoefficientOfVariation,
+                  static_cast<double>(spread_ns) / static_cast<double>(mean_ns) / kZ90);
 }
 
 StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint) {

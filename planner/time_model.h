@@ -47,7 +47,8 @@ StageTimes stage_times(const LayerTable& table, int first, int last, bool checkp
 
 /// The coefficient of variation of an action whose p90 lies `spread_ns` above its mean time
 /// `mean_ns`, taking the time as normal (p90 = mean + 1.2816 standard deviations): the profile
-/// keeps medians and p90s, not the standard deviation. 0 when mean_ns is 0.
+/// keeps medians and p90s, not the standard deviation. 0 when mean_ns is 0; at most
+/// kMaxCoefficientOfVariation (common/limits.h), which a p90 13 times the median reaches.
 double coefficient_of_variation(int64_t spread_ns, int64_t mean_ns);
 
 /// Per micro-batch: forward + backward + recompute.
