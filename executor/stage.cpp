@@ -1,5 +1,8 @@
-// One rank's stage: flat parameters, forward, backward, recompute, evaluation.
+// One rank's stage: flat parameters, forward, backward (whole or zb-h1's B and W), recompute,
+// evaluation.
 #include "executor/stage.h"
+
+#include <torch/csrc/autograd/autograd.h>
 
 #include <unordered_set>
 
@@ -44,6 +47,7 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
       pp_(plan.pp),
       first_(plan.stages.at(stage_idx).first),
       checkpoint_(plan.stages.at(stage_idx).checkpoint),
+      split_backward_(plan.schedule == Schedule::kZeroBubbleH1),
       precision_(plan.precision),
       device_(device),
       output_sample_shape_(plan.stages.at(stage_idx).output_sample_shape),
@@ -79,6 +83,7 @@ void StageRuntime::flatten_parameters() {
       if (!seen.insert(parameter.unsafeGetTensorImpl()).second) continue;
       PIPEPLAN_ASSERT(parameter.scalar_type() == torch::kFloat32, "parameters must be float32");
       parameters.push_back(parameter);
+      if (parameter.requires_grad()) trainable_parameters_.push_back(parameter);
       total += parameter.numel();
     }
   const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
@@ -101,11 +106,25 @@ void StageRuntime::begin_iteration(int num_micro_batches) {
 }
 
 // The stage's layers one after another; each layer's random numbers come from its own seed.
-torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed) {
+// With `layer_graphs`, each layer starts from a leaf cut off the previous layer's graph, so that
+// B can stop at every layer boundary and W can skip the input gradients.
+torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed,
+                                       InFlight* layer_graphs) {
   const runtime::AutocastScope autocast(device_, precision_);
+  if (layer_graphs != nullptr) {
+    layer_graphs->layer_inputs.clear();
+    layer_graphs->layer_outputs.clear();
+    layer_graphs->output_gradients.clear();
+  }
   for (size_t position = 0; position < layers_.size(); ++position) {
     torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(first_ + position)));
+    if (layer_graphs != nullptr) {
+      // Integer inputs (tokens) and inputs that need no gradient pass as they are.
+      if (input.requires_grad()) input = input.detach().requires_grad_(true);
+      layer_graphs->layer_inputs.push_back(input);
+    }
     input = layers_[position]->forward(input);
+    if (layer_graphs != nullptr) layer_graphs->layer_outputs.push_back(input);
   }
   return input;
 }
@@ -144,33 +163,98 @@ torch::Tensor StageRuntime::forward(int micro_batch, const torch::Tensor& input,
     return finish_forward(entry, run_layers(input, rng_seed), target);
   }
   if (!is_first() && input.is_floating_point()) entry.input.requires_grad_(true);
-  return finish_forward(entry, run_layers(entry.input, rng_seed), target);
+  return finish_forward(entry, run_layers(entry.input, rng_seed, split_backward_ ? &entry : nullptr),
+                        target);
 }
 
 void StageRuntime::recompute(int micro_batch) {
   PIPEPLAN_ASSERT(checkpoint_, "recompute on a stage without checkpointing");
   InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
   if (!is_first() && entry.input.is_floating_point()) entry.input.requires_grad_(true);
-  torch::Tensor output = run_layers(entry.input, entry.rng_seed);
+  torch::Tensor output = run_layers(entry.input, entry.rng_seed, split_backward_ ? &entry : nullptr);
   entry.output = is_last() ? models::compute_loss(model_, output, entry.target) : output;
+}
+
+torch::Tensor StageRuntime::stage_output_gradient(const InFlight& entry,
+                                                  const torch::Tensor& output_gradient,
+                                                  double loss_factor) const {
+  // The loss's gradient is the factor itself: what (loss · factor).backward() starts from.
+  if (is_last()) return torch::full_like(entry.output, loss_factor);
+  PIPEPLAN_CHECK(output_gradient.sizes() == entry.output.sizes(), "stage ", stage_idx_,
+                 " received a gradient of shape ", format_shape(output_gradient.sizes().vec()),
+                 " for an activation of shape ", format_shape(entry.output.sizes().vec()));
+  return output_gradient;
 }
 
 torch::Tensor StageRuntime::backward(int micro_batch, const torch::Tensor& output_gradient,
                                      double loss_factor) {
+  if (split_backward_) {
+    torch::Tensor input_gradient = backward_input(micro_batch, output_gradient, loss_factor);
+    backward_weight(micro_batch);
+    return input_gradient;
+  }
   InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
   PIPEPLAN_ASSERT(entry.output.defined(), "backward of micro-batch ", micro_batch,
                   " before its forward");
-  if (is_last()) {
+  if (is_last())
     (entry.output * loss_factor).backward();
-  } else {
-    PIPEPLAN_CHECK(output_gradient.sizes() == entry.output.sizes(), "stage ", stage_idx_,
-                   " received a gradient of shape ", format_shape(output_gradient.sizes().vec()),
-                   " for an activation of shape ", format_shape(entry.output.sizes().vec()));
-    entry.output.backward(output_gradient);
-  }
+  else
+    entry.output.backward(stage_output_gradient(entry, output_gradient, loss_factor));
   torch::Tensor input_gradient = is_first() ? torch::Tensor() : entry.input.grad();
   entry = InFlight();
   return input_gradient;
+}
+
+const torch::Tensor& StageRuntime::layer_root(const InFlight& entry, size_t position) const {
+  return is_last() && position + 1 == entry.layer_outputs.size() ? entry.output
+                                                                  : entry.layer_outputs[position];
+}
+
+// Layer by layer from the last: each layer's graph gives the gradient of its input, which is
+// the previous layer's output gradient. The graphs are kept for W.
+torch::Tensor StageRuntime::backward_input(int micro_batch, const torch::Tensor& output_gradient,
+                                           double loss_factor) {
+  PIPEPLAN_ASSERT(split_backward_, "backward_input on a stage whose schedule is not zb-h1");
+  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  PIPEPLAN_ASSERT(entry.output.defined() && entry.layer_outputs.size() == layers_.size(),
+                  "backward_input of micro-batch ", micro_batch, " before its forward");
+  PIPEPLAN_ASSERT(entry.output_gradients.empty(), "second backward_input of micro-batch ",
+                  micro_batch);
+  torch::Tensor gradient = stage_output_gradient(entry, output_gradient, loss_factor);
+  entry.output_gradients.assign(layers_.size(), torch::Tensor());
+  for (size_t position = layers_.size(); position-- > 0;) {
+    entry.output_gradients[position] = gradient;
+    const torch::Tensor& root = layer_root(entry, position);
+    const torch::Tensor& input = entry.layer_inputs[position];
+    if (!gradient.defined() || !root.requires_grad() || !input.requires_grad()) {
+      gradient = torch::Tensor();  // nothing flows further back (tokens, or the data)
+      break;
+    }
+    gradient = torch::autograd::grad({root}, {input}, {gradient}, /*retain_graph=*/true,
+                                     /*create_graph=*/false, /*allow_unused=*/true)[0];
+  }
+  return is_first() ? torch::Tensor() : gradient;
+}
+
+void StageRuntime::backward_weight(int micro_batch) {
+  PIPEPLAN_ASSERT(split_backward_, "backward_weight on a stage whose schedule is not zb-h1");
+  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  PIPEPLAN_ASSERT(entry.output_gradients.size() == layers_.size(), "backward_weight of micro-batch ",
+                  micro_batch, " before its backward_input");
+  std::vector<torch::Tensor> roots;
+  std::vector<torch::Tensor> gradients;
+  for (size_t position = 0; position < layers_.size(); ++position) {
+    const torch::Tensor& root = layer_root(entry, position);
+    if (!entry.output_gradients[position].defined() || !root.requires_grad()) continue;
+    roots.push_back(root);
+    gradients.push_back(entry.output_gradients[position]);
+  }
+  // One engine pass over all layers: a parameter used by two of them sums both uses' gradients
+  // into its flat gradient view (AccumulateGrad adds in place), as one whole backward does.
+  if (!roots.empty() && !trainable_parameters_.empty())
+    torch::autograd::backward(roots, gradients, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*inputs=*/trainable_parameters_);
+  entry = InFlight();
 }
 
 torch::Tensor StageRuntime::evaluate(const torch::Tensor& input, const torch::Tensor& target,

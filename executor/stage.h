@@ -1,5 +1,5 @@
 // One rank's stage: its layers on its device, flat parameter and gradient buffers, and the
-// forward, backward and recompute of its micro-batches in flight.
+// forward, backward (whole, or zb-h1's B and W) and recompute of its micro-batches in flight.
 #pragma once
 
 #include <torch/torch.h>
@@ -31,6 +31,12 @@ std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan&
 /// parameter tied across its layers once) and their gradients views into another, so that the
 /// optimizer and the all-reduce work on two tensors; autograd accumulates micro-batch gradients
 /// into the flat gradient in place.
+///
+/// Under zb-h1 the backward is split in two (plans/schedule.h). The forward then runs each layer
+/// on its input detached from the previous layer's graph, so that every layer has a graph of its
+/// own: B walks them from the last layer to the first computing only input gradients, keeping
+/// each layer output's gradient; W runs every layer's graph once more from those gradients into
+/// the weights alone. The micro-batch's activations live until its W.
 class StageRuntime {
  public:
   /// Builds only this stage's layers (build_layers with `seed`) on `device`.
@@ -42,6 +48,9 @@ class StageRuntime {
   bool is_first() const { return stage_idx_ == 0; }
   bool is_last() const { return stage_idx_ == pp_ - 1; }
   bool checkpointed() const { return checkpoint_; }
+  /// Whether the plan splits each backward into B and W (zb-h1): backward_input and
+  /// backward_weight then replace backward.
+  bool split_backward() const { return split_backward_; }
   /// The device the layers live on.
   const torch::Device& device() const { return device_; }
   /// Flat parameters and gradients (float32, on the device).
@@ -69,8 +78,21 @@ class StageRuntime {
   /// Backward of `micro_batch`: from `output_gradient` (received), or on the last stage from
   /// the loss times `loss_factor` (1/m, times the fp16 loss scale). Gradients accumulate into
   /// the flat buffer. Returns the gradient of the input to send (undefined on stage 0) and
-  /// frees the micro-batch's activations.
+  /// frees the micro-batch's activations. On a split_backward() stage: backward_input then
+  /// backward_weight.
   torch::Tensor backward(int micro_batch, const torch::Tensor& output_gradient, double loss_factor);
+  /// zb-h1's B of `micro_batch` (split_backward() stages only), from `output_gradient` or the
+  /// loss times `loss_factor` as in backward(): the gradient of each layer's output, last layer
+  /// to first, kept for backward_weight; no weight gradient is touched. Returns the gradient of
+  /// the stage input to send (undefined on stage 0, or when the input needs none). A checkpointed
+  /// stage recomputes first, as before backward().
+  torch::Tensor backward_input(int micro_batch, const torch::Tensor& output_gradient,
+                               double loss_factor);
+  /// zb-h1's W of `micro_batch`, whose backward_input has run: one autograd pass over every
+  /// layer's graph from the kept gradients into the parameters alone, accumulated into the flat
+  /// gradients (a parameter used by two layers of the stage gets both uses' sum). Frees the
+  /// micro-batch's activations.
+  void backward_weight(int micro_batch);
 
   /// Evaluation forward (no graph, layers in eval mode): returns the activation to send, or on
   /// the last stage adds correct predictions and predictions made to `correct` and `total`.
@@ -85,8 +107,19 @@ class StageRuntime {
     torch::Tensor target;  // last stage, checkpointed: for the recomputed loss
     torch::Tensor output;  // the graph's end: activation, or the loss on the last stage
     uint64_t rng_seed = 0;
+    // zb-h1: each layer's input (a leaf detached from the previous layer's graph when it needs a
+    // gradient) and output, and after B the gradient of each output (undefined where none flows).
+    std::vector<torch::Tensor> layer_inputs;
+    std::vector<torch::Tensor> layer_outputs;
+    std::vector<torch::Tensor> output_gradients;
   };
-  torch::Tensor run_layers(torch::Tensor input, uint64_t rng_seed);
+  // Runs the layers; with `layer_graphs`, one graph per layer, recorded there (zb-h1).
+  torch::Tensor run_layers(torch::Tensor input, uint64_t rng_seed, InFlight* layer_graphs = nullptr);
+  // Where layer `position`'s graph ends: its output, or on the last stage's last layer the loss.
+  const torch::Tensor& layer_root(const InFlight& entry, size_t position) const;
+  // The gradient B starts from: the received one (checked against the output), or the loss's.
+  torch::Tensor stage_output_gradient(const InFlight& entry, const torch::Tensor& output_gradient,
+                                      double loss_factor) const;
   torch::Tensor finish_forward(InFlight& entry, torch::Tensor output, const torch::Tensor& target);
   void check_output(const torch::Tensor& output) const;
   void flatten_parameters();
@@ -96,6 +129,7 @@ class StageRuntime {
   int pp_;
   int first_;
   bool checkpoint_;
+  bool split_backward_;  // zb-h1: B and W instead of one backward
   Precision precision_;  // autocast around the forward when not fp32 (plans do so only on CUDA)
   torch::Device device_;
   std::vector<int64_t> output_sample_shape_;
@@ -103,6 +137,7 @@ class StageRuntime {
   std::vector<models::LayerPtr> layers_;
   torch::Tensor flat_parameters_;
   torch::Tensor flat_gradients_;
+  std::vector<torch::Tensor> trainable_parameters_;  // W's inputs: each one once
   std::vector<torch::Tensor> tied_gradients_;
   std::vector<InFlight> in_flight_;
 };
