@@ -111,13 +111,16 @@ void Interpreter::forward(const Action& action, const PassData& data) {
     outgoing_[mb] = std::move(output);
 }
 
+// A whole backward, or zb-h1's B (the input gradient alone; W follows later).
 void Interpreter::backward(const Action& action) {
   const int mb = action.micro_batch;
+  const bool input_only = action.kind == ActionKind::kBackwardInput;
   if (stage_.checkpointed()) timed(TimelineKind::kRecompute, mb, [&] { stage_.recompute(mb); });
   const double loss_factor = scaler_.scale() / plan_.num_micro_batches;
   torch::Tensor input_gradient;
-  timed(TimelineKind::kBackward, mb, [&] {
-    input_gradient = stage_.backward(mb, received_[mb], loss_factor);
+  timed(input_only ? TimelineKind::kBackwardInput : TimelineKind::kBackward, mb, [&] {
+    input_gradient = input_only ? stage_.backward_input(mb, received_[mb], loss_factor)
+                                : stage_.backward(mb, received_[mb], loss_factor);
   });
   received_[mb] = torch::Tensor();
   outgoing_[mb] = std::move(input_gradient);
@@ -178,7 +181,12 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
       case ActionKind::kRecvActivation:
       case ActionKind::kRecvGradient: receive(action, data); break;
       case ActionKind::kForward: forward(action, data); break;
-      case ActionKind::kBackward: backward(action); break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput: backward(action); break;
+      case ActionKind::kBackwardWeight:
+        timed(TimelineKind::kBackwardWeight, action.micro_batch,
+              [&] { stage_.backward_weight(action.micro_batch); });
+        break;
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: send(action); break;
       case ActionKind::kAllReduce:

@@ -80,7 +80,7 @@ class Interpreter {
   void post_ahead(RecvQueue& queue, const PassData& data);
   void receive(const Action& action, const PassData& data);
   void forward(const Action& action, const PassData& data);
-  void backward(const Action& action);
+  void backward(const Action& action);  // kBackward, or zb-h1's kBackwardInput
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);
   void end_pass();

@@ -54,7 +54,7 @@ double Recorder::now_ms() const {
 void Recorder::begin_step(int64_t step) {
   ++steps_begun_;
   current_ = StepTiming();
-  fwd_total_ = bwd_total_ = recompute_total_ = MicroBatchTotal();
+  fwd_total_ = bwd_total_ = recompute_total_ = bwd_weight_total_ = MicroBatchTotal();
   current_events_ = StepEvents();
   current_events_.step = step;
   current_events_.start_ms = now_ms();
@@ -68,7 +68,12 @@ void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, doubl
       current_.compute_ms += ms;
       break;
     case TimelineKind::kBackward:
+    case TimelineKind::kBackwardInput:
       bwd_total_.add(ms);
+      current_.compute_ms += ms;
+      break;
+    case TimelineKind::kBackwardWeight:
+      bwd_weight_total_.add(ms);
       current_.compute_ms += ms;
       break;
     case TimelineKind::kRecompute:
@@ -92,6 +97,7 @@ StepTiming Recorder::end_step() {
   current_.fwd_ms = fwd_total_.mean_ms();
   current_.bwd_ms = bwd_total_.mean_ms();
   current_.recompute_ms = recompute_total_.mean_ms();
+  current_.bwd_weight_ms = bwd_weight_total_.mean_ms();
   if (measuring()) {
     steps_.push_back(current_);
     if (static_cast<int>(steps_.size()) > kMaxMeasuredSteps) steps_.pop_front();
@@ -114,6 +120,7 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.fwd_ms = mean_of(steps_, &StepTiming::fwd_ms);
   m.bwd_ms = mean_of(steps_, &StepTiming::bwd_ms);
   m.recompute_ms = mean_of(steps_, &StepTiming::recompute_ms);
+  m.bwd_weight_ms = mean_of(steps_, &StepTiming::bwd_weight_ms);
   m.compute_ms = mean_of(steps_, &StepTiming::compute_ms);
   m.optimizer_ms = mean_of(steps_, &StepTiming::optimizer_ms);
   m.allreduce_ms = mean_of(steps_, &StepTiming::allreduce_ms);
@@ -178,7 +185,11 @@ RankStepTimes action_times(const StepEvents& step) {
         per_micro_batch = &times.fwd_ms;
         break;
       case TimelineKind::kBackward:
+      case TimelineKind::kBackwardInput:
         per_micro_batch = &times.bwd_ms;
+        break;
+      case TimelineKind::kBackwardWeight:
+        per_micro_batch = &times.bwd_weight_ms;
         break;
       case TimelineKind::kRecompute:
         per_micro_batch = &times.recompute_ms;

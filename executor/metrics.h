@@ -34,7 +34,7 @@ struct StepEvents {
 struct StepTiming {
   double iteration_ms = 0;  ///< from the step's start (before loading data) to its last wait
   double busy_ms = 0;       ///< compute + all-reduce + optimizer (is_busy in plans/timeline.h)
-  double compute_ms = 0;    ///< forward + backward + recompute
+  double compute_ms = 0;    ///< forward + backward (zb-h1: B + W) + recompute
   double optimizer_ms = 0;
   double allreduce_ms = 0;
   double recv_wait_ms = 0;
@@ -42,8 +42,9 @@ struct StepTiming {
   /// Mean per micro-batch over the step: m of them add up to the step's compute, which a
   /// median over all micro-batches would not (the first of a step is often slower).
   double fwd_ms = 0;
-  double bwd_ms = 0;
+  double bwd_ms = 0;  ///< zb-h1: B
   double recompute_ms = 0;
+  double bwd_weight_ms = 0;  ///< zb-h1: W; 0 otherwise
 };
 
 /// Collects one rank's timed actions. Steps after the first `warmup_steps` of this process are
@@ -94,7 +95,7 @@ class Recorder {
   };
 
   std::deque<StepTiming> steps_;  // the last kMaxMeasuredSteps measured steps
-  MicroBatchTotal fwd_total_, bwd_total_, recompute_total_;
+  MicroBatchTotal fwd_total_, bwd_total_, recompute_total_, bwd_weight_total_;
   std::deque<StepEvents> kept_;
   double origin_ms_ = 0;
 };
@@ -107,7 +108,8 @@ int64_t representative_step(const std::vector<std::pair<int64_t, double>>& slowe
 
 /// Each rank's compute, action by action, in the last `max_steps` steps that every rank reported
 /// and that have a slowest-rank iteration time (`slowest_iteration_ms`: step and ms), in step
-/// order. A stage's recompute times are empty unless it recomputed.
+/// order. A stage's recompute times are empty unless it recomputed; its W times (bwd_weight_ms)
+/// empty unless it split its backwards (zb-h1), whose bwd_ms are then the Bs.
 std::vector<StepTimes> step_times(
     const std::vector<std::vector<StepEvents>>& ranks,
     const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps);
