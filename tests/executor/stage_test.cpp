@@ -5,6 +5,7 @@
 
 #include "models/model.h"
 #include "tests/executor/train_harness.h"
+#include "tests/models/torchscript_files.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -44,6 +45,118 @@ TEST(StageTest, CheckpointingGivesTheSameLossAndGradients) {
   }
   EXPECT_GT(plain.gradients().abs().sum().item<double>(), 0);
   EXPECT_TRUE(torch::equal(plain.gradients(), checkpointed.gradients()));
+}
+
+// One stage of a split for the B-and-W test.
+struct SplitCase {
+  std::string model;
+  std::vector<std::string> model_args;
+  int pp = 1;
+  int stage = 0;
+  bool checkpoint = false;
+};
+
+std::string describe(const SplitCase& split) {
+  return split.model + " pp=" + std::to_string(split.pp) + " stage " + std::to_string(split.stage) +
+         (split.checkpoint ? " checkpointed" : "");
+}
+
+constexpr int kSplitMicroBatches = 2;
+constexpr int64_t kSplitRows = 4;
+constexpr double kSplitLossFactor = 0.5;
+constexpr double kSplitRelativeTolerance = 1e-6;
+constexpr double kSplitAbsoluteTolerance = 1e-6;
+
+// zb-h1's B then W (in its order: every B, then every W) against one whole backward per
+// micro-batch on the same stage from the same weights, inputs and output gradients: the same
+// input gradients and the same accumulated parameter gradients; B alone touches no weight.
+void expect_split_backward_matches(const SplitCase& split) {
+  const std::string what = describe(split);
+  testing::TestPlanSpec spec;
+  spec.model = split.model;
+  spec.model_args = split.model_args;
+  spec.pp = split.pp;
+  spec.micro_batch_size = kSplitRows;
+  spec.num_micro_batches = kSplitMicroBatches;
+  spec.checkpoint.assign(static_cast<size_t>(split.pp), split.checkpoint);
+  const Plan whole_plan = testing::make_test_plan(spec);
+  spec.schedule = Schedule::kZeroBubbleH1;
+  const Plan split_plan = testing::make_test_plan(spec);
+  const models::Model model = models::make_model(split.model, split.model_args);
+  StageRuntime whole(model, whole_plan, split.stage, torch::kCPU, /*seed=*/1);
+  StageRuntime halves(model, split_plan, split.stage, torch::kCPU, /*seed=*/1);
+  ASSERT_FALSE(whole.split_backward());
+  ASSERT_TRUE(halves.split_backward());
+  const StagePlan& stage = whole_plan.stages[split.stage];
+  const auto with_rows = [](std::vector<int64_t> shape) {
+    shape.insert(shape.begin(), kSplitRows);
+    return shape;
+  };
+  whole.begin_iteration(kSplitMicroBatches);
+  halves.begin_iteration(kSplitMicroBatches);
+  std::vector<torch::Tensor> output_gradients;
+  for (int mb = 0; mb < kSplitMicroBatches; ++mb) {
+    auto [input, target] = models::random_batch(model, kSplitRows, /*seed=*/10 + mb);
+    torch::manual_seed(20 + mb);
+    if (!whole.is_first())
+      input = torch::randn(with_rows(stage.input_sample_shape),
+                           boundary_dtype(stage.input_dtype, "input_dtype"));
+    output_gradients.push_back(whole.is_last() ? torch::Tensor()
+                                               : torch::randn(with_rows(stage.output_sample_shape)));
+    const torch::Tensor a = whole.forward(mb, input, target, /*rng_seed=*/mb);
+    const torch::Tensor b = halves.forward(mb, input, target, /*rng_seed=*/mb);
+    EXPECT_TRUE(torch::equal(a, b)) << what << ": forward of micro-batch " << mb;
+  }
+  std::vector<torch::Tensor> whole_input_gradients, split_input_gradients;
+  for (int mb = 0; mb < kSplitMicroBatches; ++mb) {
+    if (split.checkpoint) whole.recompute(mb);
+    whole_input_gradients.push_back(whole.backward(mb, output_gradients[mb], kSplitLossFactor));
+  }
+  for (int mb = 0; mb < kSplitMicroBatches; ++mb) {
+    if (split.checkpoint) halves.recompute(mb);
+    split_input_gradients.push_back(halves.backward_input(mb, output_gradients[mb], kSplitLossFactor));
+  }
+  EXPECT_EQ(halves.gradients().abs().sum().item<double>(), 0) << what << ": B touched a weight";
+  for (int mb = 0; mb < kSplitMicroBatches; ++mb) halves.backward_weight(mb);
+  EXPECT_GT(whole.gradients().abs().sum().item<double>(), 0) << what;
+  EXPECT_TRUE(torch::allclose(halves.gradients(), whole.gradients(), kSplitRelativeTolerance,
+                              kSplitAbsoluteTolerance))
+      << what << ": parameter gradients differ by "
+      << (halves.gradients() - whole.gradients()).abs().max().item<double>();
+  for (int mb = 0; mb < kSplitMicroBatches; ++mb) {
+    const torch::Tensor& expected = whole_input_gradients[mb];
+    const torch::Tensor& actual = split_input_gradients[mb];
+    ASSERT_EQ(actual.defined(), expected.defined()) << what << ": micro-batch " << mb;
+    if (!expected.defined()) continue;
+    EXPECT_TRUE(torch::allclose(actual, expected, kSplitRelativeTolerance, kSplitAbsoluteTolerance))
+        << what << ": input gradient of micro-batch " << mb << " differs by "
+        << (actual - expected).abs().max().item<double>();
+  }
+}
+
+TEST(StageTest, BackwardInputThenWeightEqualsOneBackward) {
+  const std::vector<std::string> eight_layers = {"layers=8"};
+  for (const SplitCase& split : {SplitCase{"mlp_tiny", eight_layers, 1, 0, false},
+                                 SplitCase{"mlp_tiny", eight_layers, 3, 0, false},
+                                 SplitCase{"mlp_tiny", eight_layers, 3, 1, false},
+                                 SplitCase{"mlp_tiny", eight_layers, 3, 2, false},
+                                 SplitCase{"mlp_tiny", eight_layers, 3, 1, true},
+                                 SplitCase{"mlp_tiny", eight_layers, 3, 2, true},
+                                 SplitCase{"gpt_tiny", {}, 2, 0, false},
+                                 SplitCase{"gpt_tiny", {}, 2, 1, false},
+                                 SplitCase{"gpt_tiny", {}, 2, 0, true}})
+    expect_split_backward_matches(split);
+}
+
+// tied_gpt.pt's embedding and head share one weight: on one stage, W must add both uses.
+TEST(StageTest, BackwardWeightSumsATiedParametersUsesInOneStage) {
+  if (testing::torch_python().empty()) GTEST_SKIP() << testing::kNoTorchPython;
+  std::string error;
+  const std::string dir = testing::test_models_dir(testing::kTrainSeed, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  const std::string file = dir + "/tied_gpt.pt";
+  ASSERT_EQ(models::make_model(file).ties.size(), 1u);
+  expect_split_backward_matches(SplitCase{file, {}, 1, 0, false});
 }
 
 TEST(StageTest, MicroBatchSeedsDifferByStepAndMicroBatch) {

@@ -130,7 +130,7 @@ TestPlanSpec split_spec(int dp, int pp, Schedule schedule) {
 }
 
 Plan make_test_plan(const TestPlanSpec& spec) {
-  const models::Model model = models::make_model(spec.model);
+  const models::Model model = models::make_model(spec.model, spec.model_args);
   const auto outputs = layer_outputs(model);
   const int num_layers = static_cast<int>(model.layers.size());
   Plan plan;

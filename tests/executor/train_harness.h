@@ -17,6 +17,7 @@ namespace pipeplan::testing {
 /// The split and settings of a test plan.
 struct TestPlanSpec {
   std::string model = "mlp_tiny";
+  std::vector<std::string> model_args;  ///< "KEY=VALUE" overrides of the model's configuration
   int dp = 1;
   int pp = 1;
   int64_t micro_batch_size = 4;
