@@ -147,10 +147,37 @@ TEST(MetricsTest, StepTimesAreEachRanksActionsOfStepsEveryRankReported) {
   EXPECT_EQ(times[1].ranks[0].fwd_ms, (std::vector<double>{7, 2}));
   EXPECT_EQ(times[1].ranks[0].bwd_ms, (std::vector<double>{3, 4}));
   EXPECT_TRUE(times[1].ranks[0].recompute_ms.empty());
+  EXPECT_TRUE(times[1].ranks[0].bwd_weight_ms.empty());
   EXPECT_DOUBLE_EQ(times[1].ranks[1].optimizer_ms, 0.5);
   const std::vector<StepTimes> last = step_times(ranks, slowest, 1);
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0].step, 6);
+}
+
+// zb-h1: B counts as the backward, W apart; both are compute and busy, by micro-batch.
+TEST(MetricsTest, SplitBackwardsMeasureBAndWApart) {
+  Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
+  recorder.begin_step(1);
+  recorder.record(TimelineKind::kForward, 0, 0, 1);
+  recorder.record(TimelineKind::kForward, 1, 1, 2);
+  recorder.record(TimelineKind::kBackwardInput, 0, 2, 4);
+  recorder.record(TimelineKind::kBackwardWeight, 0, 4, 7);
+  recorder.record(TimelineKind::kBackwardInput, 1, 7, 9);
+  recorder.record(TimelineKind::kBackwardWeight, 1, 9, 14);
+  recorder.record(TimelineKind::kOptimizer, -1, 14, 14.5);
+  const StepTiming timing = recorder.end_step();
+  EXPECT_DOUBLE_EQ(timing.bwd_ms, 2);
+  EXPECT_DOUBLE_EQ(timing.bwd_weight_ms, 4);
+  EXPECT_DOUBLE_EQ(timing.compute_ms, 14);
+  EXPECT_DOUBLE_EQ(timing.busy_ms, 14.5);
+  const RankMeasurement m = recorder.summarize(RankAssignment{});
+  EXPECT_DOUBLE_EQ(m.bwd_ms, 2);
+  EXPECT_DOUBLE_EQ(m.bwd_weight_ms, 4);
+  const std::vector<StepEvents> steps(recorder.kept_steps().begin(), recorder.kept_steps().end());
+  const std::vector<StepTimes> times = step_times({steps}, {{1, 14.5}}, 1);
+  ASSERT_EQ(times.size(), 1u);
+  EXPECT_EQ(times[0].ranks.at(0).bwd_ms, (std::vector<double>{2, 2}));
+  EXPECT_EQ(times[0].ranks.at(0).bwd_weight_ms, (std::vector<double>{3, 5}));
 }
 
 TEST(MetricsTest, CombinedIdleTimeCompletesEveryRanksIteration) {

@@ -1,6 +1,6 @@
-// Tests for executor/trainer.h through the built `pipeplan train`: pipeline and data-parallel
-// runs reproduce the single-process run, resume continues identically, bad plans are refused,
-// NaN stops the run, checkpointing changes nothing, and the outputs are complete.
+// Tests for executor/trainer.h through the built `pipeplan train`: pipeline (zb-h1 too) and
+// data-parallel runs reproduce the single-process run, resume continues identically, bad plans
+// are refused, NaN stops the run, checkpointing changes nothing, and the outputs are complete.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -76,6 +76,97 @@ TEST_P(SerialTrainEquivalenceTest, SplitsMatchTheSingleProcessRun) {
 
 INSTANTIATE_TEST_SUITE_P(Models, SerialTrainEquivalenceTest, ::testing::ValuesIn(kEquivalenceModels),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// zb-h1 (B and W apart) on a zoo model: which extra splits run beside dp=1 pp=2, so that each
+// costs one model's runs only.
+struct ZeroBubbleCase {
+  std::string model;
+  std::vector<std::string> model_args;
+  bool dp2 = false;         // dp=2 × pp=2 (4 ranks) against the m=8 reference
+  bool checkpoint = false;  // both stages checkpointed, against the m=4 reference
+};
+
+const std::vector<ZeroBubbleCase> kZeroBubbleCases = {
+    {"mlp_tiny", {"layers=8"}, /*dp2=*/true, /*checkpoint=*/false},
+    {"gpt_tiny", {}, /*dp2=*/false, /*checkpoint=*/true}};
+constexpr int kZeroBubbleSteps = 4;
+
+// run.json of a zb-h1 run of `m` micro-batches per replica: B and W measured apart, both in the
+// compute, and W by micro-batch in the step times.
+void expect_split_backward_measured(const pipeplan::Run& run, int m, const std::string& what) {
+  for (size_t stage_idx = 0; stage_idx < run.measured.stages.size(); ++stage_idx) {
+    const StageMeasurement& stage = run.measured.stages[stage_idx];
+    const std::string where = what + " stage " + std::to_string(stage_idx);
+    EXPECT_GT(stage.bwd_ms, 0) << where;
+    EXPECT_GT(stage.bwd_weight_ms, 0) << where;
+    EXPECT_NEAR(stage.compute_ms,
+                m * (stage.fwd_ms + stage.bwd_ms + stage.bwd_weight_ms + stage.recompute_ms),
+                1e-6 * stage.compute_ms)
+        << where;
+    EXPECT_GE(stage.busy_ms, stage.compute_ms) << where;
+  }
+  ASSERT_FALSE(run.measured.step_times.empty()) << what;
+  for (const RankStepTimes& rank : run.measured.step_times.back().ranks) {
+    EXPECT_EQ(rank.bwd_ms.size(), static_cast<size_t>(m)) << what;
+    ASSERT_EQ(rank.bwd_weight_ms.size(), static_cast<size_t>(m)) << what;
+    EXPECT_GT(*std::min_element(rank.bwd_weight_ms.begin(), rank.bwd_weight_ms.end()), 0) << what;
+  }
+  std::set<int> ranks_with_w;
+  for (const TimelineEvent& event : run.measured.timeline.events)
+    if (event.kind == TimelineKind::kBackwardWeight) ranks_with_w.insert(event.rank);
+  EXPECT_EQ(ranks_with_w.size(), run.measured.ranks.size()) << what;
+}
+
+class SerialZeroBubbleTrainTest : public ::testing::TestWithParam<ZeroBubbleCase> {};
+
+// zb-h1 over pp=2 (m=4 and m=8) trains as the one-process run of the same micro-batches: the
+// same losses and, after the steps, the same parameters.
+TEST_P(SerialZeroBubbleTrainTest, MatchesTheSingleProcessRun) {
+  const ZeroBubbleCase& test = GetParam();
+  for (int m : {4, 8}) {
+    TestPlanSpec reference_spec;
+    reference_spec.model = test.model;
+    reference_spec.model_args = test.model_args;
+    reference_spec.num_micro_batches = m;
+    const TrainRun reference = train_new(make_test_plan(reference_spec), "reference", kZeroBubbleSteps);
+    expect_success(reference);
+    const std::vector<double> reference_losses = step_losses(reference.log);
+    ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kZeroBubbleSteps));
+    const auto reference_parameters = final_parameters(reference, 1, kZeroBubbleSteps);
+    const pipeplan::Run reference_run = read_run(reference.run_json);
+    EXPECT_EQ(reference_run.measured.stages.at(0).bwd_weight_ms, 0);
+    EXPECT_TRUE(reference_run.measured.step_times.back().ranks.at(0).bwd_weight_ms.empty());
+    struct Split { int dp; bool checkpoint; };
+    std::vector<Split> splits = {{1, false}};
+    if (test.dp2 && m == 8) splits.push_back({2, false});
+    if (test.checkpoint && m == 4) splits.push_back({1, true});
+    for (const Split& split : splits) {
+      TestPlanSpec spec = reference_spec;
+      spec.dp = split.dp;
+      spec.pp = 2;
+      spec.schedule = Schedule::kZeroBubbleH1;
+      spec.num_micro_batches = m / split.dp;
+      if (split.checkpoint) spec.checkpoint = {true, true};
+      const std::string what = test.model + " dp=" + std::to_string(split.dp) +
+                               " pp=2 zb-h1 m=" + std::to_string(spec.num_micro_batches) +
+                               (split.checkpoint ? " checkpointed" : "");
+      const TrainRun run = train_new(make_test_plan(spec), "zb-h1", kZeroBubbleSteps);
+      expect_success(run);
+      expect_same_losses(step_losses(run.log), reference_losses, kLossRelativeTolerance, what);
+      expect_same_parameters(final_parameters(run, 2, kZeroBubbleSteps), reference_parameters, what);
+      const pipeplan::Run result = read_run(run.run_json);
+      expect_split_backward_measured(result, spec.num_micro_batches, what);
+      if (split.checkpoint) {
+        EXPECT_GT(result.measured.stages.at(0).recompute_ms, 0) << what;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SerialZeroBubbleTrainTest, ::testing::ValuesIn(kZeroBubbleCases),
+                         [](const ::testing::TestParamInfo<ZeroBubbleCase>& info) {
+                           return info.param.model;
+                         });
 
 TEST(SerialTrainTest, ResumingReproducesTheUninterruptedRun) {
   const Plan plan = make_test_plan(split_spec(/*dp=*/1, /*pp=*/2, Schedule::kOneFOneB));
