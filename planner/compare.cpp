@@ -32,6 +32,7 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
                          static_cast<double>(m.peak_memory_bytes)};
   c.fwd_ms = {p.fwd_ms, m.fwd_ms};
   c.bwd_ms = {p.bwd_ms, m.bwd_ms};
+  c.bwd_weight_ms = {p.bwd_weight_ms, m.bwd_weight_ms};
   c.recompute_ms = {p.recompute_ms, m.recompute_ms};
   c.compute_ms = {p.compute_ms, m.compute_ms};
   c.optimizer_ms = {p.optimizer_ms, m.optimizer_ms};
@@ -104,7 +105,7 @@ SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
     const StageMeasurement& m = run.measured.stages[stage_idx];
     const auto [fwd_cv, bwd_cv] = measured_variation(plan, run, stage_idx);
     input.stages[stage_idx] = {m.fwd_ms,       m.bwd_ms, m.recompute_ms, m.allreduce_ms,
-                               m.optimizer_ms, fwd_cv,   bwd_cv};
+                               m.optimizer_ms, fwd_cv,   bwd_cv,       m.bwd_weight_ms};
   }
   return input;
 }
@@ -125,7 +126,8 @@ StepReplay replay_steps(const Plan& plan, const Run& run) {
     for (size_t rank = 0; rank < num_ranks; ++rank) {
       const RankStepTimes& t = steps[idx].ranks[rank];
       double busy_ms = t.allreduce_ms + t.optimizer_ms;
-      for (const std::vector<double>* times : {&t.fwd_ms, &t.bwd_ms, &t.recompute_ms})
+      for (const std::vector<double>* times :
+           {&t.fwd_ms, &t.bwd_ms, &t.recompute_ms, &t.bwd_weight_ms})
         for (double ms : *times) busy_ms += ms;
       const double iteration_ms = steps[idx].iteration_ms;
       replayed_idle[rank].push_back(

@@ -37,7 +37,8 @@ struct StageComparison {
   MemoryTerms memory;                ///< every predicted term (memory.total_bytes is the peak)
   Difference peak_memory_bytes;      ///< predicted total against the allocator's measured peak
   Difference fwd_ms;                 ///< one micro-batch
-  Difference bwd_ms;                 ///< one micro-batch
+  Difference bwd_ms;                 ///< one micro-batch; zb-h1: its B
+  Difference bwd_weight_ms;          ///< zb-h1: one micro-batch's W; 0 and 0 otherwise
   Difference recompute_ms;           ///< one micro-batch
   Difference compute_ms;             ///< per iteration: all micro-batches
   Difference optimizer_ms;           ///< per iteration

@@ -21,6 +21,7 @@ constexpr double kCalibrationHintPercent = 10.0;
 const std::pair<const char*, Difference StageComparison::*> kStageTimes[] = {
     {"fwd_ms", &StageComparison::fwd_ms},
     {"bwd_ms", &StageComparison::bwd_ms},
+    {"bwd_weight_ms", &StageComparison::bwd_weight_ms},
     {"recompute_ms", &StageComparison::recompute_ms},
     {"compute_ms", &StageComparison::compute_ms},
     {"optimizer_ms", &StageComparison::optimizer_ms},
@@ -33,6 +34,7 @@ const std::pair<const char*, Difference StageComparison::*> kStageTimes[] = {
 const char* time_label(const std::string& key) {
   if (key == "fwd_ms") return "forward / micro-batch";
   if (key == "bwd_ms") return "backward / micro-batch";
+  if (key == "bwd_weight_ms") return "W / micro-batch (zb-h1)";
   if (key == "recompute_ms") return "recompute / micro-batch";
   if (key == "compute_ms") return "compute / iteration";
   if (key == "optimizer_ms") return "optimizer / iteration";
