@@ -2,6 +2,7 @@
 // iteration per layer, and the optimizer steps.
 #include "profiler/layer_profiler.h"
 
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
@@ -49,6 +50,14 @@ void run_backward(const torch::autograd::Edge& root, const torch::Tensor& root_g
                                                         /*accumulate_grad=*/true);
 }
 
+// The parameters whose gradients a W pass computes.
+std::vector<torch::Tensor> trainable_parameters(models::Layer& layer) {
+  std::vector<torch::Tensor> params;
+  for (const torch::Tensor& param : layer.parameters())
+    if (param.requires_grad()) params.push_back(param);
+  return params;
+}
+
 void allocate_gradients(models::Layer& layer) {
   for (torch::Tensor& param : layer.parameters())
     if (param.requires_grad() && !param.grad().defined())
@@ -85,6 +94,11 @@ void LayerProfiler::summarise(const PhaseSamples& samples, double& median_ms, do
   kernel_ms = quantile(*samples.kernel_ms, kMedian);
 }
 
+// Median of the timed windows, or 0 for a phase that had none (nothing to compute).
+double LayerProfiler::median_or_zero(const PhaseSamples& samples) {
+  return samples.wall_ms.empty() ? 0.0 : quantile(samples.wall_ms, kMedian);
+}
+
 // The tensors of one layer's forward: the input given to the layer, its output, the backward
 // root, and the input's gradient sink.
 struct LayerProfiler::Pass {
@@ -94,13 +108,17 @@ struct LayerProfiler::Pass {
   std::shared_ptr<InputGradSink> sink;  // when the input's gradient is computed
 };
 
+// What a timer window measured: a forward, the whole backward, or B (the input gradient alone)
+// or W (the parameter gradients alone) of the split backward.
+enum class LayerProfiler::Phase { kForward, kBackward, kBackwardInput, kBackwardWeight };
+
 // A chain being measured: its layers and loss, how each layer's input is treated, the backward
 // seeds, and the samples of every layer.
 struct LayerProfiler::Chain {
   // Which phase of which layer a timer window measured, and whether it was a timed pass.
   struct Window {
     size_t layer_idx = 0;
-    bool backward = false;
+    Phase phase = Phase::kForward;
     bool timed = false;
   };
 
@@ -111,14 +129,34 @@ struct LayerProfiler::Chain {
   std::vector<torch::Tensor> seeds;  // per layer: random output gradient, ones for the loss
   std::vector<PhaseSamples> forward;
   std::vector<PhaseSamples> backward;
+  std::vector<PhaseSamples> backward_input;
+  std::vector<PhaseSamples> backward_weight;
   std::vector<Window> windows;  // every window in order, to assign CUPTI's kernel times
 
   LossFn loss_of(size_t layer_idx) const {
     return layer_idx + 1 == layers.size() ? loss : LossFn();
   }
-  void record(size_t layer_idx, bool is_backward, bool timed, double wall_ms) {
-    windows.push_back({layer_idx, is_backward, timed});
-    if (timed) (is_backward ? backward : forward)[layer_idx].wall_ms.push_back(wall_ms);
+  std::vector<PhaseSamples>& samples(Phase phase) {
+    switch (phase) {
+      case Phase::kForward:
+        return forward;
+      case Phase::kBackward:
+        return backward;
+      case Phase::kBackwardInput:
+        return backward_input;
+      case Phase::kBackwardWeight:
+        return backward_weight;
+    }
+    PIPEPLAN_ASSERT(false, "unknown phase");
+  }
+  void record(size_t layer_idx, Phase phase, bool timed, double wall_ms) {
+    windows.push_back({layer_idx, phase, timed});
+    if (timed) samples(phase)[layer_idx].wall_ms.push_back(wall_ms);
+  }
+  // The gradient a layer's backward starts from: what its successor's backward produced as the
+  // input gradient (`successor_gradient`), or the seed when there is none.
+  torch::Tensor root_grad(size_t layer_idx, const torch::Tensor& successor_gradient) const {
+    return successor_gradient.defined() ? successor_gradient : seeds[layer_idx];
   }
 };
 
@@ -162,6 +200,8 @@ std::vector<LayerMeasurement> LayerProfiler::measure_chain(
   chain.first_input_requires_grad = input_requires_grad;
   chain.forward.resize(layers.size());
   chain.backward.resize(layers.size());
+  chain.backward_input.resize(layers.size());
+  chain.backward_weight.resize(layers.size());
   for (models::Layer* layer : layers) {
     allocate_gradients(*layer);
     zero_gradients(*layer);
@@ -170,10 +210,17 @@ std::vector<LayerMeasurement> LayerProfiler::measure_chain(
   std::vector<torch::Tensor> outputs;
   const int num_passes = settings_.warmup + settings_.repeats;
   for (int pass_idx = 0; pass_idx < num_passes; ++pass_idx) {
-    std::vector<Pass> passes = forward_chain(chain, input, /*timed=*/pass_idx >= settings_.warmup);
+    const bool timed = pass_idx >= settings_.warmup;
+    std::vector<Pass> passes = forward_chain(chain, input, timed);
     if (pass_idx + 1 == num_passes)
       for (const Pass& pass : passes) outputs.push_back(pass.output.detach());
-    backward_chain(chain, passes, /*timed=*/pass_idx >= settings_.warmup);
+    backward_chain(chain, passes, timed);
+    passes.clear();
+    for (models::Layer* layer : layers) zero_gradients(*layer);
+    // The split backward gets passes of its own, so that the whole backward above is timed as
+    // a stage runs it; its forwards are not timed again.
+    passes = forward_chain(chain, input, /*timed=*/false);
+    split_backward_chain(chain, passes, timed);
     passes.clear();
     for (models::Layer* layer : layers) zero_gradients(*layer);
   }
@@ -197,7 +244,7 @@ std::vector<LayerProfiler::Pass> LayerProfiler::forward_chain(Chain& chain,
     Pass pass = make_pass(layer_input, track, /*copy_input=*/layer_idx == 0);
     timer_->start();
     forward(*chain.layers[layer_idx], pass, chain.loss_of(layer_idx));
-    chain.record(layer_idx, /*is_backward=*/false, timed, timer_->stop_ms());
+    chain.record(layer_idx, Phase::kForward, timed, timer_->stop_ms());
     passes.push_back(std::move(pass));
   }
   if (chain.seeds.empty()) make_seeds(chain, passes);
@@ -223,17 +270,52 @@ void LayerProfiler::backward_chain(Chain& chain, std::vector<Pass>& passes, bool
   for (size_t layer_idx = passes.size(); layer_idx-- > 0;) {
     Pass& pass = passes[layer_idx];
     if (!pass.root.requires_grad()) continue;  // nothing here needs a gradient: no backward
-    torch::Tensor root_grad = chain.seeds[layer_idx];
+    torch::Tensor successor_gradient;
     if (layer_idx + 1 < passes.size()) {
       const std::shared_ptr<InputGradSink>& successor_sink = passes[layer_idx + 1].sink;
-      if (successor_sink && successor_sink->gradient().defined())
-        root_grad = successor_sink->gradient();
+      if (successor_sink) successor_gradient = successor_sink->gradient();
       passes[layer_idx + 1] = Pass();
     }
+    const torch::Tensor root_grad = chain.root_grad(layer_idx, successor_gradient);
     const torch::autograd::Edge root = torch::autograd::impl::gradient_edge(pass.root);
     timer_->start();
     run_backward(root, root_grad);
-    chain.record(layer_idx, /*is_backward=*/true, timed, timer_->stop_ms());
+    chain.record(layer_idx, Phase::kBackward, timed, timer_->stop_ms());
+  }
+}
+
+// One pass's backward split as a zero-bubble schedule runs it: first every layer's B in reverse
+// order (its input gradient alone, from the one its successor's B produced, keeping the graph),
+// then every layer's W in reverse order (its parameter gradients alone, accumulated, from the
+// same gradient as its B; the graph is released). B needs an input that takes a gradient (not
+// the data, not an integer input) and W parameters: without, no window, and the time is 0.
+void LayerProfiler::split_backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed) {
+  std::vector<torch::Tensor> root_grads(passes.size());
+  torch::Tensor successor_gradient;  // B's output of layer_idx + 1
+  for (size_t layer_idx = passes.size(); layer_idx-- > 0;) {
+    Pass& pass = passes[layer_idx];
+    if (!pass.root.requires_grad()) {
+      successor_gradient = torch::Tensor();
+      continue;
+    }
+    root_grads[layer_idx] = chain.root_grad(layer_idx, successor_gradient);
+    successor_gradient = torch::Tensor();
+    if (!pass.sink) continue;
+    timer_->start();
+    successor_gradient = torch::autograd::grad({pass.root}, {pass.input}, {root_grads[layer_idx]},
+                                               /*retain_graph=*/true, /*create_graph=*/false,
+                                               /*allow_unused=*/true)
+                             .front();
+    chain.record(layer_idx, Phase::kBackwardInput, timed, timer_->stop_ms());
+  }
+  for (size_t layer_idx = passes.size(); layer_idx-- > 0;) {
+    const Pass& pass = passes[layer_idx];
+    const std::vector<torch::Tensor> params = trainable_parameters(*chain.layers[layer_idx]);
+    if (!pass.root.requires_grad() || params.empty()) continue;
+    timer_->start();
+    torch::autograd::backward({pass.root}, {root_grads[layer_idx]}, /*retain_graph=*/false,
+                              /*create_graph=*/false, /*inputs=*/params);
+    chain.record(layer_idx, Phase::kBackwardWeight, timed, timer_->stop_ms());
   }
 }
 
@@ -246,7 +328,7 @@ void LayerProfiler::take_kernel_windows(Chain& chain) {
   for (size_t window_idx = 0; window_idx < chain.windows.size(); ++window_idx) {
     const Chain::Window& window = chain.windows[window_idx];
     if (!window.timed) continue;
-    PhaseSamples& samples = (window.backward ? chain.backward : chain.forward)[window.layer_idx];
+    PhaseSamples& samples = chain.samples(window.phase)[window.layer_idx];
     if (!samples.kernel_ms) samples.kernel_ms.emplace();
     samples.kernel_ms->push_back((*kernel_ms)[window_idx]);
   }
@@ -264,6 +346,8 @@ std::vector<LayerMeasurement> LayerProfiler::finish_chain(
     summarise(chain.forward[layer_idx], point.fwd_ms, point.fwd_ms_p90, point.fwd_kernel_ms);
     if (!chain.backward[layer_idx].wall_ms.empty())
       summarise(chain.backward[layer_idx], point.bwd_ms, point.bwd_ms_p90, point.bwd_kernel_ms);
+    point.bwd_input_ms = median_or_zero(chain.backward_input[layer_idx]);
+    point.bwd_weight_ms = median_or_zero(chain.backward_weight[layer_idx]);
     measurement.output = outputs[layer_idx];
     point.output_shape = measurement.output.sizes().vec();
     point.output_bytes = static_cast<int64_t>(measurement.output.nbytes());

@@ -56,11 +56,21 @@ struct LayerMeasurement {
 ///    (its successor is outside the chain); so does a layer whose successor produced none.
 ///  - Parameter gradients stay allocated (zeroed after each pass), so backward accumulates into
 ///    them in place as in training after the first step.
+///  - The B/W split (LayerPoint::bwd_input_ms, bwd_weight_ms) has passes of its own, one after
+///    each of the above (warm-up ones included), so that the whole backward keeps its meaning:
+///    the chain's forwards again (untimed), then every layer's B in reverse order,
+///    torch::autograd::grad of its backward root w.r.t. its input alone (retaining the graph),
+///    from the gradient its successor's B produced (or the seed as above), then every layer's W
+///    in reverse order, torch::autograd::backward from the same gradient with its parameters as
+///    the only inputs (accumulating, releasing the graph), as a zero-bubble schedule defers it.
+///    W recomputes the gradients inside the layer on the way to its first parameters, so B + W
+///    exceeds the whole backward by about those. B is 0 without an input that takes a gradient
+///    (the data, an integer input), W is 0 without parameters; both 0 without any backward.
 /// Memory: per layer, after the timed passes (caches and workspaces are in place), one more
 /// untimed forward and backward of the layer alone on a fresh copy of its input from the last
 /// pass (with the sink as above, so that no graph node holds the input itself), with the
-/// allocator's accounting (runtime::MemoryMeter) and a runtime::MemoryTracker installed, backward from a random
-/// output gradient (the loss for the chain's last layer when given):
+/// allocator's accounting (runtime::MemoryMeter) and a runtime::MemoryTracker installed, backward
+/// from a random output gradient (the loss for the chain's last layer when given):
 ///  - fwd_transient_bytes = peak during forward minus the bytes alive right after it;
 ///  - retained_bytes = bytes still alive when the caller's references to the input and output
 ///    are dropped and only the graph (held through the root's grad_fn) keeps things alive;
@@ -101,17 +111,20 @@ class LayerProfiler {
  private:
   struct Pass;
   struct PhaseSamples;
+  enum class Phase;
   struct Chain;
   Pass make_pass(const torch::Tensor& input, bool track_input, bool copy_input) const;
   void forward(models::Layer& layer, Pass& pass, const LossFn& loss) const;
   std::vector<Pass> forward_chain(Chain& chain, const torch::Tensor& input, bool timed);
   static void make_seeds(Chain& chain, const std::vector<Pass>& passes);
   void backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed);
+  void split_backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed);
   void take_kernel_windows(Chain& chain);
   std::vector<LayerMeasurement> finish_chain(const Chain& chain, const torch::Tensor& input,
                                              const std::vector<torch::Tensor>& outputs) const;
   static void summarise(const PhaseSamples& samples, double& median_ms, double& p90_ms,
                         std::optional<double>& kernel_ms);
+  static double median_or_zero(const PhaseSamples& samples);
   void measure_memory(models::Layer& layer, const torch::Tensor& input, bool track_input,
                       const LossFn& loss, const torch::Tensor& root_grad, LayerPoint& point) const;
 

@@ -217,6 +217,64 @@ TEST(LayerProfilerTest, ChainAfterAParameterFreeDataLayerTimesTheRestsBackward) 
   EXPECT_EQ(chain[1].point.saved_input_bytes, kBatch * kInFeatures * kFloatBytes);
 }
 
+TEST(LayerProfilerTest, SplitIsZeroWhereThereIsNoInputGradientOrNoParameter) {
+  LinearLayer linear(kInFeatures, kOutFeatures, /*relu=*/true);
+  FunctionLayer relu([](const torch::Tensor& x) { return torch::relu(x); });
+  LayerProfiler profiler(quick_settings());
+  // The data's layer: W only.
+  const LayerPoint data = profiler.measure(linear, input_of(kInFeatures), false).point;
+  ASSERT_TRUE(data.bwd_input_ms && data.bwd_weight_ms);
+  EXPECT_EQ(*data.bwd_input_ms, 0.0);
+  EXPECT_GT(*data.bwd_weight_ms, 0.0);
+  // A later layer: B and W.
+  const LayerPoint later = profiler.measure(linear, input_of(kInFeatures), true).point;
+  EXPECT_GT(*later.bwd_input_ms, 0.0);
+  EXPECT_GT(*later.bwd_weight_ms, 0.0);
+  // No parameters: B only; and nothing at all on the data.
+  const LayerPoint param_free = profiler.measure(relu, input_of(kInFeatures), true).point;
+  EXPECT_GT(*param_free.bwd_input_ms, 0.0);
+  EXPECT_EQ(*param_free.bwd_weight_ms, 0.0);
+  const LayerPoint none = profiler.measure(relu, input_of(kInFeatures), false).point;
+  EXPECT_EQ(*none.bwd_input_ms, 0.0);
+  EXPECT_EQ(*none.bwd_weight_ms, 0.0);
+  // The split passes leave the parameter gradients allocated and zeroed.
+  for (const torch::Tensor& param : linear.parameters()) {
+    ASSERT_TRUE(param.grad().defined());
+    EXPECT_EQ(param.grad().abs().sum().item<double>(), 0.0);
+  }
+}
+
+// A Linear layer's backward is two matmuls of the forward's size: B computes dX = dY·Wᵀ alone and
+// W computes dW = Xᵀ·dY (and the bias's sum) alone, so each takes about half of the whole
+// backward. Large enough (a matmul of milliseconds) that timing noise does not decide; a miss is
+// measured again before the test fails, as a busy host can slow one measurement.
+TEST(LayerProfilerTest, SplitOfALinearTakesEachMatmulOnce) {
+  constexpr int64_t kWidth = 512;
+  constexpr int64_t kRows = 512;
+  constexpr double kMaxShare = 0.8;  // of the whole backward, for B and for W each
+  constexpr int kMeasurements = 3;
+  LinearLayer layer(kWidth, kWidth, /*relu=*/false);
+  const torch::Tensor input = torch::randn({kRows, kWidth});
+  LayerSettings settings = quick_settings();
+  settings.repeats = 7;
+  LayerProfiler profiler(settings);
+  LayerPoint point;
+  const auto within = [&] {
+    const double input_ms = *point.bwd_input_ms;
+    const double weight_ms = *point.bwd_weight_ms;
+    return input_ms < kMaxShare * point.bwd_ms && weight_ms < kMaxShare * point.bwd_ms &&
+           input_ms + weight_ms > (1 - kMaxShare) * point.bwd_ms;
+  };
+  for (int measurement = 0; measurement < kMeasurements; ++measurement) {
+    point = profiler.measure(layer, input, /*input_requires_grad=*/true).point;
+    if (within()) break;
+  }
+  EXPECT_LT(*point.bwd_input_ms, kMaxShare * point.bwd_ms) << "bwd " << point.bwd_ms;
+  EXPECT_LT(*point.bwd_weight_ms, kMaxShare * point.bwd_ms) << "bwd " << point.bwd_ms;
+  EXPECT_GT(*point.bwd_input_ms + *point.bwd_weight_ms, (1 - kMaxShare) * point.bwd_ms)
+      << "B " << *point.bwd_input_ms << ", W " << *point.bwd_weight_ms;
+}
+
 TEST(LayerProfilerTest, FlatOptimizerStepsAreTimedPerOptimizer) {
   LayerProfiler profiler(quick_settings());
   const auto step_ms = profiler.flat_optimizer_step_ms(kInFeatures * kOutFeatures);

@@ -85,6 +85,65 @@ TEST(ModelProfilerTest, LayersAgreeWithTheModel) {
   }
 }
 
+// Every layer of every zoo model gets the B/W split: B 0 for layer 0 (its input is the data, or
+// tokens), B positive for every later layer, W positive exactly for layers with parameters; the
+// fits carry it, and so does the file.
+TEST(ModelProfilerTest, EveryLayerHasTheBackwardSplit) {
+  for (const std::string& name : kModels) {
+    const models::Model model = models::make_model(name);
+    const Profile profile = profile_model(model, quick_options({1, 2}));
+    EXPECT_TRUE(profile.has_backward_split()) << name;
+    for (const LayerProfile& layer : profile.layers) {
+      ASSERT_TRUE(layer.fits.bwd_input_ms && layer.fits.bwd_weight_ms) << name << " " << layer.name;
+      for (const LayerPoint& point : layer.points) {
+        const std::string where =
+            name + " " + layer.name + " b=" + std::to_string(point.batch_size);
+        ASSERT_TRUE(point.bwd_input_ms && point.bwd_weight_ms) << where;
+        if (layer.index == 0) {
+          EXPECT_EQ(*point.bwd_input_ms, 0.0) << where;
+        } else {
+          EXPECT_GT(*point.bwd_input_ms, 0.0) << where;
+        }
+        EXPECT_EQ(*point.bwd_weight_ms > 0.0, layer.param_count > 0) << where;
+      }
+    }
+    const Profile back = profile_from_json(to_json(profile), "profile.json");
+    EXPECT_TRUE(back.has_backward_split()) << name;
+  }
+}
+
+// Per model, B + W of the layers after the first, summed, against their whole backwards summed:
+// within 0.5x..3x (B and W each skip the other's gradients, but W recomputes the gradients inside
+// a layer on the way to its first parameters). resnet_tiny at b=16, whose layers take
+// milliseconds, so that timing noise does not decide; a miss is measured again before the test
+// fails, as a busy host can slow one measurement.
+TEST(ModelProfilerTest, BackwardSplitAddsUpToAboutTheWholeBackward) {
+  constexpr double kMinRatio = 0.5;
+  constexpr double kMaxRatio = 3.0;
+  constexpr int kMeasurements = 3;
+  const models::Model model = models::make_model("resnet_tiny");
+  ProfileOptions options = quick_options({16});
+  options.warmup = 1;
+  options.repeats = 5;
+  double ratio = 0;
+  for (int measurement = 0; measurement < kMeasurements; ++measurement) {
+    const Profile profile = profile_model(model, options);
+    double split_ms = 0;
+    double bwd_ms = 0;
+    for (size_t layer_idx = 1; layer_idx < profile.layers.size(); ++layer_idx) {
+      const LayerPoint& point = profile.layers[layer_idx].points[0];
+      split_ms += *point.bwd_input_ms + *point.bwd_weight_ms;
+      bwd_ms += point.bwd_ms;
+    }
+    ASSERT_GT(bwd_ms, 0.0);
+    ratio = split_ms / bwd_ms;
+    RecordProperty("split_over_bwd_" + std::to_string(measurement), std::to_string(ratio));
+    if (ratio >= kMinRatio && ratio <= kMaxRatio) break;
+  }
+  EXPECT_GE(ratio, kMinRatio) << "sum of B + W over sum of bwd";
+  EXPECT_LE(ratio, kMaxRatio) << "sum of B + W over sum of bwd";
+}
+
 TEST(ModelProfilerTest, MlpLayersRetainTheirInputAndReluOutput) {
   const models::Model model = models::make_model("mlp_tiny");
   const Profile profile = profile_model(model, quick_options({2}));
@@ -390,6 +449,10 @@ TEST(GpuModelProfilerTest, ProfilesOnCudaWithKernelTimesAndAutocast) {
   for (const LayerProfile& layer : fp32.layers) {
     ASSERT_TRUE(layer.points[0].fwd_kernel_ms.has_value()) << layer.name;
     EXPECT_GT(*layer.points[0].bwd_kernel_ms, 0.0) << layer.name;
+    // The split is timed with CUDA events too: W of every layer with parameters, B of every
+    // layer after the data's.
+    EXPECT_EQ(*layer.points[0].bwd_weight_ms > 0.0, layer.param_count > 0) << layer.name;
+    EXPECT_EQ(*layer.points[0].bwd_input_ms > 0.0, layer.index > 0) << layer.name;
   }
   options.precision = "amp-bf16";
   const Profile bf16 = profile_model(model, options);

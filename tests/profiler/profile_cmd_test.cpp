@@ -120,6 +120,7 @@ TEST(ProfileCommandTest, WritesAValidProfileQuietlyWhenNotOnATerminal) {
   EXPECT_EQ(profile.settings.repeats, 2);
   EXPECT_EQ(profile.settings.seed, 5u);
   EXPECT_EQ(profile.device.threads, 1);
+  EXPECT_TRUE(profile.has_backward_split());  // B and W of every layer
   // Two local ranks timed the link with Gloo; the fit goes through its own points' scale.
   ASSERT_TRUE(profile.interconnect.has_value());
   EXPECT_EQ(profile.interconnect->backend, "gloo");
