@@ -53,9 +53,11 @@ struct LayerPoint {
   /// its own timed passes (separate from those of bwd_ms, same clock, warmup and repeats):
   /// B, the gradient of the layer's input alone (0 for layer 0, whose input is the data, and for
   /// any integer input such as tokens), and W, the gradients of the layer's parameters alone
-  /// (0 for a layer without parameters), from the same output gradient as bwd_ms. B + W is
-  /// usually somewhat above bwd_ms: the two passes walk the layer's graph twice. Both present or
-  /// both absent, at every point of every layer or at none (profiles from before the split).
+  /// (0 for a layer without parameters), from the same output gradient as bwd_ms. W also
+  /// computes the gradients inside the layer on the way to its first parameters, so B + W
+  /// exceeds bwd_ms (CPU: about 1.4x for resnet_tiny's blocks, 1.7x for gpt_tiny's, whose W is
+  /// nearly the whole backward as a block opens with a LayerNorm). Both present or both absent,
+  /// at every point of every layer or at none (profiles from before the split).
   std::optional<double> bwd_input_ms;
   std::optional<double> bwd_weight_ms;
   std::vector<int64_t> output_shape;  ///< including the batch dimension
