@@ -149,7 +149,9 @@ struct DeviceProfile {
   int64_t memory_bytes = 0;            ///< physical memory, or GPU capacity
   /// Device memory held after runtime initialisation outside the allocator's accounting (CUDA
   /// context, library handles, loaded kernels). 0 on the CPU: the byte counts of this profile are
-  /// allocator-tracked, and the executor compares against the same allocator-tracked counts.
+  /// allocator-tracked, and the executor compares against the same allocator-tracked counts —
+  /// except for a TorchScript file, whose compiled code and debug records every rank keeps on
+  /// the host while it runs the file's layers (a few KiB to MiB, the file's): counted here.
   int64_t runtime_overhead_bytes = 0;
 };
 

@@ -196,7 +196,9 @@ TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
 }
 
 // The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the
-// memory model's prediction of each stage's peak is within 5% of the run's.
+// memory model's prediction of each stage's peak is within 5% of the run's, wherever the planner
+// cuts (its split moves with the profile's noise; the embedding alone on stage 0 and a cut after
+// layer 2 were both measured within 0.1% on stage 0 and 3.1% on stage 1).
 TEST_F(TorchScriptTrainTest, SerialTiedGptMemoryIsPredictedWithinFivePercentPerStage) {
   const std::string dir = fresh_dir("tied_gpt");
   expect_success(run_ranks(0, {"profile", "--model", file("tied_gpt.pt"), "--batch-sizes", "2,4",
@@ -204,6 +206,9 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptMemoryIsPredictedWithinFivePercentPerS
   const Profile profile = read_profile(dir + "/profile.json");
   ASSERT_EQ(profile.ties.size(), 1u);
   EXPECT_EQ(profile.ties[0].layers, (std::vector<int>{0, 6}));
+  // Every rank keeps the file's compiled code and debug records (17,648 bytes for this file):
+  // without them a stage of the embedding alone measured 31% above its prediction.
+  EXPECT_GT(profile.device.runtime_overhead_bytes, 10'000);
   expect_success(run_ranks(
       0, {"plan", "--profile", dir + "/profile.json", "--devices", "2", "--device-memory", "1GiB",
           "--global-batch", "16", "--pp", "2", "--micro-batch-size", "4", "-o",

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <set>
 
 #include "executor/checkpoint.h"
@@ -85,6 +86,9 @@ struct ZeroBubbleCase {
   bool dp2 = false;         // dp=2 × pp=2 (4 ranks) against the m=8 reference
   bool checkpoint = false;  // both stages checkpointed, against the m=4 reference
 };
+
+// How GoogleTest (and so ctest's test list) names a case: its model, not its bytes.
+void PrintTo(const ZeroBubbleCase& test, std::ostream* out) { *out << test.model; }
 
 const std::vector<ZeroBubbleCase> kZeroBubbleCases = {
     {"mlp_tiny", {"layers=8"}, /*dp2=*/true, /*checkpoint=*/false},
