@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The CPU measurements behind bench/RESULTS.md: profiler speed, co-location, the link,
-scheduling efficiency, pp=1 against a plain LibTorch loop, plan quality and prediction accuracy.
+scheduling efficiency, 1f1b against zb-h1, pp=1 against a plain LibTorch loop, plan quality and
+prediction accuracy.
 
 Run on a quiet machine (nothing else compiling):
     python3 bench/cpu_runs.py [--build build] [--out out/bench] [--only NAME,...]
@@ -177,6 +178,47 @@ def scheduling():
     print("\n".join(rows))
 
 
+def schedules():
+    """Issue 21: 1f1b against zb-h1 on one balanced model, simulated and measured, runs of the
+    two schedules alternating so that the host's drift falls on both."""
+    section("Schedules: 1f1b against zb-h1, pp=2, m=8, a balanced MLP (8 x 1024x1024)")
+    margs = ["--model-arg", "hidden=1024", "--model-arg", "layers=8"]
+    prof, _ = profile("mlp_tiny", "schedules_profile.json", "16,32", co_located=2, extra=margs)
+    plans = {}
+    for schedule in ("1f1b", "zb-h1"):
+        path, _ = plan(prof, f"schedules_plan_{schedule}.json", 2, "8GiB", 256, "--pp", 2,
+                       "--dp", 1, "--micro-batch-size", 32, "--schedule", schedule,
+                       "--checkpoint", "none")
+        _, text = pipeplan("simulate", "--plan", path, "--svg", out(f"schedules_{schedule}.svg"))
+        plans[schedule] = path
+    rows = []
+    measured = {name: [] for name in plans}
+    for repeat in range(ARGS.repeat):
+        for schedule, path in plans.items():
+            run_path, _ = train(path, f"schedules_run_{schedule}_{repeat}.json", 2, 40)
+            c, table = compare(path, run_path)
+            if repeat == 0:
+                print(f"{schedule}:\n```\n" + table.strip() + "\n```\n")
+            p = load(path)["predictions"]
+            r = load(run_path)["measured"]
+            s = c["iteration_split"]
+            measured[schedule].append(r["iteration_ms"])
+            mem = [st["peak_memory_bytes"]["error_percent"] for st in c["stages"]]
+            rows.append(f"| {repeat} | {schedule} | {p['iteration_ms']:.2f} | {p['bubble_fraction'] * 100:.1f}% | "
+                        f"{r['iteration_ms']:.2f} | {r['bubble_fraction'] * 100:.1f}% | "
+                        f"{s['error_percent']:+.1f}% | {s['compute_error_percent']:+.1f}% | "
+                        f"{s['schedule_error_percent']:+.1f}% | {mem[0]:+.1f}% / {mem[1]:+.1f}% | "
+                        f"{STEAL[run_path] * 100:.1f}% |")
+    print("| repeat | schedule | predicted ms | predicted bubble | measured ms | measured bubble | "
+          "error | compute part | schedule part | memory, stage 0 / 1 | steal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    ratios = [zb / base for zb, base in zip(measured["zb-h1"], measured["1f1b"])]
+    print(f"\nzb-h1 / 1f1b measured iteration, repeat by repeat: "
+          + ", ".join(f"{x:.3f}" for x in ratios)
+          + f"; median {statistics.median(ratios):.3f}")
+
+
 def plain_loop():
     section("One rank (pp=1, dp=1, m=1) against a plain LibTorch loop")
     print("| model | b | plain loop ms | pipeplan train ms | ratio |")
@@ -247,7 +289,7 @@ def accuracy():
 
 
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
-                "scheduling": scheduling, "plain_loop": plain_loop, "plan_quality": plan_quality,
+                "scheduling": scheduling, "schedules": schedules, "plain_loop": plain_loop, "plan_quality": plan_quality,
                 "accuracy": accuracy}
 
 
