@@ -66,7 +66,14 @@ std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run) 
     stage.first = before.stages[stage_idx].first;
     stage.last = before.stages[stage_idx].last;
     stage.fwd_scale = scale_of(m.fwd_ms, p.fwd_ms);
-    stage.bwd_scale = scale_of(m.bwd_ms, p.bwd_ms);
+    if (p.bwd_weight_ms > 0) {  // zb-h1: B (bwd_ms) and W measured apart
+      stage.bwd_input_scale = scale_of(m.bwd_ms, p.bwd_ms);
+      stage.bwd_weight_scale = scale_of(m.bwd_weight_ms, p.bwd_weight_ms);
+      stage.bwd_scale = scale_of(m.bwd_ms + m.bwd_weight_ms, p.bwd_ms + p.bwd_weight_ms);
+    } else {
+      stage.bwd_scale = scale_of(m.bwd_ms, p.bwd_ms);
+      stage.bwd_input_scale = stage.bwd_weight_scale = stage.bwd_scale;
+    }
     stage.optimizer_scale = scale_of(m.optimizer_ms, p.optimizer_ms);
     stage.memory_correction_bytes = m.peak_memory_bytes - p.peak_memory_bytes;
     stages.push_back(stage);
@@ -144,6 +151,8 @@ void scale_layer(LayerProfile* layer, const StageCalibration& stage, const std::
     point.fwd_ms_p90 *= stage.fwd_scale;
     point.bwd_ms *= stage.bwd_scale;
     point.bwd_ms_p90 *= stage.bwd_scale;
+    if (point.bwd_input_ms) *point.bwd_input_ms *= stage.bwd_input_scale;
+    if (point.bwd_weight_ms) *point.bwd_weight_ms *= stage.bwd_weight_scale;
   }
   layer->fits = fit_points(layer->points);
   const auto step = layer->optimizer_step_ms.find(optimizer);
@@ -167,7 +176,8 @@ PlanningContext context_for(const Profile& profile, const Plan& shape) {
 }
 
 Plan predict_plan(const PlanningContext& context, const Plan& shape) {
-  const LayerTable table(*context.profile, shape.micro_batch_size, shape.optimizer.kind);
+  const LayerTable table(*context.profile, shape.micro_batch_size, shape.optimizer.kind,
+                         /*split_backward=*/shape.schedule == Schedule::kZeroBubbleH1);
   const Candidate candidate{shape.dp,
                             shape.pp,
                             shape.micro_batch_size,
@@ -253,7 +263,11 @@ std::string stage_line(const StageCalibration& stage, const StagePrediction& bef
   return detail::concat(
       "  stage ", stage_idx, ", layers [", stage.first, ", ", stage.last,
       "): ", factor_text("forward", stage.fwd_scale, before.fwd_ms), ", ",
-      factor_text("backward", stage.bwd_scale, before.bwd_ms), ", ",
+      before.bwd_weight_ms > 0
+          ? detail::concat(factor_text("B", stage.bwd_input_scale, before.bwd_ms), ", ",
+                           factor_text("W", stage.bwd_weight_scale, before.bwd_weight_ms))
+          : factor_text("backward", stage.bwd_scale, before.bwd_ms),
+      ", ",
       factor_text("optimizer", stage.optimizer_scale, before.optimizer_ms), ", memory ",
       stage.memory_correction_bytes >= 0 ? "+" : "", format_size(stage.memory_correction_bytes),
       " (", format_size(before.peak_memory_bytes), " -> ", format_size(after_bytes), ")");

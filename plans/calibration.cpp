@@ -18,7 +18,13 @@ const std::pair<const char*, double StageCalibration::*> kScaleFields[] = {
     {"fwd_scale", &StageCalibration::fwd_scale},
     {"bwd_scale", &StageCalibration::bwd_scale},
     {"optimizer_scale", &StageCalibration::optimizer_scale},
+    {"bwd_input_scale", &StageCalibration::bwd_input_scale},
+    {"bwd_weight_scale", &StageCalibration::bwd_weight_scale},
 };
+// Keys of kScaleFields a calibration written before zb-h1 does not have: read as 1.
+bool optional_scale(std::string_view key) {
+  return key == "bwd_input_scale" || key == "bwd_weight_scale";
+}
 
 }  // namespace
 
@@ -94,7 +100,8 @@ Calibration calibration_from_json(const JsonReader& r) {
     stage.last = s.int_in("last", 1, kMaxLayers);
     stage.memory_correction_bytes =
         s.integer_in("memory_correction_bytes", -kMaxBytes, kMaxBytes);
-    for (const auto& [key, field] : kScaleFields) stage.*field = s.non_negative(key);
+    for (const auto& [key, field] : kScaleFields)
+      if (!optional_scale(key) || s.has(key)) stage.*field = s.non_negative(key);
     c.stages.push_back(stage);
   }
   c.profile_latency_ms = r.time_ms("profile_latency_ms");

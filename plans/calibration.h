@@ -21,6 +21,10 @@ struct StageCalibration {
   /// Measured peak − predicted peak (the allocator's runtime overhead the model lacks, or its
   /// overcount when negative).
   int64_t memory_correction_bytes = 0;
+  /// bwd_scale for zb-h1's B and W apart (optional keys): from a zb-h1 run its B and its W;
+  /// from any other run both bwd_scale, the whole backward's.
+  double bwd_input_scale = 1;
+  double bwd_weight_scale = 1;
 };
 
 /// The corrections, and where they came from.

@@ -305,5 +305,34 @@ TEST_F(CalibrationTest, DescribesEveryCorrection) {
   EXPECT_NE(lines[4].find("the run's configuration: iteration"), std::string::npos) << lines[4];
 }
 
+// A zb-h1 run measures B and W apart: each is scaled by its own factor, so that the plan
+// calibrated from the run predicts both as measured (issue 21).
+TEST_F(CalibrationTest, AZeroBubbleRunScalesBAndWApart) {
+  const Profile split = testing::with_backward_split(profile_, 0.5, 0.6);
+  const Plan zb = testing::plan_for(split, /*dp=*/1, /*pp=*/2, /*global_batch=*/16,
+                                    Schedule::kZeroBubbleH1);
+  ASSERT_EQ(zb.schedule, Schedule::kZeroBubbleH1);
+  pipeplan::Run run = testing::run_as_predicted(zb, zb);
+  for (StageMeasurement& s : run.measured.stages) {
+    s.bwd_ms *= 1.5;
+    s.bwd_weight_ms *= 0.8;
+  }
+  const CalibrationResult result = calibrate(split, zb, run, "run.json");
+  const Profile calibrated = calibrated_profile(split, result.calibration);
+  PlanningContext context = context_for(calibrated, zb);
+  context.calibration = result.calibration;
+  const Plan after = predict_plan(context, zb);
+  for (int stage_idx = 0; stage_idx < zb.pp; ++stage_idx) {
+    const StageCalibration& stage = result.calibration.stages[stage_idx];
+    EXPECT_NEAR(stage.bwd_weight_scale, 0.8, 1e-9);
+    const StageMeasurement& m = run.measured.stages[stage_idx];
+    EXPECT_NEAR(after.predictions.stages[stage_idx].bwd_ms, m.bwd_ms, 1e-5) << stage_idx;
+    EXPECT_NEAR(after.predictions.stages[stage_idx].bwd_weight_ms, m.bwd_weight_ms, 1e-5)
+        << stage_idx;
+  }
+  // Stage 0 starts with layer 0, whose B is 0: its stage's B is the other layers' alone.
+  EXPECT_NEAR(result.calibration.stages[1].bwd_input_scale, 1.5, 1e-9);
+}
+
 }  // namespace
 }  // namespace pipeplan

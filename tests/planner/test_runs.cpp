@@ -18,6 +18,7 @@ MeasuredTimes times_as_predicted(const StagePrediction& p) {
   MeasuredTimes t;
   t.fwd_ms = p.fwd_ms;
   t.bwd_ms = p.bwd_ms;
+  t.bwd_weight_ms = p.bwd_weight_ms;
   t.recompute_ms = p.recompute_ms;
   t.compute_ms = p.compute_ms;
   t.optimizer_ms = p.optimizer_ms;
@@ -59,7 +60,7 @@ Profile four_layer_profile() {
                       kBandwidthBytesPerS);
 }
 
-Plan plan_for(const Profile& profile, int dp, int pp, int64_t global_batch) {
+Plan plan_for(const Profile& profile, int dp, int pp, int64_t global_batch, Schedule schedule) {
   PlanningContext context;
   context.profile = &profile;
   context.profile_path = "profile.json";
@@ -72,7 +73,7 @@ Plan plan_for(const Profile& profile, int dp, int pp, int64_t global_batch) {
   options.pp = pp;
   options.dp = dp;
   options.micro_batch_size = 2;
-  options.schedules = {Schedule::kOneFOneB};
+  options.schedules = {schedule};
   options.policies = {CheckpointPolicy::kNone};
   options.top_k = 1;
   return search(context, options).plans.at(0);

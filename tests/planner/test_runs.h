@@ -16,7 +16,8 @@ Profile four_layer_profile();
 
 /// The best 1f1b plan of `profile` without checkpointing for `dp` × `pp` devices on one node
 /// of 1 GiB each, micro-batches of 2, `global_batch` samples.
-Plan plan_for(const Profile& profile, int dp, int pp, int64_t global_batch = 16);
+Plan plan_for(const Profile& profile, int dp, int pp, int64_t global_batch = 16,
+              Schedule schedule = Schedule::kOneFOneB);
 
 /// A run of `plan` (its hash, world size, rank map) whose every measurement is what
 /// `predicted` — a plan of the same configuration, possibly from another profile — predicts:
