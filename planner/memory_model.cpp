@@ -38,8 +38,7 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   const int deferred =
       deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
   terms.recompute_bytes = checkpoint ? std::max(deferred, 1) * activations : 0;
-  terms.deferred_gradients_bytes =
-      deferred * table.output_gradient_bytes(first, last, stage_idx == settings.pp - 1);
+  terms.deferred_gradients_bytes = deferred_gradient_bytes(table, settings, stage_idx, first, last);
   terms.transient_bytes = table.transient_bytes(first, last);
   terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
   terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
@@ -48,8 +47,7 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
       0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
              terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
              terms.recompute_bytes + terms.deferred_gradients_bytes + terms.transient_bytes +
-             terms.comm_buffers_bytes +
-             terms.runtime_overhead_bytes + terms.calibration_bytes);
+             terms.comm_buffers_bytes + terms.runtime_overhead_bytes + terms.calibration_bytes);
   return terms;
 }
 

@@ -40,7 +40,7 @@ struct MemorySettings {
   /// The correction of stage `stage_idx` (0 when there is none).
   int64_t calibration_of(int stage_idx) const {
     return stage_idx < static_cast<int>(calibration_bytes.size()) ? calibration_bytes[stage_idx]
-                                                                   : 0;
+                                                                  : 0;
   }
 };
 
@@ -57,9 +57,12 @@ inline int64_t optimizer_state_bytes_per_parameter(OptimizerKind optimizer) {
 /// w + s + 1 = pp with 1f1b's w = pp − s − 1 warm-up forwards.
 inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_batches) {
   switch (schedule) {
-    case Schedule::kGpipe: return num_micro_batches;
-    case Schedule::kOneFOneB: return std::min(num_micro_batches, pp - stage_idx);
-    case Schedule::kZeroBubbleH1: return std::min(num_micro_batches, pp);
+    case Schedule::kGpipe:
+      return num_micro_batches;
+    case Schedule::kOneFOneB:
+      return std::min(num_micro_batches, pp - stage_idx);
+    case Schedule::kZeroBubbleH1:
+      return std::min(num_micro_batches, pp);
   }
   return num_micro_batches;
 }
@@ -69,6 +72,18 @@ inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_bat
 /// the other schedules.
 inline int deferred_weight_passes(Schedule schedule, int stage_idx, int num_micro_batches) {
   return schedule == Schedule::kZeroBubbleH1 ? std::min(num_micro_batches, stage_idx + 1) : 0;
+}
+
+/// zb-h1's ω_s · G_s for stage `stage_idx` holding layers [first, last): the output gradients of
+/// its layers that its micro-batches past their B keep for W (LayerTable::output_gradient_bytes);
+/// 0 for the other schedules.
+inline int64_t deferred_gradient_bytes(const LayerTable& table, const MemorySettings& settings,
+                                       int stage_idx, int first, int last) {
+  const int deferred =
+      deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
+  return deferred == 0
+             ? 0
+             : deferred * table.output_gradient_bytes(first, last, stage_idx == settings.pp - 1);
 }
 
 /// Bytes per parameter that do not depend on the micro-batch: weights, gradients, optimizer
@@ -145,8 +160,6 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
   const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
   const int deferred =
       deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
-  const int64_t deferred_gradients =
-      deferred * table.output_gradient_bytes(first, last, stage_idx == settings.pp - 1);
   const int64_t smallest = table.min_inner_boundary_bytes();
   const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
   const CommBufferCounts buffers = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
@@ -156,7 +169,8 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
   const int64_t total =
       params * static_bytes_per_parameter(settings) + table.buffer_bytes(first, last) +
       (checkpoint ? held * input + std::max(deferred, 1) * activations : held * activations) +
-      deferred_gradients + table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes +
+      deferred_gradient_bytes(table, settings, stage_idx, first, last) +
+      table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes +
       settings.calibration_of(stage_idx);
   return std::max<int64_t>(total, 0);
 }

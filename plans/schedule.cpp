@@ -52,7 +52,9 @@ StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int n
       break;
     }
   }
-  size_ = (num_segments_ > 0 ? first_action(num_blocks_) : 0) + (all_reduce ? 2 : 1);
+  const Segment& last = segments_[num_segments_ - 1];  // m >= 1: some segment is not empty
+  size_ = last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step +
+          (all_reduce ? 2 : 1);
 }
 
 void StageActionList::add_segment(int first_step, int end_step,
@@ -82,16 +84,12 @@ void StageActionList::add_segment(int first_step, int end_step,
 }
 
 size_t StageActionList::first_action(int block_idx) const {
-  for (int seg_idx = 0; seg_idx < num_segments_; ++seg_idx) {
-    const Segment& seg = segments_[seg_idx];
-    const int rel = block_idx - seg.first_block;
-    if (rel >= seg.steps * seg.period) continue;
-    size_t idx = seg.first_action + static_cast<size_t>(rel / seg.period) * seg.actions_per_step;
-    for (int elem = 0; elem < rel % seg.period; ++elem) idx += block_actions(seg.kinds[elem]);
-    return idx;
-  }
-  const Segment& last = segments_[num_segments_ - 1];
-  return last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step;
+  if (block_idx >= num_blocks_) return size_ - (all_reduce_ ? 2 : 1);
+  const Segment& seg = segments_[segment_of_block(block_idx)];
+  const int rel = block_idx - seg.first_block;
+  size_t idx = seg.first_action + static_cast<size_t>(rel / seg.period) * seg.actions_per_step;
+  for (int elem = 0; elem < rel % seg.period; ++elem) idx += block_actions(seg.kinds[elem]);
+  return idx;
 }
 
 Action StageActionList::operator[](size_t idx) const {
@@ -99,9 +97,8 @@ Action StageActionList::operator[](size_t idx) const {
   if (idx >= compute_end)
     return {idx + 1 == size_ ? ActionKind::kOptimizerStep : ActionKind::kAllReduce, -1, -1};
   int seg_idx = 0;
-  while (idx >= segments_[seg_idx].first_action +
-                    static_cast<size_t>(segments_[seg_idx].steps) *
-                        segments_[seg_idx].actions_per_step)
+  while (idx >= segments_[seg_idx].first_action + static_cast<size_t>(segments_[seg_idx].steps) *
+                                                      segments_[seg_idx].actions_per_step)
     ++seg_idx;
   const Segment& seg = segments_[seg_idx];
   const size_t rel = idx - seg.first_action;
@@ -120,9 +117,9 @@ Action StageActionList::operator[](size_t idx) const {
     return forward ? Action{ActionKind::kRecvActivation, mb, upstream}
                    : Action{ActionKind::kRecvGradient, mb, downstream};
   if (offset == compute_offset) {
-    const ActionKind compute = forward                           ? ActionKind::kForward
-                               : kind == BlockKind::kBackward    ? ActionKind::kBackward
-                                                                 : ActionKind::kBackwardInput;
+    const ActionKind compute = forward                        ? ActionKind::kForward
+                               : kind == BlockKind::kBackward ? ActionKind::kBackward
+                                                              : ActionKind::kBackwardInput;
     return {compute, mb, -1};
   }
   return forward ? Action{ActionKind::kSendActivation, mb, downstream}

@@ -102,25 +102,23 @@ class StageActionList {
   int num_blocks() const { return num_blocks_; }
   /// Block `block_idx` < num_blocks(), in list order.
   ComputeBlock block(int block_idx) const {
-    for (int seg_idx = 0;; ++seg_idx) {
-      const Segment& seg = segments_[seg_idx];
-      const int rel = block_idx - seg.first_block;
-      if (rel < seg.steps * seg.period) {
-        const int step = seg.first_step + rel / seg.period;
-        const int elem = rel % seg.period;
-        return {seg.kinds[elem], step + seg.offsets[elem]};
-      }
-    }
+    const Segment& seg = segments_[segment_of_block(block_idx)];
+    const int rel = block_idx - seg.first_block;
+    return {seg.kinds[rel % seg.period],
+            seg.first_step + rel / seg.period + seg.offsets[rel % seg.period]};
   }
   /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
   size_t first_action(int block_idx) const;
   /// Actions of one block of `kind` on this stage: the compute plus its transfers.
   int block_actions(BlockKind kind) const {
     switch (kind) {
-      case BlockKind::kForward: return 1 + has_in_ + has_out_;
+      case BlockKind::kForward:
+        return 1 + has_in_ + has_out_;
       case BlockKind::kBackward:
-      case BlockKind::kBackwardInput: return 1 + has_out_ + has_in_;
-      case BlockKind::kBackwardWeight: return 1;
+      case BlockKind::kBackwardInput:
+        return 1 + has_out_ + has_in_;
+      case BlockKind::kBackwardWeight:
+        return 1;
     }
     return 1;
   }
@@ -145,6 +143,13 @@ class StageActionList {
   };
   void add_segment(int first_step, int end_step, std::initializer_list<BlockKind> kinds,
                    std::initializer_list<int> offsets);
+  // The segment holding block `block_idx` < num_blocks_ (a scan of at most kMaxSegments).
+  int segment_of_block(int block_idx) const {
+    int seg_idx = 0;
+    while (seg_idx + 1 < num_segments_ && block_idx >= segments_[seg_idx + 1].first_block)
+      ++seg_idx;
+    return seg_idx;
+  }
 
   int stage_idx_;
   bool has_in_;   // stage > 0: receives activations, sends gradients
