@@ -45,6 +45,10 @@ inline constexpr int kMaxMicroBatches = 1 << 14;
 /// work grows with this product: SearchTest.LargestAcceptedPipelineSimulatesWithinASecond.
 inline constexpr int kMaxPipelineMicroBatches = 1 << 20;
 
+/// The most chunks a rank holds under interleaved-1f1b (Plan::virtual_stages). Megatron-LM
+/// rarely goes past 4; each chunk adds two boundary transfers per micro-batch.
+inline constexpr int kMaxVirtualStages = 8;
+
 /// The longest time a file may hold for a whole iteration (an iteration, a stage's compute over
 /// its micro-batches): kMaxMicroBatches micro-batches of four actions of kMaxTimeMs, 6.6e12 ms,
 /// still below the 9.2e12 ms of 64-bit nanoseconds.

@@ -24,7 +24,8 @@ Enum parse_word(std::string_view text, std::string_view field,
 }
 
 constexpr std::pair<const char*, Schedule> kScheduleWords[] = {
-    {"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::kOneFOneB}, {"zb-h1", Schedule::kZeroBubbleH1}};
+    {"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::kOneFOneB}, {"zb-h1", Schedule::kZeroBubbleH1},
+    {"interleaved-1f1b", Schedule::kInterleaved1F1B}};
 constexpr std::pair<const char*, Precision> kPrecisionWords[] = {
     {"fp32", Precision::kFp32}, {"amp-bf16", Precision::kAmpBf16}, {"amp-fp16", Precision::kAmpFp16}};
 constexpr std::pair<const char*, OptimizerKind> kOptimizerWords[] = {{"sgd", OptimizerKind::kSgd},
@@ -89,6 +90,9 @@ std::string plan_hash(const Plan& plan) { return content_hash(to_json(plan).dump
 std::string plan_configuration(const Plan& plan) {
   std::string text = detail::concat("dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
                                     " m=", plan.num_micro_batches, " ", to_string(plan.schedule),
+                                    plan.virtual_stages > 1
+                                        ? detail::concat(" v=", plan.virtual_stages)
+                                        : std::string(),
                                     " stages ");
   for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
     const StagePlan& stage = plan.stages[stage_idx];

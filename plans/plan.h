@@ -24,6 +24,10 @@ enum class Schedule {
   /// input gradient, sent upstream at once) and W (the weight gradients), W deferred by s
   /// micro-batches on stage s to fill the cool-down.
   kZeroBubbleH1,
+  /// Interleaved 1F1B (Narayanan et al., SC 2021; Megatron-LM): the model is cut into pp·V
+  /// chunks and rank s of a pipeline holds chunks s, s + pp, ..., s + (V − 1)·pp
+  /// (Plan::virtual_stages = V >= 2); the warm-up and cool-down shrink by V.
+  kInterleaved1F1B,
 };
 /// Numeric precision of the run.
 enum class Precision { kFp32, kAmpBf16, kAmpFp16 };
@@ -37,7 +41,7 @@ int64_t dtype_bytes(std::string_view dtype, std::string_view field);
 int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_view dtype,
                          int64_t batch);
 
-std::string to_string(Schedule schedule);        ///< "gpipe", "1f1b", "zb-h1"
+std::string to_string(Schedule schedule);  ///< "gpipe", "1f1b", "zb-h1", "interleaved-1f1b"
 std::string to_string(Precision precision);      ///< "fp32", "amp-bf16", "amp-fp16"
 std::string to_string(OptimizerKind optimizer);  ///< "sgd", "adamw"
 /// Parsers; `field` names the flag or key in the one-line error listing the accepted words.
@@ -121,7 +125,17 @@ struct MemoryTerms {
   int64_t deferred_gradients_bytes = 0;
 };
 
-/// Predicted behaviour of one stage (the same for each of its replicas).
+/// Predicted times of one chunk of an interleaved-1f1b stage (StagePrediction::chunks).
+struct ChunkPrediction {
+  double fwd_ms = 0;        ///< one micro-batch through the chunk
+  double bwd_ms = 0;        ///< one micro-batch
+  double recompute_ms = 0;  ///< extra forward per micro-batch when the chunk is checkpointed
+  double p2p_ms = 0;        ///< sending one micro-batch's output (0 for the model's last chunk)
+};
+
+/// Predicted behaviour of one stage (the same for each of its replicas). A stage is one rank of
+/// a pipeline: under interleaved-1f1b it runs V chunks, and its times and memory are theirs
+/// together (times summed over the chunks, memory the rank's).
 struct StagePrediction {
   double fwd_ms = 0;        ///< one micro-batch
   double bwd_ms = 0;        ///< one micro-batch; zb-h1: its B (input gradient)
@@ -143,6 +157,10 @@ struct StagePrediction {
   /// zb-h1: one micro-batch's W (weight gradients); 0 otherwise (optional key). compute_ms is
   /// num_micro_batches · (fwd_ms + bwd_ms + bwd_weight_ms + recompute_ms).
   double bwd_weight_ms = 0;
+  /// interleaved-1f1b: the times of each of the stage's V chunks, local chunk v (global chunk
+  /// v·pp + stage) at index v; fwd_ms, bwd_ms, recompute_ms and p2p_ms are their sums. Empty
+  /// under the other schedules (optional key "chunks").
+  std::vector<ChunkPrediction> chunks = {};
 };
 
 /// Whole-plan predictions.
@@ -175,6 +193,11 @@ struct Plan {
   Precision precision = Precision::kFp32;
   OptimizerSettings optimizer;
   std::string partition = "optimal";  ///< optimal, uniform, parameters, greedy-time, explicit
+  /// V, the chunks each rank of a pipeline holds: >= 2 with interleaved-1f1b, else 1 (optional
+  /// key, written when above 1).
+  int virtual_stages = 1;
+  /// The model's contiguous layer ranges in order: pp of them, or with interleaved-1f1b pp·V
+  /// chunks, chunk c on the pipeline's stage c % pp (its local chunk c / pp).
   std::vector<StagePlan> stages;
   std::vector<RankAssignment> ranks;  ///< indexed by rank
   Predictions predictions;
@@ -183,7 +206,8 @@ struct Plan {
 
   /// Meaning, not only syntax (plan_validate.cpp): sizes within common/limits.h (at most
   /// kMaxDevices devices, kMaxMicroBatches micro-batches, kMaxBatchSize samples);
-  /// dp·pp = devices = ranks; pp <= num_layers stages, contiguous, non-empty, covering
+  /// dp·pp = devices = ranks; pp·V <= num_layers stages (V = virtual_stages: 1, or >= 2 with
+  /// interleaved-1f1b, pp >= 2 and num_micro_batches a multiple of pp), contiguous, non-empty, covering
   /// [0, num_layers); each stage receives what the previous one sends (the first: the model's
   /// input), non-empty shapes of at most kMaxBytes per micro-batch, known dtypes;
   /// global_batch = dp · num_micro_batches · micro_batch_size; each (stage, replica) on exactly
@@ -210,5 +234,8 @@ std::string plan_hash(const Plan& plan);
 std::string plan_configuration(const Plan& plan);
 /// The rank running `stage` of `replica`.
 int rank_of(const Plan& plan, int stage, int replica);
+/// The index in plan.stages of local chunk `chunk` of pipeline stage `stage`: chunk · pp + stage
+/// (just `stage` when virtual_stages is 1).
+inline int chunk_index(int pp, int stage, int chunk) { return chunk * pp + stage; }
 
 }  // namespace pipeplan

@@ -127,6 +127,15 @@ Json stage_prediction_json(const StagePrediction& s) {
     json["bwd_cv"] = s.bwd_cv;
   }
   if (s.bwd_weight_ms > 0) json["bwd_weight_ms"] = s.bwd_weight_ms;  // zb-h1 only
+  if (!s.chunks.empty()) {  // interleaved-1f1b only
+    Json chunks = Json::array();
+    for (const ChunkPrediction& chunk : s.chunks)
+      chunks.push_back({{"fwd_ms", chunk.fwd_ms},
+                        {"bwd_ms", chunk.bwd_ms},
+                        {"recompute_ms", chunk.recompute_ms},
+                        {"p2p_ms", chunk.p2p_ms}});
+    json["chunks"] = chunks;
+  }
   return json;
 }
 
@@ -138,9 +147,16 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
   if (r.has("fwd_cv")) s.fwd_cv = r.non_negative("fwd_cv");
   if (r.has("bwd_cv")) s.bwd_cv = r.non_negative("bwd_cv");
   if (r.has("bwd_weight_ms")) s.bwd_weight_ms = r.number_in("bwd_weight_ms", 0, kMaxTimeMs);
+  if (r.has("chunks"))  // interleaved-1f1b only
+    for (const JsonReader& chunk : r.objects("chunks"))
+      s.chunks.push_back({chunk.number_in("fwd_ms", 0, kMaxTimeMs),
+                          chunk.number_in("bwd_ms", 0, kMaxTimeMs),
+                          chunk.number_in("recompute_ms", 0, kMaxTimeMs),
+                          chunk.number_in("p2p_ms", 0, kMaxTimeMs)});
   s.peak_memory_bytes = r.byte_count("peak_memory_bytes");
   const JsonReader memory = r.object("memory");
-  s.memory.in_flight = memory.int_in("in_flight", 0, kMaxMicroBatches);
+  // interleaved-1f1b counts each chunk's micro-batches: up to V·m (validate() checks).
+  s.memory.in_flight = memory.int_in("in_flight", 0, kMaxVirtualStages * kMaxMicroBatches);
   for (const auto& [key, field] : kMemoryFields) s.memory.*field = memory.byte_count(key);
   if (memory.has("deferred_gradients_bytes"))  // zb-h1 only
     s.memory.deferred_gradients_bytes = memory.byte_count("deferred_gradients_bytes");
@@ -189,7 +205,7 @@ Json to_json(const Plan& plan) {
   for (const StagePlan& stage : plan.stages) stages.push_back(stage_json(stage));
   Json ranks = Json::array();
   for (const RankAssignment& rank : plan.ranks) ranks.push_back(rank_json(rank));
-  return Json{{"schema", kPlanSchema},
+  Json json{{"schema", kPlanSchema},
               {"tool_version", plan.tool_version},
               {"profile", {{"path", plan.profile_path}, {"hash", plan.profile_hash}}},
               {"model", to_json(plan.model)},
@@ -203,10 +219,14 @@ Json to_json(const Plan& plan) {
               {"precision", to_string(plan.precision)},
               {"optimizer", optimizer_json(plan.optimizer)},
               {"partition", plan.partition},
+              {"virtual_stages", plan.virtual_stages},
               {"stages", stages},
               {"ranks", ranks},
               {"predictions", predictions_json(plan.predictions)},
               {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
+  // Optional: written only for interleaved-1f1b, so that other plans keep their hashes.
+  if (plan.virtual_stages == 1) json.erase("virtual_stages");
+  return json;
 }
 
 Plan plan_from_json(const Json& json, const std::string& document) {
@@ -228,6 +248,8 @@ Plan plan_from_json(const Json& json, const std::string& document) {
   plan.precision = parse_precision(r.string("precision"), document + ": precision");
   plan.optimizer = optimizer_from(r.object("optimizer"));
   plan.partition = r.string("partition");
+  if (r.has("virtual_stages"))  // optional: 1 when absent
+    plan.virtual_stages = r.int_in("virtual_stages", 1, kMaxVirtualStages);
   for (const JsonReader& stage : r.objects("stages")) plan.stages.push_back(stage_from(stage));
   for (const JsonReader& rank : r.objects("ranks")) plan.ranks.push_back(rank_from(rank));
   plan.predictions = predictions_from(r.object("predictions"));

@@ -3,6 +3,7 @@
 // the ranges of common/limits.h).
 #include <cmath>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "common/error.h"
@@ -23,6 +24,34 @@ constexpr const char* kPartitionNames[] = {"optimal", "uniform", "parameters", "
 
 bool about_equal(double value, double expected) {
   return std::abs(value - expected) <= kRelativeSlack * std::max(std::abs(expected), 1.0);
+}
+
+// V chunks per rank: 1, or with interleaved-1f1b at least 2 on pp >= 2 ranks, within the layers,
+// with micro-batches in whole rounds of pp (Megatron-LM's interleaved order) and at most
+// kMaxPipelineMicroBatches chunk micro-batches of one pipeline.
+void validate_virtual_stages(const Plan& plan, std::string_view document) {
+  const int v = plan.virtual_stages;
+  if (plan.schedule != Schedule::kInterleaved1F1B) {
+    PIPEPLAN_CHECK(v == 1, document, ": virtual_stages: ", v, ": expected 1 with schedule ",
+                   to_string(plan.schedule), " (only interleaved-1f1b holds several chunks)");
+    return;
+  }
+  PIPEPLAN_CHECK(v >= 2 && v <= kMaxVirtualStages, document, ": virtual_stages: ", v,
+                 ": expected an integer in [2, ", kMaxVirtualStages, "] with interleaved-1f1b");
+  PIPEPLAN_CHECK(plan.pp >= 2, document, ": pp: ", plan.pp,
+                 ": expected at least 2 with interleaved-1f1b (one stage has no pipeline)");
+  PIPEPLAN_CHECK(int64_t{plan.pp} * v <= plan.model.num_layers, document, ": virtual_stages: ", v,
+                 ": expected pp*virtual_stages = ", int64_t{plan.pp} * v,
+                 " at most model.num_layers = ", plan.model.num_layers,
+                 " (each chunk holds a layer)");
+  PIPEPLAN_CHECK(plan.num_micro_batches % plan.pp == 0, document, ": num_micro_batches: ",
+                 plan.num_micro_batches, ": expected a multiple of pp = ", plan.pp,
+                 " with interleaved-1f1b (its order runs micro-batches in rounds of pp)");
+  PIPEPLAN_CHECK(int64_t{plan.pp} * v * plan.num_micro_batches <= kMaxPipelineMicroBatches,
+                 document, ": num_micro_batches: ", plan.num_micro_batches, ": expected at most ",
+                 kMaxPipelineMicroBatches / (int64_t{plan.pp} * v), " with pp=", plan.pp,
+                 " and virtual_stages=", v, " (at most ", kMaxPipelineMicroBatches,
+                 " micro-batches times chunks)");
 }
 
 // dp, pp, devices, batch sizes and micro-batches: each in range, then their products.
@@ -47,6 +76,7 @@ void validate_sizes(const Plan& plan, std::string_view document) {
                  ": num_micro_batches: ", plan.num_micro_batches, ": expected at most ",
                  kMaxPipelineMicroBatches / plan.pp, " with pp=", plan.pp,
                  " (at most ", kMaxPipelineMicroBatches, " micro-batches times stages)");
+  validate_virtual_stages(plan, document);
   const int64_t batch = plan.dp * int64_t{plan.num_micro_batches} * plan.micro_batch_size;
   PIPEPLAN_CHECK(plan.global_batch == batch, document, ": global_batch: ", plan.global_batch,
                  ": expected dp*num_micro_batches*micro_batch_size = ", batch);
@@ -144,12 +174,14 @@ void validate_stage(const Plan& plan, size_t stage_idx, std::string_view documen
 }
 
 void validate_stages(const Plan& plan, std::string_view document) {
-  PIPEPLAN_CHECK(static_cast<int>(plan.stages.size()) == plan.pp, document, ": stages: ",
-                 plan.stages.size(), " stages: expected pp = ", plan.pp);
+  const int64_t chunks = int64_t{plan.pp} * plan.virtual_stages;
+  PIPEPLAN_CHECK(static_cast<int64_t>(plan.stages.size()) == chunks, document, ": stages: ",
+                 plan.stages.size(), " stages: expected ",
+                 plan.virtual_stages == 1 ? "pp = " : "pp*virtual_stages = ", chunks);
   for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx)
     validate_stage(plan, stage_idx, document);
   PIPEPLAN_CHECK(plan.stages.back().last == plan.model.num_layers, document, ": stages[",
-                 plan.pp - 1, "].last: ", plan.stages.back().last, ": expected ",
+                 chunks - 1, "].last: ", plan.stages.back().last, ": expected ",
                  plan.model.num_layers, " (the stages cover every layer of the model)");
 }
 
@@ -194,14 +226,26 @@ void check_time(double ms, double max_ms, const std::string& where) {
                  ": expected a time in ms in [0, ", max_ms, "]");
 }
 
-// The memory terms: in-flight count within the micro-batches, activations = in-flight × one
-// micro-batch's, and the total their sum (at least 0).
-void validate_memory(const MemoryTerms& m, int num_micro_batches, const std::string& where) {
-  PIPEPLAN_CHECK(m.in_flight >= 0 && m.in_flight <= num_micro_batches, where, "in_flight: ",
-                 m.in_flight, ": expected at most num_micro_batches = ", num_micro_batches);
-  PIPEPLAN_CHECK(m.activations_bytes == m.in_flight * m.activation_bytes_per_micro_batch, where,
-                 "activations_bytes: ", m.activations_bytes, ": expected in_flight * ",
-                 "activation_bytes_per_micro_batch = ", m.in_flight * m.activation_bytes_per_micro_batch);
+// The memory terms: in-flight count within the micro-batches (of each of the V chunks),
+// activations = in-flight × one micro-batch's — under interleaved-1f1b, where chunks hold
+// different counts and bytes, Σ_v ℓ_v · A_v: at most their in-flight sum times the rank's whole
+// micro-batch, Σ_v A_v — and the total their sum (at least 0).
+void validate_memory(const MemoryTerms& m, int num_micro_batches, int virtual_stages,
+                     const std::string& where) {
+  const int most = num_micro_batches * virtual_stages;
+  PIPEPLAN_CHECK(m.in_flight >= 0 && m.in_flight <= most, where, "in_flight: ", m.in_flight,
+                 ": expected at most ",
+                 virtual_stages == 1 ? "num_micro_batches = " : "num_micro_batches*virtual_stages = ",
+                 most);
+  const int64_t product = m.in_flight * m.activation_bytes_per_micro_batch;
+  if (virtual_stages == 1)
+    PIPEPLAN_CHECK(m.activations_bytes == product, where, "activations_bytes: ",
+                   m.activations_bytes, ": expected in_flight * ",
+                   "activation_bytes_per_micro_batch = ", product);
+  else
+    PIPEPLAN_CHECK(m.activations_bytes >= 0 && m.activations_bytes <= product, where,
+                   "activations_bytes: ", m.activations_bytes, ": expected at most in_flight * ",
+                   "activation_bytes_per_micro_batch = ", product);
   const int64_t sum = m.parameters_bytes + m.gradients_bytes + m.optimizer_state_bytes +
                       m.master_copy_bytes + m.buffers_bytes + m.activations_bytes +
                       m.recompute_bytes + m.deferred_gradients_bytes + m.transient_bytes +
@@ -209,6 +253,34 @@ void validate_memory(const MemoryTerms& m, int num_micro_batches, const std::str
                       m.runtime_overhead_bytes + m.calibration_bytes;
   PIPEPLAN_CHECK(m.total_bytes == std::max<int64_t>(0, sum), where, "total_bytes: ", m.total_bytes,
                  ": expected the sum of the terms, ", std::max<int64_t>(0, sum));
+}
+
+// interleaved-1f1b: one entry per chunk, each time in range, the stage's times their sums.
+void validate_chunks(const Plan& plan, const StagePrediction& s, const std::string& where) {
+  const bool interleaved = plan.schedule == Schedule::kInterleaved1F1B;
+  PIPEPLAN_CHECK(static_cast<int>(s.chunks.size()) == (interleaved ? plan.virtual_stages : 0),
+                 where, "chunks: ", s.chunks.size(), " entries: expected ",
+                 interleaved ? detail::concat("virtual_stages = ", plan.virtual_stages)
+                             : std::string("none (only interleaved-1f1b has chunks)"));
+  if (!interleaved) return;
+  double sums[4] = {};
+  for (size_t chunk = 0; chunk < s.chunks.size(); ++chunk) {
+    const ChunkPrediction& c = s.chunks[chunk];
+    const std::string at = detail::concat(where, "chunks[", chunk, "].");
+    check_time(c.fwd_ms, kMaxTimeMs, at + "fwd_ms");
+    check_time(c.bwd_ms, kMaxTimeMs, at + "bwd_ms");
+    check_time(c.recompute_ms, kMaxTimeMs, at + "recompute_ms");
+    check_time(c.p2p_ms, kMaxTimeMs, at + "p2p_ms");
+    sums[0] += c.fwd_ms;
+    sums[1] += c.bwd_ms;
+    sums[2] += c.recompute_ms;
+    sums[3] += c.p2p_ms;
+  }
+  for (const auto& [key, value, sum] :
+       {std::tuple{"fwd_ms", s.fwd_ms, sums[0]}, {"bwd_ms", s.bwd_ms, sums[1]},
+        {"recompute_ms", s.recompute_ms, sums[2]}, {"p2p_ms", s.p2p_ms, sums[3]}})
+    PIPEPLAN_CHECK(about_equal(value, sum), where, key, ": ", value,
+                   ": expected the sum over the stage's chunks, ", sum);
 }
 
 void validate_stage_prediction(const Plan& plan, size_t stage_idx, std::string_view document) {
@@ -235,7 +307,8 @@ void validate_stage_prediction(const Plan& plan, size_t stage_idx, std::string_v
     PIPEPLAN_CHECK(std::isfinite(cv) && cv >= 0 && cv <= kMaxCoefficientOfVariation, where, key,
                    ": ", cv, ": expected a coefficient of variation in [0, ",
                    kMaxCoefficientOfVariation, "]");
-  validate_memory(s.memory, plan.num_micro_batches, where + "memory.");
+  validate_memory(s.memory, plan.num_micro_batches, plan.virtual_stages, where + "memory.");
+  validate_chunks(plan, s, where);
   PIPEPLAN_CHECK(s.peak_memory_bytes == s.memory.total_bytes, where, "peak_memory_bytes: ",
                  s.peak_memory_bytes, ": expected memory.total_bytes = ", s.memory.total_bytes);
 }

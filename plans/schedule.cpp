@@ -7,9 +7,31 @@
 
 namespace pipeplan {
 
+namespace {
+
+// h(t): of the first t slots of a period of pp·V whose first pp slots belong to one chunk, those
+// that do (interleaved_in_flight); 0 for t <= 0.
+int64_t chunk_slots(int64_t slots, int pp, int virtual_stages) {
+  if (slots <= 0) return 0;
+  const int64_t period = int64_t{pp} * virtual_stages;
+  return slots / period * pp + std::min<int64_t>(slots % period, pp);
+}
+
+}  // namespace
+
+int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
+                          int num_micro_batches) {
+  PIPEPLAN_ASSERT(pp >= 1 && virtual_stages >= 1 && chunk >= 0 && chunk < virtual_stages);
+  const int warmup = interleaved_warmup(pp, virtual_stages, stage_idx, num_micro_batches);
+  const int64_t window = warmup + 1 + int64_t{virtual_stages - 1 - 2 * chunk} * pp;
+  return static_cast<int>(
+      std::min<int64_t>(num_micro_batches, chunk_slots(window, pp, virtual_stages)));
+}
+
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                  bool all_reduce) {
-  const StageActionList list(schedule, pp, stage_idx, num_micro_batches, all_reduce);
+                                  bool all_reduce, int virtual_stages) {
+  const StageActionList list(schedule, pp, stage_idx, num_micro_batches, all_reduce,
+                             virtual_stages);
   std::vector<Action> actions;
   actions.reserve(list.size());
   for (size_t idx = 0; idx < list.size(); ++idx) actions.push_back(list[idx]);
@@ -17,12 +39,16 @@ std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int 
 }
 
 StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                 bool all_reduce)
+                                 bool all_reduce, int virtual_stages)
     : stage_idx_(stage_idx),
-      has_in_(stage_idx > 0),
-      has_out_(stage_idx < pp - 1),
+      pp_(pp),
+      virtual_stages_(virtual_stages),
+      has_in_(stage_idx > 0 || virtual_stages > 1),
+      has_out_(stage_idx < pp - 1 || virtual_stages > 1),
       all_reduce_(all_reduce) {
   PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
+  PIPEPLAN_ASSERT((schedule == Schedule::kInterleaved1F1B) == (virtual_stages > 1),
+                  "interleaved-1f1b needs V >= 2 chunks, the other schedules one");
   using K = BlockKind;
   const int m = num_micro_batches;
   const int warmup = std::min(pp - stage_idx - 1, m);  // 1f1b, zb-h1: forwards before the first B
@@ -51,10 +77,52 @@ StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int n
       add_segment(std::max(0, m - lag), m, {K::kBackwardWeight}, {0});
       break;
     }
+    case Schedule::kInterleaved1F1B: {
+      // 1f1b's three runs over the rank's m·V forwards and backwards; block() maps each count
+      // to its chunk and micro-batch.
+      PIPEPLAN_ASSERT(pp >= 2 && m % pp == 0, "interleaved-1f1b needs pp >= 2 and m a multiple");
+      const int total = m * virtual_stages;
+      warmup_ = interleaved_warmup(pp, virtual_stages, stage_idx, m);
+      add_segment(0, warmup_, {K::kForward}, {0});
+      add_segment(0, total - warmup_, {K::kForward, K::kBackward}, {warmup_, 0});
+      add_segment(total - warmup_, total, {K::kBackward}, {0});
+      break;
+    }
   }
   const Segment& last = segments_[num_segments_ - 1];  // m >= 1: some segment is not empty
-  size_ = last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step +
-          (all_reduce ? 2 : 1);
+  size_ = last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step -
+          static_cast<size_t>(missing_transfers(num_blocks_)) + (all_reduce ? 2 : 1);
+}
+
+int64_t StageActionList::forwards_of_chunk(int64_t count, int chunk) const {
+  return chunk_slots(count - int64_t{chunk} * pp_, pp_, virtual_stages_);
+}
+
+int64_t StageActionList::backwards_of_chunk(int64_t count, int chunk) const {
+  return chunk_slots(count - int64_t{virtual_stages_ - 1 - chunk} * pp_, pp_, virtual_stages_);
+}
+
+int64_t StageActionList::missing_transfers(int block_idx) const {
+  if (virtual_stages_ == 1) return 0;
+  // Forwards and backwards among the first block_idx blocks: warm-up forwards, then pairs.
+  const int total = num_blocks_ / 2;
+  int64_t forwards = 0, backwards = 0;
+  if (block_idx <= warmup_) {
+    forwards = block_idx;
+  } else if (block_idx <= 2 * total - warmup_) {
+    const int steady = block_idx - warmup_;
+    forwards = warmup_ + (steady + 1) / 2;
+    backwards = steady / 2;
+  } else {
+    forwards = total;
+    backwards = block_idx - total;
+  }
+  int64_t missing = 0;
+  if (stage_idx_ == 0) missing += forwards_of_chunk(forwards, 0) + backwards_of_chunk(backwards, 0);
+  if (stage_idx_ == pp_ - 1)
+    missing += forwards_of_chunk(forwards, virtual_stages_ - 1) +
+               backwards_of_chunk(backwards, virtual_stages_ - 1);
+  return missing;
 }
 
 void StageActionList::add_segment(int first_step, int end_step,
@@ -89,13 +157,14 @@ size_t StageActionList::first_action(int block_idx) const {
   const int rel = block_idx - seg.first_block;
   size_t idx = seg.first_action + static_cast<size_t>(rel / seg.period) * seg.actions_per_step;
   for (int elem = 0; elem < rel % seg.period; ++elem) idx += block_actions(seg.kinds[elem]);
-  return idx;
+  return idx - static_cast<size_t>(missing_transfers(block_idx));
 }
 
 Action StageActionList::operator[](size_t idx) const {
   const size_t compute_end = size_ - (all_reduce_ ? 2 : 1);
   if (idx >= compute_end)
     return {idx + 1 == size_ ? ActionKind::kOptimizerStep : ActionKind::kAllReduce, -1, -1};
+  if (virtual_stages_ > 1) return interleaved_action(idx);
   int seg_idx = 0;
   while (idx >= segments_[seg_idx].first_action + static_cast<size_t>(segments_[seg_idx].steps) *
                                                       segments_[seg_idx].actions_per_step)
@@ -126,11 +195,39 @@ Action StageActionList::operator[](size_t idx) const {
                  : Action{ActionKind::kSendGradient, mb, upstream};
 }
 
+Action StageActionList::interleaved_action(size_t idx) const {
+  int low = 0, high = num_blocks_ - 1;  // the last block whose first action is at most idx
+  while (low < high) {
+    const int mid = low + (high - low + 1) / 2;
+    if (first_action(mid) <= idx)
+      low = mid;
+    else
+      high = mid - 1;
+  }
+  const ComputeBlock block = this->block(low);
+  const int offset = static_cast<int>(idx - first_action(low));
+  const int mb = block.micro_batch;
+  const int v = block.chunk;
+  const int upstream = (stage_idx_ + pp_ - 1) % pp_;
+  const int downstream = (stage_idx_ + 1) % pp_;
+  if (block.kind == BlockKind::kForward) {
+    const int compute_offset = chunk_has_input(v) ? 1 : 0;
+    if (offset < compute_offset) return {ActionKind::kRecvActivation, mb, upstream, v};
+    if (offset == compute_offset) return {ActionKind::kForward, mb, -1, v};
+    return {ActionKind::kSendActivation, mb, downstream, v};
+  }
+  const int compute_offset = chunk_has_output(v) ? 1 : 0;
+  if (offset < compute_offset) return {ActionKind::kRecvGradient, mb, downstream, v};
+  if (offset == compute_offset) return {ActionKind::kBackward, mb, -1, v};
+  return {ActionKind::kSendGradient, mb, upstream, v};
+}
+
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
   std::vector<std::vector<Action>> per_rank(plan.ranks.size());
   for (const RankAssignment& assignment : plan.ranks) {
     std::vector<Action> actions = stage_actions(plan.schedule, plan.pp, assignment.stage,
-                                                plan.num_micro_batches, plan.dp > 1);
+                                                plan.num_micro_batches, plan.dp > 1,
+                                                plan.virtual_stages);
     for (Action& action : actions)
       if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
     per_rank[assignment.rank] = std::move(actions);
@@ -139,7 +236,8 @@ std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
 }
 
 std::string to_string(const Action& action) {
-  const std::string mb = std::to_string(action.micro_batch);
+  const std::string mb = std::to_string(action.micro_batch) +
+                         (action.chunk > 0 ? "v" + std::to_string(action.chunk) : std::string());
   const std::string peer = std::to_string(action.peer);
   switch (action.kind) {
     case ActionKind::kRecvActivation:
@@ -171,11 +269,17 @@ std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_m
   std::vector<std::vector<Action>> per_rank(plan.ranks.size());
   for (const RankAssignment& assignment : plan.ranks) {
     std::vector<Action>& actions = per_rank[assignment.rank];
-    if (num_micro_batches > 0) {
-      // GPipe's first half: every micro-batch's forward with its receive and send.
-      const StageActionList list(Schedule::kGpipe, plan.pp, assignment.stage, num_micro_batches,
-                                 /*all_reduce=*/false);
-      for (size_t idx = 0; idx < (list.size() - 1) / 2; ++idx) actions.push_back(list[idx]);
+    const int s = assignment.stage;
+    for (int v = 0; v < plan.virtual_stages && num_micro_batches > 0; ++v) {
+      // GPipe's first half, chunk by chunk: every micro-batch's forward with its receive and
+      // send. A chunk waits only on chunks before it, so no rank waits on itself.
+      const bool has_in = s > 0 || v > 0;
+      const bool has_out = s < plan.pp - 1 || v < plan.virtual_stages - 1;
+      for (int mb = 0; mb < num_micro_batches; ++mb) {
+        if (has_in) actions.push_back({ActionKind::kRecvActivation, mb, (s + plan.pp - 1) % plan.pp, v});
+        actions.push_back({ActionKind::kForward, mb, -1, v});
+        if (has_out) actions.push_back({ActionKind::kSendActivation, mb, (s + 1) % plan.pp, v});
+      }
     }
     for (Action& action : actions)
       if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -40,15 +41,46 @@ inline constexpr int kRecvLookahead = 2;
 inline constexpr int kMaxSendsInFlight = 2;
 
 /// One action. `micro_batch` is -1 for kAllReduce and kOptimizerStep; `peer` is the rank (or,
-/// from stage_actions, the stage) on the other end of a send or receive, else -1.
+/// from stage_actions, the stage) on the other end of a send or receive, else -1; `chunk` the
+/// rank's local chunk the action belongs to (interleaved-1f1b: v of global chunk v·pp + stage;
+/// 0 under the other schedules and for kAllReduce and kOptimizerStep). A transfer's chunk is
+/// this rank's: a send-act of chunk v on the last stage arrives as chunk v + 1 of stage 0.
 struct Action {
   ActionKind kind = ActionKind::kForward;
   int micro_batch = -1;
   int peer = -1;
+  int chunk = 0;
   bool operator==(const Action& other) const {
-    return kind == other.kind && micro_batch == other.micro_batch && peer == other.peer;
+    return kind == other.kind && micro_batch == other.micro_batch && peer == other.peer &&
+           chunk == other.chunk;
   }
 };
+
+/// interleaved-1f1b's order on stage s of pp with V chunks and m micro-batches (m a multiple of
+/// pp), after Megatron-LM: the rank's k-th forward is of local chunk (k / pp) mod V and
+/// micro-batch ⌊k / (pp·V)⌋·pp + k mod pp, its k-th backward of chunk V − 1 − (k / pp) mod V
+/// and the same micro-batch; w = min(2·(pp − s − 1) + (V − 1)·pp, m·V) warm-up forwards, then
+/// 1f1b's alternation F(w + i) B(i), then the cool-down backwards.
+///
+///   pp=2, V=2, m=4 (F3v1: micro-batch 3 of local chunk 1)
+///   stage 0: F0 F1 F0v1 F1v1 F2 B0v1 F3 B1v1 F2v1 B0 F3v1 B1 B2v1 B3v1 B2 B3
+///   stage 1:    F0 F1 F0v1 B0v1 F1v1 B1v1 F2 B0 F3 B1 F2v1 B2v1 F3v1 B3v1 B2 B3
+inline int interleaved_warmup(int pp, int virtual_stages, int stage_idx, int num_micro_batches) {
+  return std::min(2 * (pp - stage_idx - 1) + (virtual_stages - 1) * pp,
+                  num_micro_batches * virtual_stages);
+}
+
+/// ℓ_{s,v}, interleaved-1f1b's most micro-batches of local chunk v that stage s holds past their
+/// forward and before their backward: min(m, h(D)) with D = w + 1 + (V − 1 − 2v)·pp and
+/// h(t) = ⌊t / (pp·V)⌋·pp + min(t mod (pp·V), pp). Derivation: once the rank has run n forwards
+/// and j backwards, chunk v has run h(n − v·pp) forwards and h(j − (V − 1 − v)·pp) backwards
+/// (h counts the first t slots of a period of pp·V whose first pp belong to the chunk). Through
+/// the steady state n = j + w + 1 just after each forward, so chunk v holds the chunk's slots in
+/// a window of D consecutive slots, at most h(D) (a window starting at a period). Summed over the
+/// chunks it is the rank's activation peak the memory model counts (an upper bound: the chunks
+/// need not peak together; schedule_test checks it against every list).
+int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
+                          int num_micro_batches);
 
 /// The actions of stage `stage_idx` of a `pp`-stage pipeline over `num_micro_batches`, with
 /// peers given as stage indices; ends with kAllReduce when `all_reduce`, then kOptimizerStep.
@@ -72,8 +104,11 @@ struct Action {
 ///   stage 2:       F0 Bi0 F1 Bi1 F2 Bi2 W0 F3 Bi3 W1 W2 W3
 /// Each F is preceded by its activation receive (stage > 0) and followed by its send
 /// (stage < pp-1); each B or Bi likewise with gradients in the other direction; W has none.
+/// interleaved-1f1b: see interleaved_warmup; `virtual_stages` is V (1 for the other schedules).
+/// Peers of the last stage's activation sends and the first stage's gradient sends wrap around
+/// (stage pp − 1 sends chunk v's output to stage 0's chunk v + 1).
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                  bool all_reduce);
+                                  bool all_reduce, int virtual_stages = 1);
 
 /// The compute of one block: a whole backward, or zb-h1's two halves of one.
 enum class BlockKind { kForward, kBackward, kBackwardInput, kBackwardWeight };
@@ -83,6 +118,7 @@ enum class BlockKind { kForward, kBackward, kBackwardInput, kBackwardWeight };
 struct ComputeBlock {
   BlockKind kind = BlockKind::kForward;
   int micro_batch = 0;
+  int chunk = 0;  ///< local chunk (interleaved-1f1b), else 0
 };
 
 /// stage_actions(schedule, pp, stage_idx, num_micro_batches, all_reduce) without the list:
@@ -92,24 +128,33 @@ struct ComputeBlock {
 /// of up to three blocks (1f1b's steady state: F(w+i) B(i)); an index is found by scanning them.
 class StageActionList {
  public:
-  StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce);
+  StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce,
+                  int virtual_stages = 1);
   /// stage_actions(...).size(): the blocks' actions, then the all-reduce (when asked for) and
   /// the optimizer step.
   size_t size() const { return size_; }
   /// stage_actions(...)[idx]; idx < size().
   Action operator[](size_t idx) const;
-  /// 2 · num_micro_batches (zb-h1: 3 · num_micro_batches).
+  /// 2 · num_micro_batches (zb-h1: 3 · num_micro_batches; interleaved-1f1b: 2 · V · m).
   int num_blocks() const { return num_blocks_; }
   /// Block `block_idx` < num_blocks(), in list order.
   ComputeBlock block(int block_idx) const {
     const Segment& seg = segments_[segment_of_block(block_idx)];
     const int rel = block_idx - seg.first_block;
-    return {seg.kinds[rel % seg.period],
-            seg.first_step + rel / seg.period + seg.offsets[rel % seg.period]};
+    const BlockKind kind = seg.kinds[rel % seg.period];
+    const int step = seg.first_step + rel / seg.period + seg.offsets[rel % seg.period];
+    if (virtual_stages_ == 1) return {kind, step, 0};
+    // interleaved-1f1b: `step` is the rank's forward (backward) count; see interleaved_warmup.
+    const int round = step / pp_;
+    const int micro_batch = (round / virtual_stages_) * pp_ + step % pp_;
+    const int chunk = kind == BlockKind::kForward ? round % virtual_stages_
+                                                  : virtual_stages_ - 1 - round % virtual_stages_;
+    return {kind, micro_batch, chunk};
   }
   /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
   size_t first_action(int block_idx) const;
-  /// Actions of one block of `kind` on this stage: the compute plus its transfers.
+  /// Actions of one block of `kind` on this stage: the compute plus its transfers (for
+  /// interleaved-1f1b, of a chunk with both neighbours; chunk_block_actions has the rest).
   int block_actions(BlockKind kind) const {
     switch (kind) {
       case BlockKind::kForward:
@@ -121,6 +166,12 @@ class StageActionList {
         return 1;
     }
     return 1;
+  }
+  /// Whether local chunk `chunk` receives activations (and sends gradients) and sends activations
+  /// (and receives gradients): every chunk but the model's first and last.
+  bool chunk_has_input(int chunk) const { return stage_idx_ > 0 || chunk > 0; }
+  bool chunk_has_output(int chunk) const {
+    return stage_idx_ < pp_ - 1 || chunk < virtual_stages_ - 1;
   }
   /// Whether the list ends with an all-reduce before the optimizer step.
   bool all_reduce() const { return all_reduce_; }
@@ -151,9 +202,21 @@ class StageActionList {
     return seg_idx;
   }
 
+  // interleaved-1f1b's operator[]: the block holding action idx, found by bisection.
+  Action interleaved_action(size_t idx) const;
+  // interleaved-1f1b: blocks before `block_idx` of the chunk that has no input (stage 0's chunk
+  // 0) and of the one without output (stage pp − 1's chunk V − 1), each a transfer short.
+  int64_t missing_transfers(int block_idx) const;
+  // Of the first `count` forwards (backwards) of the rank, those of local chunk `chunk`.
+  int64_t forwards_of_chunk(int64_t count, int chunk) const;
+  int64_t backwards_of_chunk(int64_t count, int chunk) const;
+
   int stage_idx_;
-  bool has_in_;   // stage > 0: receives activations, sends gradients
-  bool has_out_;  // stage < pp − 1
+  int pp_;
+  int virtual_stages_;
+  int warmup_ = 0;  // forwards before the first backward
+  bool has_in_;     // stage > 0: receives activations, sends gradients (interleaved: true)
+  bool has_out_;    // stage < pp − 1 (interleaved: true)
   bool all_reduce_;
   int num_blocks_ = 0;
   int num_segments_ = 0;
@@ -165,12 +228,14 @@ class StageActionList {
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 
 /// Short text for logs and tests: "F3", "B0", "Bi0", "W0", "recv-act 2 <- r1", "all-reduce",
-/// "step".
+/// "step"; an action of local chunk v > 0 adds "v<chunk>" after its micro-batch ("F3v1",
+/// "send-act 3v1 -> r0").
 std::string to_string(const Action& action);
 
 /// A forward-only pass over `num_micro_batches` (evaluation): for every rank of `plan`, each
-/// micro-batch's receive (stage > 0), forward, and send (stage < pp-1), in micro-batch order;
-/// no backward, all-reduce or optimizer step. Peers are ranks of the same replica.
+/// micro-batch's receive (stage > 0), forward, and send (stage < pp-1), in micro-batch order
+/// (interleaved-1f1b: every micro-batch of local chunk 0, then of chunk 1, ...); no backward,
+/// all-reduce or optimizer step. Peers are ranks of the same replica.
 std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_micro_batches);
 
 }  // namespace pipeplan
