@@ -246,14 +246,17 @@ void validate_step_times(const Run& run, std::string_view document) {
     for (size_t rank = 0; rank < step.ranks.size(); ++rank) {
       const RankStepTimes& r = step.ranks[rank];
       const size_t micro_batches = step.ranks.front().fwd_ms.size();
-      PIPEPLAN_CHECK(r.fwd_ms.size() == micro_batches && micro_batches <= kMaxMicroBatches &&
+      // interleaved-1f1b: V entries per micro-batch (RankStepTimes).
+      PIPEPLAN_CHECK(r.fwd_ms.size() == micro_batches &&
+                         micro_batches <= size_t{kMaxVirtualStages} * kMaxMicroBatches &&
                          r.bwd_ms.size() == micro_batches &&
                          (r.recompute_ms.empty() || r.recompute_ms.size() == micro_batches) &&
                          (r.bwd_weight_ms.empty() || r.bwd_weight_ms.size() == micro_batches),
                      where, ".ranks[", rank, "]: ", r.fwd_ms.size(), " forwards, ",
                      r.bwd_ms.size(), " backwards and ", r.recompute_ms.size(),
                      " recomputes (", r.bwd_weight_ms.size(), " Ws): expected ", micro_batches,
-                     " of each (every rank runs every micro-batch, at most ", kMaxMicroBatches,
+                     " of each (every rank runs every micro-batch of each chunk, at most ",
+                     kMaxVirtualStages * kMaxMicroBatches,
                      "), or none recomputed (or none split into B and W)");
     }
   }

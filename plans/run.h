@@ -57,6 +57,8 @@ struct StageMeasurement : MeasuredTimes {
 
 /// One rank's compute in one measured step, action by action: what `pipeplan compare` replays
 /// through the simulator.
+/// Vectors "by micro-batch" hold, under interleaved-1f1b, m entries per local chunk: index
+/// chunk · m + micro_batch (V·m entries).
 struct RankStepTimes {
   std::vector<double> fwd_ms;        ///< by micro-batch
   std::vector<double> bwd_ms;        ///< by micro-batch; zb-h1: the B part

@@ -20,7 +20,9 @@ constexpr TimelineKind kAllKinds[] = {
     TimelineKind::kOptimizer, TimelineKind::kLoad,      TimelineKind::kSendWait};
 
 std::string event_name(const TimelineEvent& event) {
-  const std::string mb = std::to_string(event.micro_batch);
+  // Chunks as the action lists name them (plans/schedule.h: "F3v1").
+  const std::string mb = std::to_string(event.micro_batch) +
+                         (event.chunk > 0 ? "v" + std::to_string(event.chunk) : std::string());
   switch (event.kind) {
     case TimelineKind::kForward:
       return "F" + mb;
@@ -147,6 +149,7 @@ Json to_chrome_trace(const Timeline& timeline) {
   for (const TimelineEvent& event : timeline.events) {
     Json args{{"micro_batch", event.micro_batch}};
     if (event.peer >= 0) args["peer"] = event.peer;
+    if (event.chunk > 0) args["chunk"] = event.chunk;
     events.push_back(
         Json{{"name", event_name(event)},
              {"cat", to_string(event.kind)},
@@ -175,13 +178,15 @@ void write_svg(const std::string& path, const Timeline& timeline) {
 
 Json to_json(const Timeline& timeline) {
   Json events = Json::array();
-  for (const TimelineEvent& e : timeline.events)
+  for (const TimelineEvent& e : timeline.events) {
     events.push_back(Json{{"rank", e.rank},
                           {"kind", to_string(e.kind)},
                           {"micro_batch", e.micro_batch},
                           {"start_ms", e.start_ms},
                           {"end_ms", e.end_ms},
                           {"peer", e.peer}});
+    if (e.chunk > 0) events.back()["chunk"] = e.chunk;  // interleaved-1f1b only
+  }
   return Json{{"title", timeline.title},
               {"iteration_ms", timeline.iteration_ms},
               {"bubble_fraction", timeline.bubble_fraction},
@@ -208,6 +213,7 @@ Timeline timeline_from_json(const JsonReader& reader) {
     event.start_ms = e.number_in("start_ms", 0, kMaxIterationMs);
     event.end_ms = e.number_in("end_ms", event.start_ms, kMaxIterationMs);
     event.peer = e.int_in("peer", -1, ranks - 1);
+    if (e.has("chunk")) event.chunk = e.int_in("chunk", 0, kMaxVirtualStages - 1);
     timeline.events.push_back(event);
   }
   return timeline;

@@ -46,6 +46,7 @@ struct TimelineEvent {
   double start_ms = 0;
   double end_ms = 0;  ///< >= start_ms
   int peer = -1;      ///< kSend: the receiving rank; kRecvWait: the sending rank; else -1
+  int chunk = 0;      ///< interleaved-1f1b: the rank's local chunk of the action; else 0
 };
 
 /// Every rank's events over one iteration (the simulator's, or one measured step whose start
