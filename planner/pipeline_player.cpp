@@ -25,15 +25,18 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
                                bool record_timeline)
     : in_(input),
       pp_(input.pp),
+      virtual_stages_(input.virtual_stages),
+      num_boundaries_(input.virtual_stages > 1 ? input.pp : input.pp - 1),
       record_timeline_(record_timeline),
       pipelines_(std::move(pipelines)) {
   PIPEPLAN_ASSERT(!pipelines_.empty());
   for (int stage = 0; stage < pp_; ++stage) {
-    lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1);
+    lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1,
+                        virtual_stages_);
     fwd_shape_.push_back(log_normal(in_.stages[stage].fwd_cv));
     bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
   }
-  channels_.resize(pipelines_.size() * std::max(pp_ - 1, 0) * 2);
+  channels_.resize(pipelines_.size() * std::max(num_boundaries_, 0) * 2);
   arrived_at_allreduce_.assign(pp_, 0);
   ranks_.resize(pipelines_.size() * pp_);
   if (record_timeline_) events_.resize(ranks_.size());
@@ -47,18 +50,28 @@ void PipelinePlayer::connect(int pipeline_idx, int stage) {
   rank.stage = stage;
   const int replica = pipelines_[pipeline_idx];
   auto channel = [&](int boundary, int direction) {
-    return (pipeline_idx * (pp_ - 1) + boundary) * 2 + direction;
+    return (pipeline_idx * num_boundaries_ + boundary) * 2 + direction;
   };
-  if (stage + 1 < pp_) {  // activations out, gradients in, over boundary `stage`
+  rank.activation_ms = &in_.activation_ms[replica];
+  rank.gradient_ms = &in_.gradient_ms[replica];
+  const bool wraps = virtual_stages_ > 1;
+  if (stage + 1 < pp_ || wraps) {  // activations out, gradients in, over link `stage`
     rank.outbox[kActivation] = channel(stage, kActivation);
-    rank.transfer_ms[kActivation] = in_.activation_ms[replica][stage];
+    if (!wraps) rank.transfer_ms[kActivation] = in_.activation_ms[replica][stage];
     rank.inbox[kGradient] = channel(stage, kGradient);
   }
-  if (stage > 0) {  // activations in, gradients out, over boundary `stage − 1`
-    rank.inbox[kActivation] = channel(stage - 1, kActivation);
-    rank.outbox[kGradient] = channel(stage - 1, kGradient);
-    rank.transfer_ms[kGradient] = in_.gradient_ms[replica][stage - 1];
+  if (stage > 0 || wraps) {  // activations in, gradients out, over the link before `stage`
+    const int link = (stage + pp_ - 1) % pp_;
+    rank.inbox[kActivation] = channel(link, kActivation);
+    rank.outbox[kGradient] = channel(link, kGradient);
+    if (!wraps) rank.transfer_ms[kGradient] = in_.gradient_ms[replica][stage - 1];
   }
+}
+
+int PipelinePlayer::neighbour(const SimRank& rank, int direction) const {
+  const int idx = static_cast<int>(&rank - ranks_.data());
+  const int stage = (rank.stage + (direction == kActivation ? 1 : pp_ - 1)) % pp_;
+  return idx - rank.stage + stage;
 }
 
 void PipelinePlayer::reset() {
@@ -110,27 +123,32 @@ void PipelinePlayer::check_finished() const {
 
 template <bool kRecord>
 void PipelinePlayer::compute(SimRank& rank, TimelineKind kind, int micro_batch,
-                             double duration_ms) {
+                             double duration_ms, int chunk) {
   const double end_ms = rank.clock_ms + duration_ms;
   if (kRecord && end_ms > rank.clock_ms)
     events_[&rank - ranks_.data()].push_back(
-        {rank.stage, kind, micro_batch, rank.clock_ms, end_ms, -1});
+        {rank.stage, kind, micro_batch, rank.clock_ms, end_ms, -1, chunk});
   rank.clock_ms = end_ms;
   rank.busy_ms += duration_ms;
 }
 
 template <bool kRecord>
-void PipelinePlayer::send(SimRank& rank, int direction, int micro_batch) {
+void PipelinePlayer::send(SimRank& rank, int direction, int micro_batch, int chunk) {
   Channel& channel = channels_[rank.outbox[direction]];
   const double start_ms = std::max(rank.clock_ms, channel.link_free_ms);
-  channel.link_free_ms = start_ms + rank.transfer_ms[direction];
+  double transfer_ms = rank.transfer_ms[direction];
+  if (virtual_stages_ > 1) {  // by the chunk boundary crossed
+    const int from = chunk_index(pp_, rank.stage, chunk);
+    transfer_ms = direction == kActivation ? (*rank.activation_ms)[from]
+                                           : (*rank.gradient_ms)[from - 1];
+  }
+  channel.link_free_ms = start_ms + transfer_ms;
   channel.push(channel.link_free_ms);
-  const int receiver =
-      static_cast<int>(&rank - ranks_.data()) + (direction == kActivation ? 1 : -1);
+  const int receiver = neighbour(rank, direction);
   if (kRecord && channel.link_free_ms > start_ms)
     events_[&rank - ranks_.data()].push_back({rank.stage, TimelineKind::kSend, micro_batch,
                                               start_ms, channel.link_free_ms,
-                                              ranks_[receiver].stage});
+                                              ranks_[receiver].stage, chunk});
   if (in_.send_occupies_sender) rank.clock_ms = channel.link_free_ms;
   if (ranks_[receiver].waits_for_message) {
     ranks_[receiver].waits_for_message = false;
@@ -140,7 +158,7 @@ void PipelinePlayer::send(SimRank& rank, int direction, int micro_batch) {
 
 // False when the message has not been sent yet (the rank blocks).
 template <bool kRecord>
-bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch) {
+bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch, int chunk) {
   Channel& channel = channels_[rank.inbox[direction]];
   if (channel.count == 0) return false;
   const double at_ms = channel.pop();
@@ -148,7 +166,7 @@ bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch) {
     if (kRecord)
       events_[&rank - ranks_.data()].push_back(
           {rank.stage, TimelineKind::kRecvWait, micro_batch, rank.clock_ms, at_ms,
-           direction == kActivation ? rank.stage - 1 : rank.stage + 1});
+           ranks_[neighbour(rank, 1 - direction)].stage, chunk});
     rank.clock_ms = at_ms;
   }
   return true;
@@ -178,46 +196,52 @@ template <bool kRecord>
 void PipelinePlayer::run(int idx) {
   SimRank& rank = ranks_[idx];
   const StageActionList& list = lists_[rank.stage];
-  const StageCosts& costs = in_.stages[rank.stage];
+  const bool chunked = virtual_stages_ > 1;
   const RankStepTimes* times = rank.times;
-  const bool upstream = rank.stage > 0;
-  const bool downstream = rank.stage + 1 < pp_;
   const LogNormal& fwd_shape = fwd_shape_[rank.stage];
   const LogNormal& bwd_shape = bwd_shape_[rank.stage];
   for (const int num_blocks = list.num_blocks(); rank.block < num_blocks; ++rank.block) {
     const ComputeBlock block = list.block(rank.block);
     const int mb = block.micro_batch;
+    const int v = block.chunk;
+    // The block's costs and whether it has neighbours: its stage's, or under interleaved-1f1b
+    // its chunk's. A rank's own times hold m entries per chunk.
+    const StageCosts& costs =
+        chunked ? in_.chunks[chunk_index(pp_, rank.stage, v)] : in_.stages[rank.stage];
+    const int slot = v * in_.num_micro_batches + mb;
+    const bool upstream = list.chunk_has_input(v);
+    const bool downstream = list.chunk_has_output(v);
     if (block.kind == BlockKind::kBackwardWeight) {
-      double weight_ms = times ? times->bwd_weight_ms[mb] : costs.bwd_weight_ms;
+      double weight_ms = times ? times->bwd_weight_ms[slot] : costs.bwd_weight_ms;
       if (multipliers_) weight_ms *= multipliers_->draw(bwd_shape);
-      compute<kRecord>(rank, TimelineKind::kBackwardWeight, mb, weight_ms);
+      compute<kRecord>(rank, TimelineKind::kBackwardWeight, mb, weight_ms, v);
     } else if (block.kind == BlockKind::kForward) {
-      if (upstream && !receive<kRecord>(rank, kActivation, mb)) {
+      if (upstream && !receive<kRecord>(rank, kActivation, mb, v)) {
         rank.waits_for_message = true;
         return;
       }
-      double fwd_ms = times ? times->fwd_ms[mb] : costs.fwd_ms;
+      double fwd_ms = times ? times->fwd_ms[slot] : costs.fwd_ms;
       if (multipliers_) fwd_ms *= multipliers_->draw(fwd_shape);
-      compute<kRecord>(rank, TimelineKind::kForward, mb, fwd_ms);
-      if (downstream) send<kRecord>(rank, kActivation, mb);
+      compute<kRecord>(rank, TimelineKind::kForward, mb, fwd_ms, v);
+      if (downstream) send<kRecord>(rank, kActivation, mb, v);
     } else {
-      if (downstream && !receive<kRecord>(rank, kGradient, mb)) {
+      if (downstream && !receive<kRecord>(rank, kGradient, mb, v)) {
         rank.waits_for_message = true;
         return;
       }
-      double recompute_ms =
-          times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[mb]) : costs.recompute_ms;
+      double recompute_ms = times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[slot])
+                                  : costs.recompute_ms;
       if (recompute_ms > 0) {
         if (multipliers_) recompute_ms *= multipliers_->draw(fwd_shape);
-        compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms);
+        compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms, v);
       }
-      double bwd_ms = times ? times->bwd_ms[mb] : costs.bwd_ms;
+      double bwd_ms = times ? times->bwd_ms[slot] : costs.bwd_ms;
       if (multipliers_) bwd_ms *= multipliers_->draw(bwd_shape);
       compute<kRecord>(rank,
                        block.kind == BlockKind::kBackward ? TimelineKind::kBackward
                                                           : TimelineKind::kBackwardInput,
-                       mb, bwd_ms);
-      if (upstream) send<kRecord>(rank, kGradient, mb);
+                       mb, bwd_ms, v);
+      if (upstream) send<kRecord>(rank, kGradient, mb, v);
     }
   }
   run_tail<kRecord>(rank);

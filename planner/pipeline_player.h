@@ -17,6 +17,8 @@ namespace pipeplan {
 /// it, then the optimizer step. Holds no action list (plans/schedule.h: StageActionList) and
 /// only the messages in flight: with 1f1b at most a stage's warm-up, pp − s, on the links of
 /// stage s, whatever the micro-batches (gpipe sends all forwards first: up to m per link).
+/// Under interleaved-1f1b a link carries the messages of every chunk boundary it serves, in one
+/// order both ends share (schedule_test checks it), so one channel per link still pairs them.
 /// Reusable: play() starts every iteration afresh.
 class PipelinePlayer {
  public:
@@ -82,7 +84,10 @@ class PipelinePlayer {
     bool waits_for_message = false;  // blocked at a receive
     int inbox[2] = {-1, -1};         // channel by direction: activations in, gradients in
     int outbox[2] = {-1, -1};        // activations out, gradients out
-    double transfer_ms[2] = {};      // one message on each outgoing link
+    double transfer_ms[2] = {};      // one message on each outgoing link (one chunk per stage)
+    // interleaved-1f1b: the replica's transfer times by chunk boundary (SimulationInput).
+    const std::vector<double>* activation_ms = nullptr;
+    const std::vector<double>* gradient_ms = nullptr;
   };
 
   int sim_index(int pipeline_idx, int stage) const { return pipeline_idx * pp_ + stage; }
@@ -90,12 +95,16 @@ class PipelinePlayer {
   void reset();
   template <bool kRecord>
   void run(int idx);
+  // The rank a message of `direction` from `rank` goes to: the next (previous) stage of its
+  // pipeline, the first (last) one after the last (first) under interleaved-1f1b.
+  int neighbour(const SimRank& rank, int direction) const;
   template <bool kRecord>
-  void send(SimRank& rank, int direction, int micro_batch);
+  void send(SimRank& rank, int direction, int micro_batch, int chunk);
   template <bool kRecord>
-  bool receive(SimRank& rank, int direction, int micro_batch);
+  bool receive(SimRank& rank, int direction, int micro_batch, int chunk);
   template <bool kRecord>
-  void compute(SimRank& rank, TimelineKind kind, int micro_batch, double duration_ms);
+  void compute(SimRank& rank, TimelineKind kind, int micro_batch, double duration_ms,
+               int chunk = 0);
   template <bool kRecord>
   bool all_reduce(SimRank& rank);
   template <bool kRecord>
@@ -104,6 +113,8 @@ class PipelinePlayer {
 
   const SimulationInput& in_;
   const int pp_;
+  const int virtual_stages_;
+  const int num_boundaries_;  // links between a pipeline's stages: pp − 1, or pp when it wraps
   const bool record_timeline_;
   std::vector<int> pipelines_;                    // replica of each played pipeline
   std::vector<StageActionList> lists_;            // by stage
@@ -111,7 +122,7 @@ class PipelinePlayer {
   FastMultipliers* multipliers_ = nullptr;
   std::vector<SimRank> ranks_;                      // pipeline-major
   std::vector<std::vector<TimelineEvent>> events_;  // by sim rank, when recorded
-  std::vector<Channel> channels_;                   // [pipeline][boundary][direction]
+  std::vector<Channel> channels_;                   // [pipeline][link][direction]
   std::vector<int> arrived_at_allreduce_;           // by stage
   std::vector<int> ready_;
 };

@@ -79,18 +79,25 @@ void check_input(const SimulationInput& in) {
   PIPEPLAN_ASSERT(static_cast<int>(in.activation_ms.size()) == in.dp &&
                   static_cast<int>(in.gradient_ms.size()) == in.dp &&
                   static_cast<int>(in.ranks.size()) == in.dp);
+  const bool interleaved = in.schedule == Schedule::kInterleaved1F1B;
+  PIPEPLAN_ASSERT(interleaved ? in.virtual_stages >= 2 && in.pp >= 2 &&
+                                    in.num_micro_batches % in.pp == 0 &&
+                                    static_cast<int>(in.chunks.size()) == in.pp * in.virtual_stages
+                              : in.virtual_stages == 1 && in.chunks.empty());
+  const int boundaries = in.pp * in.virtual_stages - 1;
   for (int replica = 0; replica < in.dp; ++replica)
-    PIPEPLAN_ASSERT(static_cast<int>(in.activation_ms[replica].size()) == in.pp - 1 &&
-                    static_cast<int>(in.gradient_ms[replica].size()) == in.pp - 1 &&
+    PIPEPLAN_ASSERT(static_cast<int>(in.activation_ms[replica].size()) == boundaries &&
+                    static_cast<int>(in.gradient_ms[replica].size()) == boundaries &&
                     static_cast<int>(in.ranks[replica].size()) == in.pp);
   PIPEPLAN_ASSERT(in.rank_times.empty() || static_cast<int>(in.rank_times.size()) == in.dp * in.pp);
+  const int slots = in.num_micro_batches * in.virtual_stages;  // actions of a kind per rank
   for (const RankStepTimes& times : in.rank_times)
-    PIPEPLAN_ASSERT(static_cast<int>(times.fwd_ms.size()) == in.num_micro_batches &&
-                    static_cast<int>(times.bwd_ms.size()) == in.num_micro_batches &&
+    PIPEPLAN_ASSERT(static_cast<int>(times.fwd_ms.size()) == slots &&
+                    static_cast<int>(times.bwd_ms.size()) == slots &&
                     (times.recompute_ms.empty() ||
-                     static_cast<int>(times.recompute_ms.size()) == in.num_micro_batches) &&
+                     static_cast<int>(times.recompute_ms.size()) == slots) &&
                     (in.schedule != Schedule::kZeroBubbleH1 ||
-                     static_cast<int>(times.bwd_weight_ms.size()) == in.num_micro_batches));
+                     static_cast<int>(times.bwd_weight_ms.size()) == slots));
 }
 
 bool times_vary(const SimulationInput& in) {
@@ -136,22 +143,34 @@ SimulationInput simulation_input(const Plan& plan) {
   in.dp = plan.dp;
   in.num_micro_batches = plan.num_micro_batches;
   in.send_occupies_sender = send_occupies_sender(choose_backend(plan));
+  in.virtual_stages = plan.virtual_stages;
   for (const StagePrediction& stage : plan.predictions.stages)
     in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
                          stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv, stage.bwd_weight_ms});
+  if (plan.schedule == Schedule::kInterleaved1F1B) {
+    in.chunks.resize(plan.stages.size());
+    for (int stage = 0; stage < plan.pp; ++stage)
+      for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+        const StagePrediction& p = plan.predictions.stages[stage];
+        const ChunkPrediction& c = p.chunks[chunk];
+        in.chunks[chunk_index(plan.pp, stage, chunk)] = {
+            c.fwd_ms, c.bwd_ms, c.recompute_ms, 0, 0, p.fwd_cv, p.bwd_cv, 0};
+      }
+  }
   in.ranks.assign(plan.dp, std::vector<int>(plan.pp, 0));
   for (const RankAssignment& assignment : plan.ranks)
     in.ranks[assignment.replica][assignment.stage] = assignment.rank;
   const LinkCosts links = link_costs(plan.cluster);
-  in.activation_ms.assign(plan.dp, std::vector<double>(std::max(plan.pp - 1, 0), 0));
+  const int num_chunks = static_cast<int>(plan.stages.size());
+  in.activation_ms.assign(plan.dp, std::vector<double>(std::max(num_chunks - 1, 0), 0));
   in.gradient_ms = in.activation_ms;
-  for (int boundary = 0; boundary + 1 < plan.pp; ++boundary) {
+  for (int boundary = 0; boundary + 1 < num_chunks; ++boundary) {
     const StagePlan& stage = plan.stages[boundary];
     const int64_t bytes =
         activation_bytes(stage.output_sample_shape, stage.output_dtype, plan.micro_batch_size);
     for (int replica = 0; replica < plan.dp; ++replica) {
-      const bool inter_node = plan.ranks[in.ranks[replica][boundary]].node !=
-                              plan.ranks[in.ranks[replica][boundary + 1]].node;
+      const bool inter_node = plan.ranks[in.ranks[replica][boundary % plan.pp]].node !=
+                              plan.ranks[in.ranks[replica][(boundary + 1) % plan.pp]].node;
       const double ms = transfer_ms(bytes, links.bandwidth(inter_node), links.latency_ms);
       in.activation_ms[replica][boundary] = ms;
       in.gradient_ms[replica][boundary] = ms;

@@ -31,21 +31,31 @@ struct SimulationInput {
   int pp = 1;
   int dp = 1;
   int num_micro_batches = 1;
-  std::vector<StageCosts> stages;  ///< pp entries
-  /// [replica][boundary s]: one micro-batch's activation from stage s to s + 1, in ms
-  /// (latency + bytes / bandwidth of the link it crosses). pp − 1 entries per replica.
+  /// pp entries. Under interleaved-1f1b only their all-reduce, optimizer and variation are
+  /// played (`chunks` has the compute).
+  std::vector<StageCosts> stages;
+  /// [replica][boundary c]: one micro-batch's activation from chunk c to c + 1 (stage c to
+  /// c + 1 without chunks), in ms (latency + bytes / bandwidth of the link it crosses). pp·V − 1
+  /// entries per replica. Under interleaved-1f1b chunk c runs on stage c mod pp, so boundaries
+  /// c and c + pp share the link from stage c mod pp to the next (the last stage's next is 0).
   std::vector<std::vector<double>> activation_ms;
-  /// [replica][boundary s]: one micro-batch's gradient from stage s + 1 back to s, in ms.
+  /// [replica][boundary c]: one micro-batch's gradient from chunk c + 1 back to c, in ms.
   std::vector<std::vector<double>> gradient_ms;
   /// [replica][stage]: the rank, for the timeline and the per-rank results.
   std::vector<std::vector<int>> ranks;
   /// By rank, or empty: each rank's own forward, backward and recompute time per micro-batch
-  /// and optimizer time, replacing its stage's (compare replays measured steps with them). The
-  /// all-reduce keeps the stage's time. With them, every replica is simulated.
+  /// (interleaved-1f1b: per chunk and micro-batch, index chunk · m + micro-batch) and optimizer
+  /// time, replacing its stage's (compare replays measured steps with them). The all-reduce
+  /// keeps the stage's time. With them, every replica is simulated.
   std::vector<RankStepTimes> rank_times;
   /// Whether a send keeps its rank until the transfer ends (send_occupies_sender of the plan's
   /// backend: Gloo). Otherwise the rank goes on at once and only the link is occupied.
   bool send_occupies_sender = false;
+  /// V, the chunks each stage runs: 1, or >= 2 under interleaved-1f1b.
+  int virtual_stages = 1;
+  /// interleaved-1f1b: the forward, backward and recompute time of each chunk, pp·V entries by
+  /// global chunk (local chunk v of stage s at v·pp + s); empty otherwise.
+  std::vector<StageCosts> chunks = {};
 };
 
 /// Draws of the iteration simulate() plays when action times vary (StageCosts::fwd_cv, bwd_cv).
@@ -86,7 +96,7 @@ struct SimulationResult {
   bool replicas_folded = false;  ///< the draws folded the replicas in (ReplicaDraws)
 };
 
-/// Plays stage_actions(schedule, pp, s, m, dp > 1) on every rank: compute actions run one at
+/// Plays stage_actions(schedule, pp, s, m, dp > 1, V) on every rank: compute actions run one at
 /// a time in list order; a send starts when the rank reaches it and the directed link from
 /// that rank to its peer is free, occupies the link for its transfer time, and its data
 /// arrives at the end of it; the rank goes on at once, or with input.send_occupies_sender
@@ -109,10 +119,11 @@ SimulationResult simulate(const SimulationInput& input, const SimulationOptions&
 void add_variation(const SimulationInput& input, const SimulationOptions& options,
                    SimulationResult* result);
 
-/// The simulator's input for a plan: stage costs from plan.predictions.stages, transfer
-/// times from the stages' boundary shapes × micro_batch_size over the cluster's intra- or
-/// inter-node link (by the nodes of the two ranks), the rank map, and whether sends occupy
-/// their sender (plans/comm_backend.h: on Gloo they do).
+/// The simulator's input for a plan: stage costs from plan.predictions.stages (and the chunks'
+/// from their `chunks`), transfer times from the stages' (chunks') boundary shapes ×
+/// micro_batch_size over the cluster's intra- or inter-node link (by the nodes of the two
+/// ranks), the rank map, and whether sends occupy their sender (plans/comm_backend.h: on Gloo
+/// they do).
 SimulationInput simulation_input(const Plan& plan);
 
 }  // namespace pipeplan

@@ -46,17 +46,23 @@ class ReplicaDrawer {
   double draw_and_play(int kind, Multipliers& multipliers) {
     if (times_.empty()) allocate_times();
     for (int stage = 0; stage < in_.pp; ++stage) {
-      const StageCosts& costs = in_.stages[stage];
-      const LogNormal fwd_shape = log_normal(costs.fwd_cv);
-      const LogNormal bwd_shape = log_normal(costs.bwd_cv);
+      const LogNormal fwd_shape = log_normal(in_.stages[stage].fwd_cv);
+      const LogNormal bwd_shape = log_normal(in_.stages[stage].bwd_cv);
       RankStepTimes& rank = times_[stage];
       const bool recomputes = !rank.recompute_ms.empty();
-      for (int mb = 0; mb < in_.num_micro_batches; ++mb) {
-        rank.fwd_ms[mb] = costs.fwd_ms * multipliers.draw(fwd_shape);
-        rank.bwd_ms[mb] = costs.bwd_ms * multipliers.draw(bwd_shape);
-        if (!rank.bwd_weight_ms.empty())
-          rank.bwd_weight_ms[mb] = costs.bwd_weight_ms * multipliers.draw(bwd_shape);
-        if (recomputes) rank.recompute_ms[mb] = costs.recompute_ms * multipliers.draw(fwd_shape);
+      for (int chunk = 0; chunk < in_.virtual_stages; ++chunk) {  // interleaved: chunk-major
+        const StageCosts& costs = in_.virtual_stages > 1
+                                      ? in_.chunks[chunk_index(in_.pp, stage, chunk)]
+                                      : in_.stages[stage];
+        for (int mb = 0; mb < in_.num_micro_batches; ++mb) {
+          const int slot = chunk * in_.num_micro_batches + mb;
+          rank.fwd_ms[slot] = costs.fwd_ms * multipliers.draw(fwd_shape);
+          rank.bwd_ms[slot] = costs.bwd_ms * multipliers.draw(bwd_shape);
+          if (!rank.bwd_weight_ms.empty())
+            rank.bwd_weight_ms[slot] = costs.bwd_weight_ms * multipliers.draw(bwd_shape);
+          if (recomputes)
+            rank.recompute_ms[slot] = costs.recompute_ms * multipliers.draw(fwd_shape);
+        }
       }
     }
     return players_[kind].play();
@@ -71,13 +77,16 @@ class ReplicaDrawer {
  private:
   void allocate_times() {
     times_.resize(in_.pp);
+    const int slots = in_.num_micro_batches * in_.virtual_stages;  // interleaved: per chunk
     for (int stage = 0; stage < in_.pp; ++stage) {
-      const bool recomputes = in_.stages[stage].recompute_ms > 0;
-      times_[stage].fwd_ms.resize(in_.num_micro_batches);
-      times_[stage].bwd_ms.resize(in_.num_micro_batches);
-      times_[stage].recompute_ms.resize(recomputes ? in_.num_micro_batches : 0);
+      bool recomputes = in_.stages[stage].recompute_ms > 0;
+      for (int chunk = 0; chunk < in_.virtual_stages && in_.virtual_stages > 1; ++chunk)
+        recomputes = recomputes || in_.chunks[chunk_index(in_.pp, stage, chunk)].recompute_ms > 0;
+      times_[stage].fwd_ms.resize(slots);
+      times_[stage].bwd_ms.resize(slots);
+      times_[stage].recompute_ms.resize(recomputes ? slots : 0);
       const bool split = in_.schedule == Schedule::kZeroBubbleH1;
-      times_[stage].bwd_weight_ms.resize(split ? in_.num_micro_batches : 0);
+      times_[stage].bwd_weight_ms.resize(split ? slots : 0);
       times_[stage].optimizer_ms = in_.stages[stage].optimizer_ms;
     }
     for (PipelinePlayer& player : players_)

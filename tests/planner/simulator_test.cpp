@@ -31,6 +31,17 @@ SimulationInput pipeline(Schedule schedule, int pp, int m, const std::vector<Sta
   return in;
 }
 
+// An interleaved-1f1b pipeline of pp stages, each of V chunks of `chunk` costs.
+SimulationInput interleaved(int pp, int v, int m, const StageCosts& chunk, double transfer_ms = 0) {
+  SimulationInput in = pipeline(Schedule::kInterleaved1F1B, pp, m,
+                                std::vector<StageCosts>(pp, StageCosts{}), transfer_ms);
+  in.virtual_stages = v;
+  in.chunks.assign(pp * v, chunk);
+  in.activation_ms.assign(1, std::vector<double>(pp * v - 1, transfer_ms));
+  in.gradient_ms = in.activation_ms;
+  return in;
+}
+
 // The events of `rank` of `kind`, as (micro-batch, start, end), in time order.
 std::vector<std::tuple<int, double, double>> events(const SimulationResult& result, int rank,
                                                     TimelineKind kind) {
@@ -58,6 +69,76 @@ TEST(SimulatorTest, EqualStagesWithFreeCommunicationGiveMOverMPlusPpMinusOne) {
         EXPECT_NEAR(1 - result.bubble_fraction, expected, 1e-12);
         EXPECT_NEAR(result.iteration_ms, (m + pp - 1) * 2.0, 1e-9);
       }
+}
+
+// Narayanan et al. (SC 2021): with V chunks per stage the warm-up and cool-down shrink by V, so
+// equal chunks with free communication take (m + (pp − 1)/V) · (t_f + t_b) of a stage's whole
+// forward and backward, a bubble of (pp − 1)/V over m + (pp − 1)/V.
+TEST(SimulatorTest, InterleavedEqualChunksShrinkTheBubbleByV) {
+  for (int pp : {2, 3, 4, 8})
+    for (int v : {2, 3, 4})
+      for (int rounds : {1, 2, 4}) {
+        const int m = rounds * pp;
+        const double fwd = 0.7, bwd = 1.3;  // a whole stage's; each chunk runs 1/V of it
+        const SimulationResult result =
+            simulate(interleaved(pp, v, m, StageCosts{fwd / v, bwd / v, 0, 0, 0}));
+        const double expected = (m + (pp - 1.0) / v) * (fwd + bwd);
+        EXPECT_NEAR(result.iteration_ms, expected, 1e-9) << "pp=" << pp << " V=" << v << " m=" << m;
+        EXPECT_NEAR(result.bubble_fraction, (pp - 1.0) / v / (m + (pp - 1.0) / v), 1e-9);
+      }
+}
+
+// pp=2, V=2, m=2, each chunk's forward 1 ms and backward 2 ms, every transfer 0.5 ms. Stage 0
+// warms up through all four forwards (F0 F1 F0v1 F1v1), stage 1 through two; stage 1's chunk 0
+// feeds stage 0's chunk 1 over the wrap-around link, whose gradients come back over it:
+//   stage 0: F0 0-1, F1 1-2, F0v1 3-4, F1v1 4-5, B0v1 8-10, B1v1 11-13, B0 13-15, B1 16-18
+//   stage 1: F0 1.5-2.5, F1 2.5-3.5, F0v1 4.5-5.5, B0v1 5.5-7.5, F1v1 7.5-8.5, B1v1 8.5-10.5,
+//            B0 10.5-12.5, B1 13.5-15.5
+TEST(SimulatorTest, InterleavedByHand) {
+  SimulationInput in = interleaved(2, 2, 2, StageCosts{1, 2, 0, 0, 0}, 0.5);
+  const SimulationResult result = simulate(in);
+  EXPECT_NEAR(result.iteration_ms, 18, 1e-12);
+  std::vector<std::tuple<int, int, double, double>> backwards;  // (mb, chunk, start, end)
+  for (const TimelineEvent& e : result.timeline.events)
+    if (e.rank == 0 && e.kind == TimelineKind::kBackward)
+      backwards.emplace_back(e.micro_batch, e.chunk, e.start_ms, e.end_ms);
+  std::sort(backwards.begin(), backwards.end(),
+            [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
+  const std::vector<std::tuple<int, int, double, double>> expected = {
+      {0, 1, 8, 10}, {1, 1, 11, 13}, {0, 0, 13, 15}, {1, 0, 16, 18}};
+  EXPECT_EQ(backwards, expected);
+  Spans forwards;
+  for (const TimelineEvent& e : result.timeline.events)
+    if (e.rank == 1 && e.kind == TimelineKind::kForward && e.chunk == 1)
+      forwards.emplace_back(e.micro_batch, e.start_ms, e.end_ms);
+  std::sort(forwards.begin(), forwards.end());
+  EXPECT_EQ(forwards, (Spans{{0, 4.5, 5.5}, {1, 7.5, 8.5}}));
+  // The ranks' own times, chunk-major (chunk · m + micro-batch), replay the same iteration; a
+  // slower chunk 1 on stage 1 (its last-chunk backwards) delays it.
+  RankStepTimes times;
+  times.fwd_ms = {1, 1, 1, 1};
+  times.bwd_ms = {2, 2, 2, 2};
+  in.rank_times = {times, times};
+  EXPECT_NEAR(simulate(in).iteration_ms, 18, 1e-12);
+  in.rank_times[1].bwd_ms = {2, 2, 3, 3};
+  EXPECT_GT(simulate(in).iteration_ms, 18);
+}
+
+// Varying chunk times are drawn like a stage's (fwd_cv and bwd_cv of the stage), by every mode.
+TEST(SimulatorTest, InterleavedDrawsVaryingChunkTimes) {
+  SimulationInput in = interleaved(2, 2, 4, StageCosts{1, 2, 0, 0, 0}, 0.1);
+  in.dp = 2;
+  in.activation_ms.push_back(in.activation_ms[0]);
+  in.gradient_ms.push_back(in.gradient_ms[0]);
+  in.ranks.push_back({2, 3});
+  for (StageCosts& stage : in.stages) stage.fwd_cv = stage.bwd_cv = 0.3;
+  for (ReplicaDraws mode : {ReplicaDraws::kEvery, ReplicaDraws::kFold}) {
+    SimulationOptions options;
+    options.replica_draws = mode;
+    const SimulationResult result = simulate(in, options);
+    EXPECT_GT(result.iteration_ms, result.mean_times_iteration_ms);
+    EXPECT_LT(result.iteration_ms, 2 * result.mean_times_iteration_ms);
+  }
 }
 
 TEST(SimulatorTest, UnequalStagesByHand) {

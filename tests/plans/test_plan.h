@@ -49,4 +49,23 @@ inline Plan make_test_plan(int dp, int pp, int num_micro_batches, Schedule sched
   return plan;
 }
 
+/// Makes `plan` (from make_test_plan with pp·(v − 1) extra layers, schedule interleaved-1f1b)
+/// one of `v` chunks per stage: pp·v chunks of one layer each, every stage predicting v chunks.
+inline void make_interleaved(Plan* plan, int v) {
+  plan->schedule = Schedule::kInterleaved1F1B;
+  plan->virtual_stages = v;
+  plan->stages.clear();
+  for (int chunk = 0; chunk < plan->pp * v; ++chunk) {
+    StagePlan stage;
+    stage.first = chunk;
+    stage.last = chunk + 1;
+    stage.input_sample_shape =
+        chunk == 0 ? std::vector<int64_t>{1, 28, 28} : std::vector<int64_t>{128};
+    stage.output_sample_shape = {128};
+    plan->stages.push_back(stage);
+  }
+  plan->model.num_layers = plan->pp * v;
+  for (StagePrediction& stage : plan->predictions.stages) stage.chunks.assign(v, {});
+}
+
 }  // namespace pipeplan::testing
