@@ -27,6 +27,14 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
   c.first = stage.first;
   c.last = stage.last;
   c.checkpoint = stage.checkpoint;
+  if (plan.virtual_stages > 1) {
+    for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+      const StagePlan& range = plan.stages[chunk_index(plan.pp, stage_idx, chunk)];
+      c.chunks.emplace_back(range.first, range.last);
+      c.checkpoint = c.checkpoint || range.checkpoint;
+    }
+    c.last = c.chunks.back().second;
+  }
   c.memory = p.memory;
   c.peak_memory_bytes = {static_cast<double>(p.peak_memory_bytes),
                          static_cast<double>(m.peak_memory_bytes)};
@@ -76,10 +84,12 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
   for (size_t idx = 0; idx < steps.size(); ++idx)
     for (size_t rank = 0; rank < steps[idx].ranks.size(); ++rank)
       PIPEPLAN_CHECK(
-          static_cast<int>(steps[idx].ranks[rank].fwd_ms.size()) == plan.num_micro_batches,
+          static_cast<int>(steps[idx].ranks[rank].fwd_ms.size()) ==
+              plan.num_micro_batches * plan.virtual_stages,
           run_path, ": measured.step_times[", idx, "].ranks[", rank,
-          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(),
-          " micro-batches: expected num_micro_batches = ", plan.num_micro_batches, of_plan);
+          "].fwd_ms: ", steps[idx].ranks[rank].fwd_ms.size(), " micro-batches: expected ",
+          plan.virtual_stages > 1 ? "num_micro_batches*virtual_stages = " : "num_micro_batches = ",
+          plan.num_micro_batches * plan.virtual_stages, of_plan);
   const std::string hash = plan_hash(plan);
   PIPEPLAN_CHECK(run.plan_hash == hash || calibrated_from(plan, run), run_path,
                  ": plan.hash: ", quote(run.plan_hash), ": expected the hash of ", quote(plan_path),
@@ -106,6 +116,21 @@ SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
     const auto [fwd_cv, bwd_cv] = measured_variation(plan, run, stage_idx);
     input.stages[stage_idx] = {m.fwd_ms,       m.bwd_ms, m.recompute_ms, m.allreduce_ms,
                                m.optimizer_ms, fwd_cv,   bwd_cv,       m.bwd_weight_ms};
+    // interleaved-1f1b: the run measures a stage's chunks together; each chunk keeps its
+    // predicted share of the stage's measured time (an even share where none was predicted).
+    const StagePrediction& p = plan.predictions.stages[stage_idx];
+    auto share = [&](double chunk_ms, double stage_ms, double measured_ms) {
+      return stage_ms > 0 ? measured_ms * chunk_ms / stage_ms
+                          : measured_ms / plan.virtual_stages;
+    };
+    for (int chunk = 0; chunk < static_cast<int>(p.chunks.size()); ++chunk) {
+      const ChunkPrediction& c = p.chunks[chunk];
+      input.chunks[chunk_index(plan.pp, stage_idx, chunk)] = {
+          share(c.fwd_ms, p.fwd_ms, m.fwd_ms),
+          share(c.bwd_ms, p.bwd_ms, m.bwd_ms),
+          share(c.recompute_ms, p.recompute_ms, m.recompute_ms),
+          0, 0, fwd_cv, bwd_cv, 0};
+    }
   }
   return input;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/json.h"
@@ -31,7 +32,7 @@ struct Difference {
 /// One stage: its predictions (the same for each replica) against its replicas' measurements
 /// (times their mean, memory their maximum).
 struct StageComparison {
-  int first = 0;  ///< layers [first, last)
+  int first = 0;  ///< layers [first, last) (interleaved-1f1b: of its first and last chunk)
   int last = 0;
   bool checkpoint = false;
   MemoryTerms memory;                ///< every predicted term (memory.total_bytes is the peak)
@@ -47,6 +48,9 @@ struct StageComparison {
   Difference idle_ms;                ///< per iteration: the rest of the iteration
   double measured_load_ms = 0;       ///< reading data, per iteration (no model term)
   double measured_recv_wait_ms = 0;  ///< blocked on receives, per iteration
+  /// interleaved-1f1b: the layer ranges [first, last) of the stage's chunks, in local order;
+  /// empty otherwise.
+  std::vector<std::pair<int, int>> chunks = {};
 };
 
 /// The iteration-time error in two parts, in whole nanoseconds so that they add up exactly:

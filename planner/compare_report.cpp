@@ -101,6 +101,11 @@ Json stage_json(const StageComparison& s, size_t stage_idx) {
             {"measured_load_ms", s.measured_load_ms},
             {"measured_recv_wait_ms", s.measured_recv_wait_ms}};
   for (const auto& [key, field] : kStageTimes) json[key] = difference_json(s.*field);
+  if (!s.chunks.empty()) {  // interleaved-1f1b only
+    Json chunks = Json::array();
+    for (const auto& [first, last] : s.chunks) chunks.push_back({{"first", first}, {"last", last}});
+    json["chunks"] = chunks;
+  }
   return json;
 }
 
@@ -121,7 +126,13 @@ void row(std::string* out, const std::string& stage, const std::string& quantity
 
 void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
   const std::string label = std::to_string(stage_idx);
-  row(out, label, detail::concat("peak memory [", s.first, ",", s.last, ")"),
+  std::string layers = detail::concat("[", s.first, ",", s.last, ")");
+  if (!s.chunks.empty()) {  // interleaved-1f1b: each chunk's range, "[0,2)+[4,6)"
+    layers.clear();
+    for (const auto& [first, last] : s.chunks)
+      layers += detail::concat(layers.empty() ? "" : "+", "[", first, ",", last, ")");
+  }
+  row(out, label, "peak memory " + layers,
       format_size(static_cast<int64_t>(s.peak_memory_bytes.predicted)),
       format_size(static_cast<int64_t>(s.peak_memory_bytes.measured)),
       percent_text(s.peak_memory_bytes.error_percent()));
