@@ -20,6 +20,7 @@ constexpr double kRowHeightPx = 26;
 constexpr double kRowGapPx = 6;
 constexpr double kAxisHeightPx = 40;
 constexpr double kSendBarPx = 3;
+constexpr double kChunkBandPx = 3;  // the top band that tells interleaved chunks apart
 constexpr double kMinLabelWidthPx = 18;  // boxes narrower than this get no "F3" text
 constexpr int kTargetTicks = 10;
 constexpr double kGoldenAngleDeg = 137.508;  // spreads micro-batch hues evenly
@@ -141,6 +142,11 @@ class SvgPanelWriter {
       case TimelineKind::kSendWait:
         return;  // idle: left blank on purpose
     }
+    // interleaved-1f1b: a chunk past the first carries a dark band along its top, darker for
+    // later chunks, besides its label ("F3v1").
+    if (event.chunk > 0)
+      out_ << svg_rect(left, top, width, kChunkBandPx, "#111",
+                       detail::concat(" fill-opacity=\"", std::min(0.25 * event.chunk, 0.9), "\""));
     label(event, left, width, top);
   }
 
@@ -156,7 +162,8 @@ class SvgPanelWriter {
                       event.kind == TimelineKind::kBackwardWeight;
     const char* colour = dark ? "white" : "black";
     out_ << svg_text(left + width / 2, top + kRowHeightPx * 0.65,
-                     detail::concat(prefix, event.micro_batch),
+                     detail::concat(prefix, event.micro_batch,
+                                    event.chunk > 0 ? detail::concat("v", event.chunk) : ""),
                      detail::concat(" text-anchor=\"middle\" fill=\"", colour, "\""));
   }
 

@@ -268,6 +268,56 @@ TEST(PlanTest, ReaderRefusesIntegersItWouldCutAndQuotesLongValuesShortened) {
 
 // Issue 18: a plan of 1e7 micro-batches made `simulate` grow past 6 GB; the count is bounded,
 // and so is the count times the stages (the simulator's work).
+// interleaved-1f1b: pp·V chunk ranges and V chunk predictions per stage round-trip; the optional
+// keys stay out of other plans; each inconsistency is named.
+TEST(PlanTest, InterleavedPlansRoundTripAndTheirInconsistenciesAreNamed) {
+  Plan plan = testing::make_test_plan(1, 2, 4, Schedule::kInterleaved1F1B, 1 << 20, 2);
+  testing::make_interleaved(&plan, 2);
+  plan.predictions.stages[0].chunks = {{1, 2, 0, 0.5}, {1.5, 2.5, 0, 0.25}};
+  plan.predictions.stages[0].fwd_ms = 2.5;
+  plan.predictions.stages[0].bwd_ms = 4.5;
+  plan.predictions.stages[0].p2p_ms = 0.75;
+  plan.predictions.stages[0].compute_ms = 4 * 7.0;
+  plan.predictions.iteration_ms = 40;
+  plan.predictions.samples_per_s = plan.global_batch / 0.04;
+  ASSERT_NO_THROW(plan.validate("plan.json"));
+  const Json json = to_json(plan);
+  EXPECT_EQ(json.at("virtual_stages"), 2);
+  const Plan back = plan_from_json(Json::parse(json.dump()), "plan.json");
+  EXPECT_EQ(to_json(back), json);
+  EXPECT_EQ(back.predictions.stages[0].chunks[1].bwd_ms, 2.5);
+  EXPECT_NE(plan_configuration(back).find("interleaved-1f1b v=2 stages 0:1,1:2,2:3,3:4"),
+            std::string::npos);
+  EXPECT_FALSE(to_json(full_plan()).contains("virtual_stages"));
+  auto refused = [](const Plan& bad, const std::string& expected) {
+    try {
+      bad.validate("plan.json");
+      ADD_FAILURE() << "no error; expected " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  Plan odd = plan;
+  odd.num_micro_batches = 3;
+  odd.global_batch = 6;
+  refused(odd, "num_micro_batches: 3: expected a multiple of pp = 2 with interleaved-1f1b");
+  Plan one_chunk = plan;
+  one_chunk.virtual_stages = 1;
+  refused(one_chunk, "virtual_stages: 1: expected an integer in [2, 8] with interleaved-1f1b");
+  Plan not_interleaved = plan;
+  not_interleaved.schedule = Schedule::kOneFOneB;
+  refused(not_interleaved, "virtual_stages: 2: expected 1 with schedule 1f1b");
+  Plan missing_chunk = plan;
+  missing_chunk.stages.pop_back();
+  refused(missing_chunk, "stages: 3 stages: expected pp*virtual_stages = 4");
+  Plan sums = plan;
+  sums.predictions.stages[0].chunks[0].fwd_ms = 2;
+  refused(sums, "predictions.stages[0].fwd_ms: 2.5: expected the sum over the stage's chunks, 3.5");
+  Plan no_chunks = plan;
+  no_chunks.predictions.stages[1].chunks.clear();
+  refused(no_chunks, "predictions.stages[1].chunks: 0 entries: expected virtual_stages = 2");
+}
+
 TEST(PlanTest, MicroBatchesTimesStagesAreBounded) {
   EXPECT_NO_THROW(testing::make_test_plan(1, 16, 1024, Schedule::kOneFOneB).validate("plan.json"));
   EXPECT_EQ(error_of([] {

@@ -129,6 +129,25 @@ TEST(TimelineTest, JsonRoundTripIsEqualAndBadEventsAreNamed) {
   EXPECT_THROW(timeline_from_json(JsonReader(backwards, "run.json")), Error);
 }
 
+// interleaved-1f1b's chunks are told apart in every form: labels, trace arguments, JSON.
+TEST(TimelineTest, ChunksAreNamedInTheSvgTheTraceAndTheJson) {
+  Timeline timeline = sample_timeline();
+  timeline.events.push_back({2, TimelineKind::kForward, 3, 2.5, 3.0, -1, 1});
+  timeline.events.push_back({3, TimelineKind::kBackward, 3, 7, 9, -1, 2});
+  const std::string svg = to_svg(timeline);
+  EXPECT_EQ(testing::xml_problem(svg), "");
+  EXPECT_NE(svg.find(">B3v2<"), std::string::npos);
+  const std::string trace = to_chrome_trace(timeline).dump();
+  EXPECT_NE(trace.find("\"F3v1\""), std::string::npos);
+  EXPECT_NE(trace.find("\"chunk\":2"), std::string::npos);
+  const Json json = to_json(timeline);
+  const Timeline back = timeline_from_json(JsonReader(json, "run.json", "measured.timeline"));
+  EXPECT_EQ(back.events[back.events.size() - 2].chunk, 1);
+  EXPECT_EQ(back.events.back().chunk, 2);
+  EXPECT_EQ(back.events.front().chunk, 0);
+  EXPECT_FALSE(json["events"][0].contains("chunk"));  // a plan without chunks keeps its form
+}
+
 TEST(TimelineTest, PanelsShareAGivenTimeScale) {
   const Timeline timeline = sample_timeline();
   std::string own, wide;
