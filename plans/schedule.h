@@ -83,6 +83,16 @@ inline int interleaved_warmup(int pp, int virtual_stages, int stage_idx, int num
 int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
                           int num_micro_batches);
 
+/// The most chunk micro-batches stage s holds at once over all its chunks: min(w + 1, m·V), w
+/// warm-up forwards and one more in each steady step (each backward then frees one). Chunks
+/// peak at different times, so this is below Σ_v ℓ_{s,v} (up to 1.5× in schedule_test's cases);
+/// with equal chunks, (this) · A_chunk is the rank's activation peak.
+inline int interleaved_rank_in_flight(int pp, int virtual_stages, int stage_idx,
+                                      int num_micro_batches) {
+  return std::min(interleaved_warmup(pp, virtual_stages, stage_idx, num_micro_batches) + 1,
+                  num_micro_batches * virtual_stages);
+}
+
 /// The actions of stage `stage_idx` of a `pp`-stage pipeline over `num_micro_batches`, with
 /// peers given as stage indices; ends with kAllReduce when `all_reduce`, then kOptimizerStep.
 ///

@@ -282,7 +282,8 @@ TEST(ScheduleTest, BlocksAndActionIndicesAgree) {
 // Issue 21's invariants for interleaved-1f1b over pp up to 8, V up to 4 and m up to 32 (m a
 // multiple of pp): each chunk runs every micro-batch's forward once, then its backward; the
 // lazy list equals its blocks written out; every chunk's in-flight peak is the bound
-// the memory model counts (interleaved_in_flight, exact for every case here); the pipeline plays without deadlock, every
+// the memory model counts (interleaved_in_flight, exact for every case here), and so is the
+// rank's whole peak (interleaved_rank_in_flight); the pipeline plays without deadlock, every
 // receive meeting the send of its micro-batch across its chunk boundary (the last stage's
 // chunk v feeding the first stage's chunk v + 1).
 TEST(ScheduleTest, InterleavedOneFOneBInvariants) {
@@ -298,6 +299,7 @@ TEST(ScheduleTest, InterleavedOneFOneBInvariants) {
           std::vector<std::vector<int>> forwards(v, std::vector<int>(m, 0));
           std::vector<std::vector<int>> backwards = forwards;
           std::vector<int> held(v, 0), peak(v, 0);
+          int held_total = 0, peak_total = 0;
           int block_idx = 0;
           for (size_t idx = 0; idx < actions.size(); ++idx) {
             const Action& action = actions[idx];
@@ -311,14 +313,17 @@ TEST(ScheduleTest, InterleavedOneFOneBInvariants) {
             if (action.kind == ActionKind::kForward) {
               ++forwards[action.chunk][action.micro_batch];
               peak[action.chunk] = std::max(peak[action.chunk], ++held[action.chunk]);
+              peak_total = std::max(peak_total, ++held_total);
             }
             if (action.kind == ActionKind::kBackward) {
               EXPECT_EQ(forwards[action.chunk][action.micro_batch], 1);
               ++backwards[action.chunk][action.micro_batch];
               --held[action.chunk];
+              --held_total;
             }
           }
           EXPECT_EQ(block_idx, list.num_blocks());
+          EXPECT_EQ(peak_total, interleaved_rank_in_flight(pp, v, stage, m));
           EXPECT_EQ(list.first_action(list.num_blocks()), list.size() - 2);
           for (int chunk = 0; chunk < v; ++chunk) {
             EXPECT_EQ(forwards[chunk], std::vector<int>(m, 1));
