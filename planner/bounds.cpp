@@ -56,6 +56,31 @@ bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64
   return false;
 }
 
+// iteration_lower_bound_ms(input) of interleaved-1f1b: the paths through the chunks and each
+// stage's work (bounds.h).
+double interleaved_lower_bound_ms(const SimulationInput& input) {
+  const int m = input.num_micro_batches;
+  const double tail = input.stages[0].allreduce_ms + input.stages[0].optimizer_ms;
+  std::vector<double> stage_work_ms(input.pp, 0);
+  double bound = 0;
+  double chain = 0;  // Σ_{c<k}: forward, recompute, backward and the transfers between them
+  for (size_t chunk = 0; chunk < input.chunks.size(); ++chunk) {
+    const StageCosts& c = input.chunks[chunk];
+    const double work = c.fwd_ms + c.recompute_ms + c.bwd_ms;
+    stage_work_ms[chunk % input.pp] += work;
+    bound = std::max(bound, chain + m * work + tail);
+    chain += work;
+    if (chunk + 1 < input.chunks.size())
+      chain += input.activation_ms[0][chunk] + input.gradient_ms[0][chunk];
+  }
+  bound = std::max(bound, chain + tail);
+  for (int stage_idx = 0; stage_idx < input.pp; ++stage_idx) {
+    const StageCosts& s = input.stages[stage_idx];
+    bound = std::max(bound, m * stage_work_ms[stage_idx] + s.allreduce_ms + s.optimizer_ms);
+  }
+  return bound;
+}
+
 }  // namespace
 
 int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute) {
@@ -96,7 +121,9 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
   const double total = to_ms(total_ns);
   const double path_total = to_ms(path_ns);
   const double slowest_stage = std::max(total / pp, to_ms(table.max_layer_compute_ns()));
-  double path = std::max({path_total, path_bound(path_total, m, pp), m * slowest_stage});
+  // interleaved-1f1b: the path runs through the pp·V chunks (bounds.h).
+  const int chunks = pp * candidate.virtual_stages;
+  double path = std::max({path_total, path_bound(path_total, m, chunks), m * slowest_stage});
   if (candidate.schedule == Schedule::kGpipe)
     path = std::max(path, total + (m - 1) * slowest_stage);
   const double tail = tail_ms(context, table, candidate.dp);
@@ -111,6 +138,7 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
 }
 
 double iteration_lower_bound_ms(const SimulationInput& input) {
+  if (input.virtual_stages > 1) return interleaved_lower_bound_ms(input);
   const int m = input.num_micro_batches;
   const std::vector<StageCosts>& stages = input.stages;
   const double tail = stages[0].allreduce_ms + stages[0].optimizer_ms;

@@ -24,6 +24,10 @@ namespace pipeplan {
 /// zb-h1 (a table with split_backward): the two path terms use P = Σ (fwd + B) instead of T,
 /// since its gradients travel back with B and W sends nothing; max_k (Σ_{s<k} p_s + m·t_k) is
 /// at least max_k (Σ_{s<k} p_s + m·p_k) >= P / (1 − (1 − 1/m)^pp).
+/// interleaved-1f1b (V chunks per stage): the second path runs through the pp·V chunks instead
+/// (chunk k's m forwards and backwards lie between micro-batch 0's forward reaching it through
+/// chunks 0..k−1 and the last backward leaving it back through them), so pp·V replaces pp in it;
+/// the others hold as they are (a stage's work is the sum of its chunks').
 double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
                                 const Candidate& candidate);
 
@@ -35,14 +39,17 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
 int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute);
 
 /// iteration_lower_bound_ms(context, table, candidate) raised by `path_ns`, a min_path_ns of
-/// the candidate (recompute for CheckpointPolicy::kAll), followed by the same all-reduce and
-/// optimizer step of stage 0: still a lower bound for any split.
+/// the candidate (over its pp·V chunks for interleaved-1f1b; recompute for
+/// CheckpointPolicy::kAll), followed by the same all-reduce and optimizer step of stage 0: still
+/// a lower bound for any split.
 double refined_iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
                                         const Candidate& candidate, int64_t path_ns);
 
 /// A tighter lower bound once the split is known: the same paths with the actual stage times,
 /// recompute and the transfers along them (replica 0's links), and the busiest rank; with zb-h1,
 /// a stage's Ws after its last B (min(m, s + 1) of them) are off the path back to stage 0.
+/// interleaved-1f1b: the paths through the chunks (input.chunks, the transfers between chunks)
+/// and each stage's work, the sum of its chunks', with its all-reduce and optimizer step.
 double iteration_lower_bound_ms(const SimulationInput& input);
 
 }  // namespace pipeplan

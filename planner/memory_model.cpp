@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "common/error.h"
+
 namespace pipeplan {
 
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
@@ -48,6 +50,74 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
              terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
              terms.recompute_bytes + terms.deferred_gradients_bytes + terms.transient_bytes +
              terms.comm_buffers_bytes + terms.runtime_overhead_bytes + terms.calibration_bytes);
+  return terms;
+}
+
+int64_t interleaved_comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings,
+                                      int stage_idx, const std::vector<ChunkRange>& chunks) {
+  const int last_chunk = settings.pp * settings.virtual_stages - 1;
+  int64_t max_bytes = 0;
+  int64_t params = 0;
+  for (int chunk = 0; chunk < static_cast<int>(chunks.size()); ++chunk) {
+    const int global_chunk = chunk_index(settings.pp, stage_idx, chunk);
+    const ChunkRange& range = chunks[chunk];
+    if (global_chunk > 0) max_bytes = std::max(max_bytes, table.boundary_bytes(range.first));
+    if (global_chunk < last_chunk) max_bytes = std::max(max_bytes, table.boundary_bytes(range.last));
+    params += table.param_count(range.first, range.last);
+  }
+  const CommBufferCounts counts =
+      comm_buffer_counts(Schedule::kInterleaved1F1B, settings.pp, stage_idx);
+  int64_t bytes = (counts.in + counts.out + counts.sends) * max_bytes;
+  if (settings.dp > 1) bytes += std::min(params * kGradientBytesPerParameter, kGradientBucketBytes);
+  return bytes;
+}
+
+MemoryTerms interleaved_stage_memory(const LayerTable& table, const MemorySettings& settings,
+                                     int stage_idx, const std::vector<ChunkRange>& chunks) {
+  PIPEPLAN_ASSERT(settings.schedule == Schedule::kInterleaved1F1B &&
+                  static_cast<int>(chunks.size()) == settings.virtual_stages);
+  int64_t params = 0;
+  MemoryTerms terms;
+  std::vector<int64_t> per_micro_batch;  // A'_v by local chunk
+  for (const ChunkRange& range : chunks) {
+    params += table.param_count(range.first, range.last);
+    terms.buffers_bytes += table.buffer_bytes(range.first, range.last);
+    terms.transient_bytes =
+        std::max(terms.transient_bytes, table.transient_bytes(range.first, range.last));
+    const int64_t activations = table.retained_bytes(range.first, range.last);
+    per_micro_batch.push_back(range.checkpoint ? table.boundary_bytes(range.first) : activations);
+    terms.activation_bytes_per_micro_batch += per_micro_batch.back();
+    // The rank recomputes one chunk at a time, freeing its graph at the end of that backward.
+    if (range.checkpoint) terms.recompute_bytes = std::max(terms.recompute_bytes, activations);
+  }
+  // Share the rank's W chunk micro-batches out, largest chunk first, each up to its ℓ_v.
+  std::vector<int> order(chunks.size());
+  for (size_t chunk = 0; chunk < order.size(); ++chunk) order[chunk] = static_cast<int>(chunk);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return per_micro_batch[a] > per_micro_batch[b]; });
+  int left = interleaved_rank_in_flight(settings.pp, settings.virtual_stages, stage_idx,
+                                        settings.num_micro_batches);
+  for (int chunk : order) {
+    const int held = std::min(left, interleaved_in_flight(settings.pp, settings.virtual_stages,
+                                                          stage_idx, chunk,
+                                                          settings.num_micro_batches));
+    terms.in_flight += held;
+    terms.activations_bytes += held * per_micro_batch[chunk];
+    left -= held;
+  }
+  terms.parameters_bytes = params * kWeightBytesPerParameter;
+  terms.gradients_bytes = params * kGradientBytesPerParameter;
+  terms.optimizer_state_bytes = params * optimizer_state_bytes_per_parameter(settings.optimizer);
+  terms.master_copy_bytes =
+      settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
+  terms.comm_buffers_bytes = interleaved_comm_buffer_bytes(table, settings, stage_idx, chunks);
+  terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
+  terms.calibration_bytes = settings.calibration_of(stage_idx);
+  terms.total_bytes = std::max<int64_t>(
+      0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
+             terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
+             terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
+             terms.runtime_overhead_bytes + terms.calibration_bytes);
   return terms;
 }
 

@@ -30,6 +30,7 @@ struct MemorySettings {
   int pp = 1;
   int dp = 1;
   int num_micro_batches = 1;
+  int virtual_stages = 1;  ///< V: interleaved-1f1b's chunks per stage, else 1
   OptimizerKind optimizer = OptimizerKind::kSgd;
   Precision precision = Precision::kFp32;
   int64_t runtime_overhead_bytes = 0;  ///< the profile's device.runtime_overhead_bytes
@@ -54,8 +55,12 @@ inline int64_t optimizer_state_bytes_per_parameter(OptimizerKind optimizer) {
 /// min(m, pp − s) for 1f1b, min(m, pp) for zb-h1. zb-h1 keeps a micro-batch's activations
 /// until its W, which lags its B by s micro-batches on stage s (plans/schedule.h): just after
 /// B(i) the stage holds F(i + 1 .. i + w) not yet past B, and B(i − s .. i) not yet past W,
-/// w + s + 1 = pp with 1f1b's w = pp − s − 1 warm-up forwards.
-inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_batches) {
+/// w + s + 1 = pp with 1f1b's w = pp − s − 1 warm-up forwards. interleaved-1f1b: the chunk
+/// micro-batches the rank holds at once over its `virtual_stages` chunks, W = min(w + 1, m·V)
+/// (plans/schedule.h: interleaved_rank_in_flight), at most V·m; interleaved_stage_memory shares
+/// them among the chunks.
+inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
+                     int virtual_stages = 1) {
   switch (schedule) {
     case Schedule::kGpipe:
       return num_micro_batches;
@@ -63,6 +68,8 @@ inline int in_flight(Schedule schedule, int pp, int stage_idx, int num_micro_bat
       return std::min(num_micro_batches, pp - stage_idx);
     case Schedule::kZeroBubbleH1:
       return std::min(num_micro_batches, pp);
+    case Schedule::kInterleaved1F1B:
+      return interleaved_rank_in_flight(pp, virtual_stages, stage_idx, num_micro_batches);
   }
   return num_micro_batches;
 }
@@ -100,7 +107,9 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
 ///   1f1b:  comm_buffers = R · in_bytes · [s > 0] + (R + 1) · out_bytes · [s < pp − 1]
 ///                       + S · max(in_bytes · [s > 0], out_bytes · [s < pp − 1])
 ///   gpipe: comm_buffers = (R + 1 + S) · out_bytes · [s < pp − 1]
-///   both:               + (dp > 1 ? min(gradient_bytes, kGradientBucketBytes) : 0)
+///   interleaved-1f1b (interleaved_comm_buffer_bytes):
+///          comm_buffers = (2R + 1 + S) · max_bytes
+///   all:                + (dp > 1 ? min(gradient_bytes, kGradientBucketBytes) : 0)
 ///
 /// where in_bytes and out_bytes are one micro-batch's boundary tensors (table.boundary_bytes
 /// at first and last). Receives: each kind keeps R buffers posted ahead — activations from
@@ -113,6 +122,10 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
 /// only the gradient receives and the activation sends count (the last stage has none; counting
 /// the 1f1b terms there over-predicts its peak: bench/history/2026-11-22-session-4.md). The last
 /// term is DP's gradient bucket: the only per-device memory DP without sharding adds.
+/// interleaved-1f1b: the pipeline wraps (stage pp − 1 sends to stage 0), so every rank
+/// receives and sends both kinds, as a middle 1f1b stage; its chunks share the R receives
+/// posted ahead of each kind and the S sends, so max_bytes is the largest boundary any of its
+/// chunks crosses (inputs of global chunks c > 0, outputs of chunks c < pp·V − 1).
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                           int first, int last);
 
@@ -128,6 +141,8 @@ inline CommBufferCounts comm_buffer_counts(Schedule schedule, int pp, int stage_
   const bool has_out = stage_idx < pp - 1;
   if (schedule == Schedule::kGpipe)
     return {0, has_out ? kRecvLookahead + 1 + kMaxSendsInFlight : 0, 0};
+  if (schedule == Schedule::kInterleaved1F1B)  // both neighbours on every rank (the wrap)
+    return {kRecvLookahead, kRecvLookahead + 1, kMaxSendsInFlight};
   return {has_in ? kRecvLookahead : 0, has_out ? kRecvLookahead + 1 : 0,
           has_in || has_out ? kMaxSendsInFlight : 0};
 }
@@ -143,6 +158,44 @@ inline CommBufferCounts comm_buffer_counts(Schedule schedule, int pp, int stage_
 /// the sum of the terms (at least 0); the stage fits iff total_bytes <= the device memory.
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                          int first, int last, bool checkpoint);
+
+/// One chunk of an interleaved-1f1b stage: layers [first, last), recomputed when `checkpoint`.
+struct ChunkRange {
+  int first = 0;
+  int last = 0;
+  bool checkpoint = false;
+};
+
+/// The comm buffers of interleaved-1f1b stage `stage_idx` holding `chunks` (local chunk v at
+/// index v): (2R + 1 + S) · max_bytes, plus the gradient bucket (comm_buffer_bytes).
+int64_t interleaved_comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings,
+                                      int stage_idx, const std::vector<ChunkRange>& chunks);
+
+/// interleaved-1f1b (settings.virtual_stages = V >= 2): every term of stage `stage_idx`, one rank
+/// holding `chunks` (V entries, local chunk v = global chunk v·pp + s at index v), with
+/// ℓ_v = interleaved_in_flight(pp, V, s, v, m) the most micro-batches chunk v holds, W =
+/// interleaved_rank_in_flight(pp, V, s, m) the most the rank holds over all its chunks at once,
+/// and A'_v = A_v(b) (the chunk input's bytes when the chunk is checkpointed):
+///
+///   weights, gradients, optimizer, master copy, buffers: of Σ_v P_v parameters, Σ_v buffers_v
+///   n_v                              = chunk micro-batches given to chunk v: the W shared out
+///                                      largest A'_v first, each chunk up to its ℓ_v
+///   in_flight                        = Σ_v n_v = min(W, Σ_v ℓ_v)    (at most V·m)
+///   activation_bytes_per_micro_batch = Σ_v A'_v                     (one micro-batch, every chunk)
+///   activations                      = Σ_v n_v · A'_v
+///
+/// The rank's activations never exceed Σ_v n_v · A'_v: at any time chunk v holds some h_v <= ℓ_v
+/// with Σ h_v <= W, and filling the largest chunks first maximises Σ h_v · A'_v under those
+/// limits. It is below Σ_v ℓ_v · A'_v, since the chunks peak at different times (with equal
+/// chunks it is W · A', the rank's peak; memory_model_test's unequal chunks reach it too).
+///
+///   recompute                        = max over checkpointed chunks of A_v(b) (one recompute at
+///                                      a time: the rank runs one backward at a time), else 0
+///   transient                        = the largest layer transient over the chunks
+///   comm_buffers                     = interleaved_comm_buffer_bytes
+///   runtime overhead once, the calibration's correction of the stage; total their sum (>= 0).
+MemoryTerms interleaved_stage_memory(const LayerTable& table, const MemorySettings& settings,
+                                     int stage_idx, const std::vector<ChunkRange>& chunks);
 
 /// A lower bound of stage_memory(table, settings, stage_idx, first, last, checkpoint)
 /// .total_bytes that never decreases as [first, last) grows: every term, except that the

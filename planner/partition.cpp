@@ -11,6 +11,24 @@
 #include "common/units.h"
 
 namespace pipeplan {
+
+std::string needs_text(int64_t needed_bytes, int64_t device_bytes) {
+  std::string needed = format_size(needed_bytes);
+  std::string device = format_size(device_bytes);
+  if (needed == device) {
+    needed = detail::concat(needed_bytes, " B");
+    device = detail::concat(device_bytes, " B");
+  }
+  return needed + " > " + device;
+}
+
+std::string split_text(const std::vector<int>& boundaries) {
+  std::string text;
+  for (size_t idx = 0; idx + 1 < boundaries.size(); ++idx)
+    text += detail::concat(idx == 0 ? "" : ",", boundaries[idx], ":", boundaries[idx + 1]);
+  return text;
+}
+
 namespace {
 
 constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max();
@@ -277,17 +295,6 @@ std::vector<int> best_under_bottleneck(const StageEvaluator& ev, int64_t bottlen
   return parent.split(layers);
 }
 
-// "22.6 GiB > 22.5 GiB", or exact byte counts when the rounded sizes would read the same.
-std::string needs_text(int64_t needed_bytes, int64_t device_bytes) {
-  std::string needed = format_size(needed_bytes);
-  std::string device = format_size(device_bytes);
-  if (needed == device) {
-    needed = detail::concat(needed_bytes, " B");
-    device = detail::concat(device_bytes, " B");
-  }
-  return needed + " > " + device;
-}
-
 // The split whose worst stage needs the least memory (ignoring time): explains infeasibility.
 std::vector<int> least_memory_split(const StageEvaluator& ev) {
   const int layers = ev.num_layers();
@@ -346,13 +353,6 @@ std::string memory_certificate(const StageEvaluator& ev, int64_t* needed_bytes) 
   return detail::concat(first_stages, " hold at most layers 0..", pos - 1, " within ",
                         format_size(device), " each, leaving layers ", pos, "..", layers - 1,
                         " to stage ", pp - 1, ": at least ", needs_text(*needed_bytes, device));
-}
-
-std::string split_text(const std::vector<int>& boundaries) {
-  std::string text;
-  for (size_t idx = 0; idx + 1 < boundaries.size(); ++idx)
-    text += detail::concat(idx == 0 ? "" : ",", boundaries[idx], ":", boundaries[idx + 1]);
-  return text;
 }
 
 // evaluate_boundaries, with `qualifier` after the infeasibility reason's memory figures.

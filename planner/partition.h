@@ -71,6 +71,12 @@ PartitionResult optimal_partition(const StageEvaluator& evaluator);
 /// may not exist).
 bool proven_infeasible(const StageEvaluator& evaluator, PartitionResult* proof);
 
+/// "22.6 GiB > 22.5 GiB", or exact byte counts when the rounded sizes would read the same.
+std::string needs_text(int64_t needed_bytes, int64_t device_bytes);
+
+/// "0:3,3:7,7:12": the ranges of a split's boundaries.
+std::string split_text(const std::vector<int>& boundaries);
+
 /// Evaluates a given split (pp + 1 boundaries, validated by the caller) under the policy.
 PartitionResult evaluate_boundaries(const StageEvaluator& evaluator,
                                     const std::vector<int>& boundaries);

@@ -38,6 +38,20 @@ std::vector<bool> inter_node_boundaries(Layout layout, int dp, int pp, int devic
   return inter;
 }
 
+std::vector<bool> chunk_inter_node_boundaries(Layout layout, int dp, int pp, int virtual_stages,
+                                              int devices_per_node) {
+  if (virtual_stages == 1) return inter_node_boundaries(layout, dp, pp, devices_per_node);
+  const std::vector<bool> inner = inter_node_boundaries(layout, dp, pp, devices_per_node);
+  bool wrap = false;  // stage pp − 1 to stage 0
+  for (int replica = 0; replica < dp && !wrap; ++replica)
+    wrap = layout_rank(layout, dp, pp, pp - 1, replica) / devices_per_node !=
+           layout_rank(layout, dp, pp, 0, replica) / devices_per_node;
+  std::vector<bool> inter;
+  for (int boundary = 0; boundary + 1 < pp * virtual_stages; ++boundary)
+    inter.push_back(boundary % pp == pp - 1 ? wrap : inner[boundary % pp]);
+  return inter;
+}
+
 std::vector<bool> stages_spanning_nodes(Layout layout, int dp, int pp, int devices_per_node) {
   std::vector<bool> spanning(pp, false);
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {

@@ -29,6 +29,12 @@ std::vector<RankAssignment> place_ranks(Layout layout, int dp, int pp, int devic
 /// one replica, the two ranks are on different nodes.
 std::vector<bool> inter_node_boundaries(Layout layout, int dp, int pp, int devices_per_node);
 
+/// For each chunk boundary c in [0, pp·V − 1) of interleaved-1f1b (chunk c on stage c mod pp,
+/// chunk c + 1 on stage (c + 1) mod pp: the last stage's next is stage 0): true when, for at
+/// least one replica, the two ranks are on different nodes. inter_node_boundaries when V = 1.
+std::vector<bool> chunk_inter_node_boundaries(Layout layout, int dp, int pp, int virtual_stages,
+                                              int devices_per_node);
+
 /// For each stage: true when its replicas are not all on one node (its all-reduce crosses
 /// nodes, so it runs at the inter-node bandwidth).
 std::vector<bool> stages_spanning_nodes(Layout layout, int dp, int pp, int devices_per_node);

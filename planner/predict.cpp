@@ -7,6 +7,7 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "common/version.h"
+#include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
 
@@ -45,6 +46,51 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
     stage.bwd_weight_ms = to_ms(table.bwd_weight_ns(first, last));
   }
   stage.memory = stage_memory(table, problem.memory, stage_idx, first, last, checkpoint);
+  stage.peak_memory_bytes = stage.memory.total_bytes;
+  const LinkCosts links = link_costs(context.cluster);
+  stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
+                                    links.bandwidth(spans_nodes), links.latency_ms);
+  return stage;
+}
+
+// interleaved-1f1b: stage `stage_idx`'s chunks (their times from the layer table, their sends from
+// `chunks`, the chunk problem's evaluator), the stage's times their sums, its memory theirs together.
+StagePrediction interleaved_stage_prediction(const PlanningContext& context,
+                                             const LayerTable& table,
+                                             const PartitionProblem& problem,
+                                             const StageEvaluator& chunks,
+                                             const Candidate& candidate, const PartitionResult& split,
+                                             int stage_idx, bool spans_nodes) {
+  StagePrediction stage;
+  std::vector<ChunkRange> ranges;
+  int64_t fwd_spread_ns = 0, bwd_spread_ns = 0, fwd_ns = 0, bwd_ns = 0, optimizer_ns = 0;
+  for (int chunk = 0; chunk < candidate.virtual_stages; ++chunk) {
+    const int global_chunk = chunk_index(candidate.pp, stage_idx, chunk);
+    const int first = split.boundaries[global_chunk];
+    const int last = split.boundaries[global_chunk + 1];
+    const bool checkpoint = split.checkpoint[global_chunk];
+    ranges.push_back({first, last, checkpoint});
+    const StageTimes times = stage_times(table, first, last, checkpoint);
+    const ChunkPrediction prediction{to_ms(times.fwd_ns), to_ms(times.bwd_ns),
+                                     to_ms(times.recompute_ns),
+                                     to_ms(chunks.p2p_ns(global_chunk, first, last))};
+    stage.chunks.push_back(prediction);
+    stage.fwd_ms += prediction.fwd_ms;
+    stage.bwd_ms += prediction.bwd_ms;
+    stage.recompute_ms += prediction.recompute_ms;
+    stage.p2p_ms += prediction.p2p_ms;
+    fwd_ns += times.fwd_ns;
+    bwd_ns += times.bwd_ns;
+    optimizer_ns += times.optimizer_ns;
+    fwd_spread_ns += table.fwd_spread_ns(first, last);
+    bwd_spread_ns += table.bwd_spread_ns(first, last);
+  }
+  stage.optimizer_ms = to_ms(optimizer_ns);
+  stage.fwd_cv = coefficient_of_variation(fwd_spread_ns, fwd_ns);
+  stage.bwd_cv = coefficient_of_variation(bwd_spread_ns, bwd_ns);
+  stage.compute_ms =
+      candidate.num_micro_batches * (stage.fwd_ms + stage.bwd_ms + stage.recompute_ms);
+  stage.memory = interleaved_stage_memory(table, problem.memory, stage_idx, ranges);
   stage.peak_memory_bytes = stage.memory.total_bytes;
   const LinkCosts links = link_costs(context.cluster);
   stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
@@ -155,26 +201,30 @@ std::vector<std::string> planning_warnings(const PlanningContext& context,
 PartitionProblem partition_problem(const PlanningContext& context, const Candidate& candidate) {
   PartitionProblem problem;
   problem.pp = candidate.pp;
+  problem.virtual_stages = candidate.virtual_stages;
   problem.policy = candidate.policy;
   problem.device_memory_bytes = context.cluster.device_memory_bytes;
   problem.memory.schedule = candidate.schedule;
   problem.memory.pp = candidate.pp;
   problem.memory.dp = candidate.dp;
   problem.memory.num_micro_batches = candidate.num_micro_batches;
+  problem.memory.virtual_stages = candidate.virtual_stages;
   problem.memory.optimizer = context.optimizer;
   problem.memory.precision = context.precision;
   problem.memory.runtime_overhead_bytes = context.profile->device.runtime_overhead_bytes;
   if (context.calibration)
     problem.memory.calibration_bytes = context.calibration->memory_corrections(candidate.pp);
   problem.links = link_costs(context.cluster);
-  problem.inter_node_boundaries = inter_node_boundaries(
-      candidate.layout, candidate.dp, candidate.pp, context.cluster.devices_per_node);
+  problem.inter_node_boundaries =
+      chunk_inter_node_boundaries(candidate.layout, candidate.dp, candidate.pp,
+                                  candidate.virtual_stages, context.cluster.devices_per_node);
   return problem;
 }
 
 Plan build_plan(const PlanningContext& context, const LayerTable& table, const Candidate& candidate,
                 const PartitionResult& split, const std::string& partition_name) {
-  PIPEPLAN_ASSERT(split.feasible && static_cast<int>(split.boundaries.size()) == candidate.pp + 1);
+  const int num_chunks = candidate.pp * candidate.virtual_stages;
+  PIPEPLAN_ASSERT(split.feasible && static_cast<int>(split.boundaries.size()) == num_chunks + 1);
   Plan plan;
   plan.tool_version = version();
   plan.profile_path = context.profile_path;
@@ -187,6 +237,7 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   plan.micro_batch_size = candidate.micro_batch_size;
   plan.num_micro_batches = candidate.num_micro_batches;
   plan.schedule = candidate.schedule;
+  plan.virtual_stages = candidate.virtual_stages;
   plan.precision = context.precision;
   plan.optimizer = OptimizerSettings::defaults_for(context.optimizer);
   plan.partition = partition_name;
@@ -195,17 +246,29 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   const PartitionProblem problem = partition_problem(context, candidate);
   const std::vector<bool> spanning = stages_spanning_nodes(
       candidate.layout, candidate.dp, candidate.pp, context.cluster.devices_per_node);
-  const StageEvaluator evaluator(table, problem);
-  for (int stage_idx = 0; stage_idx < candidate.pp; ++stage_idx) {
-    const int first = split.boundaries[stage_idx];
-    const int last = split.boundaries[stage_idx + 1];
-    plan.stages.push_back({first, last, split.checkpoint[stage_idx], table.boundary_shape(first),
+  for (int chunk = 0; chunk < num_chunks; ++chunk) {
+    const int first = split.boundaries[chunk];
+    const int last = split.boundaries[chunk + 1];
+    plan.stages.push_back({first, last, split.checkpoint[chunk], table.boundary_shape(first),
                            table.boundary_dtype(first), table.boundary_shape(last),
                            table.boundary_dtype(last)});
-    StagePrediction stage =
-        stage_prediction(context, table, problem, candidate, stage_idx, first, last,
-                         split.checkpoint[stage_idx], spanning[stage_idx]);
-    stage.p2p_ms = to_ms(evaluator.p2p_ns(stage_idx, first, last));
+  }
+  const bool interleaved = candidate.virtual_stages > 1;
+  // Interleaved stages send from each chunk: their links are the chunk problem's.
+  const PartitionProblem sends_problem = interleaved ? chunk_problem(problem) : problem;
+  const StageEvaluator evaluator(table, sends_problem);
+  for (int stage_idx = 0; stage_idx < candidate.pp; ++stage_idx) {
+    StagePrediction stage;
+    if (interleaved) {
+      stage = interleaved_stage_prediction(context, table, problem, evaluator, candidate, split,
+                                           stage_idx, spanning[stage_idx]);
+    } else {
+      const int first = split.boundaries[stage_idx];
+      const int last = split.boundaries[stage_idx + 1];
+      stage = stage_prediction(context, table, problem, candidate, stage_idx, first, last,
+                               split.checkpoint[stage_idx], spanning[stage_idx]);
+      stage.p2p_ms = to_ms(evaluator.p2p_ns(stage_idx, first, last));
+    }
     check_stage_prediction(stage, stage_idx);
     plan.predictions.allreduce_ms = std::max(plan.predictions.allreduce_ms, stage.allreduce_ms);
     plan.predictions.optimizer_ms = std::max(plan.predictions.optimizer_ms, stage.optimizer_ms);
@@ -219,8 +282,9 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
     int last_stage = -1, num_stages = 0;
     for (int layer : tie.layers) {
       layers += (layers.empty() ? "" : ", ") + std::to_string(layer);
-      int stage = 0;
-      while (plan.stages[stage].last <= layer) ++stage;
+      int chunk = 0;
+      while (plan.stages[chunk].last <= layer) ++chunk;
+      const int stage = chunk % plan.pp;
       if (stage == last_stage) continue;
       stages += (stages.empty() ? "" : ", ") + std::to_string(stage);
       last_stage = stage;

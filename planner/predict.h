@@ -53,6 +53,7 @@ struct Candidate {
   Schedule schedule = Schedule::kOneFOneB;
   CheckpointPolicy policy = CheckpointPolicy::kNone;
   Layout layout = Layout::kReplicaMajor;
+  int virtual_stages = 1;  ///< V: >= 2 with interleaved-1f1b (pp·V chunks), else 1
 };
 
 /// The cluster of a plan: device kind from the profile, the profile's point-to-point latency
@@ -82,10 +83,16 @@ inline constexpr int64_t kGpuSizedMemoryBytes = int64_t{16} << 30;
 std::vector<std::string> planning_warnings(const PlanningContext& context,
                                            std::optional<int64_t> micro_batch_size);
 
-/// The partition problem of a candidate: memory settings, links, which boundaries cross nodes.
+/// The partition problem of a candidate: memory settings, links, which boundaries cross nodes
+/// (interleaved-1f1b: its pp stages with V chunks each, the pp·V − 1 chunk boundaries crossing
+/// nodes or not; split by interleaved_partition).
 PartitionProblem partition_problem(const PlanningContext& context, const Candidate& candidate);
 
-/// The plan of a feasible split with every prediction the models give filled in; the
+/// The plan of a feasible split (pp + 1 boundaries, or interleaved-1f1b's pp·V + 1 with a
+/// checkpoint flag per chunk) with every prediction the models give filled in; interleaved-1f1b's
+/// stages predict each chunk (StagePrediction::chunks: times from the layer table, p2p_ms the
+/// chunk's sends of its input gradient and output activation), their sums, and the memory of the
+/// stage's chunks together (interleaved_stage_memory); the
 /// simulated ones (iteration, samples/s, bubble, busy and idle) are filled by predict_timing.
 /// Throws Error(kBadInput) when a prediction passes the limits a plan file may hold
 /// (kMaxTimeMs per micro-batch, kMaxIterationMs per iteration): the links are too slow for the

@@ -19,6 +19,7 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "planner/bounds.h"
+#include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
 
 namespace pipeplan {
@@ -72,13 +73,33 @@ std::vector<int64_t> divisors(int64_t value) {
   return low;
 }
 
+// Whether interleaved-1f1b is the only schedule searched.
+bool interleaved_only(const SearchOptions& options) {
+  return options.schedules.size() == 1 && options.schedules[0] == Schedule::kInterleaved1F1B;
+}
+
+// The stages an explicit --partition gives: its ranges, or with interleaved-1f1b alone its
+// pp·V chunks' pp (one V needed).
+int explicit_stages(const SearchOptions& options) {
+  const int ranges = static_cast<int>(options.partition.boundaries.size()) - 1;
+  if (!interleaved_only(options)) return ranges;
+  PIPEPLAN_CHECK(options.virtual_stages.size() == 1, "--partition: ", ranges,
+                 " ranges with --schedule interleaved-1f1b: expected --virtual-stages too (the "
+                 "ranges are the pp*V chunks)");
+  const int virtual_stages = options.virtual_stages[0];
+  PIPEPLAN_CHECK(ranges % virtual_stages == 0, "--partition: ", ranges, " ranges for --virtual-stages ",
+                 virtual_stages, ": expected pp*", virtual_stages, " chunk ranges (a multiple of ",
+                 virtual_stages, ")");
+  return ranges / virtual_stages;
+}
+
 // The pp values to search: divisors of the device count up to the layer count, narrowed.
 std::vector<int> pipeline_depths(const PlanningContext& context, const SearchOptions& options) {
   const int devices = context.cluster.devices;
   const int layers = context.profile->model.num_layers;
   std::optional<int> pp = options.pp;
   if (options.partition.method == PartitionMethod::kExplicit) {
-    const int ranges = static_cast<int>(options.partition.boundaries.size()) - 1;
+    const int ranges = explicit_stages(options);
     PIPEPLAN_CHECK(!pp || *pp == ranges, "--partition: ", ranges, " ranges for --pp ", *pp,
                    " (give one range per stage)");
     pp = ranges;
@@ -233,29 +254,64 @@ class Search {
         if (!plannable(dp, pp, b)) continue;
         const int num_micro_batches = static_cast<int>(context_.global_batch / (dp * b));
         for (Schedule schedule : options_.schedules)
-          for (CheckpointPolicy policy : options_.policies) {
-            if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
-            if (schedule == Schedule::kZeroBubbleH1 && !zero_bubble_searched_) continue;
-            Candidate c{dp,
-                        pp,
-                        b,
-                        num_micro_batches,
-                        schedule,
-                        policy,
-                        Layout::kReplicaMajor};
-            entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
-            ++families_[{dp, pp, b}].unevaluated;
-          }
+          for (int virtual_stages : virtual_stage_choices(schedule, pp, num_micro_batches))
+            for (CheckpointPolicy policy : options_.policies) {
+              if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
+              if (schedule == Schedule::kZeroBubbleH1 && !zero_bubble_searched_) continue;
+              Candidate c{dp,     pp, b, num_micro_batches, schedule, policy, Layout::kReplicaMajor,
+                          virtual_stages};
+              entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
+              ++families_[{dp, pp, b}].unevaluated;
+            }
       }
     }
+    PIPEPLAN_CHECK(!entries.empty() || !interleaved_only(options_) || interleaved_refusal_.empty(),
+                   "--schedule interleaved-1f1b: ", interleaved_refusal_);
     auto order = [](const Entry& a, const Entry& b) {
       const Candidate& x = a.candidate;
       const Candidate& y = b.candidate;
-      return std::make_tuple(a.bound_ms, x.pp, x.micro_batch_size, x.schedule, x.policy) <
-             std::make_tuple(b.bound_ms, y.pp, y.micro_batch_size, y.schedule, y.policy);
+      return std::make_tuple(a.bound_ms, x.pp, x.micro_batch_size, x.schedule, x.virtual_stages,
+                             x.policy) < std::make_tuple(b.bound_ms, y.pp, y.micro_batch_size,
+                                                         y.schedule, y.virtual_stages, y.policy);
     };
     std::sort(entries.begin(), entries.end(), order);
     return entries;
+  }
+
+  // The V a (pp, m) family is searched with: {1} for the schedules other than interleaved-1f1b;
+  // for it each V asked for that the plan's validation accepts (pp >= 2, m a multiple of pp,
+  // pp·V <= layers, m·pp·V within kMaxPipelineMicroBatches, an explicit split of pp·V ranges).
+  // The first reason one is left out is kept: asked for alone, a search with none says it.
+  std::vector<int> virtual_stage_choices(Schedule schedule, int pp, int num_micro_batches) {
+    if (schedule != Schedule::kInterleaved1F1B) return {1};
+    std::string reason;
+    const int layers = context_.profile->model.num_layers;
+    if (pp < 2)
+      reason = detail::concat("pp=", pp, ": expected pp >= 2 (one stage has no pipeline to interleave)");
+    else if (num_micro_batches % pp != 0)
+      reason = detail::concat("pp=", pp, " with ", num_micro_batches,
+                              " micro-batches: expected a multiple of pp (choose --global-batch, "
+                              "--dp or --micro-batch-size so that global_batch / (dp * b) is)");
+    std::vector<int> out;
+    for (int virtual_stages : reason.empty() ? options_.virtual_stages : std::vector<int>{}) {
+      const int64_t chunks = int64_t{pp} * virtual_stages;
+      const bool explicit_split = options_.partition.method == PartitionMethod::kExplicit;
+      if (chunks > layers)
+        reason = detail::concat("pp=", pp, " V=", virtual_stages, ": ", chunks,
+                                " chunks for a model of ", layers,
+                                " layers (choose a smaller --virtual-stages or --pp)");
+      else if (chunks * num_micro_batches > kMaxPipelineMicroBatches)
+        reason = detail::concat("pp=", pp, " V=", virtual_stages, " with ", num_micro_batches,
+                                " micro-batches: expected at most ", kMaxPipelineMicroBatches,
+                                " micro-batches times chunks");
+      else if (explicit_split && static_cast<int>(options_.partition.boundaries.size()) != chunks + 1)
+        reason = detail::concat("--partition has ", options_.partition.boundaries.size() - 1,
+                                " ranges: expected pp*V = ", chunks);
+      else
+        out.push_back(virtual_stages);
+    }
+    if (out.empty() && interleaved_refusal_.empty()) interleaved_refusal_ = reason;
+    return out;
   }
 
   // Whether the family can be planned: the profile at micro-batch size b (unplannable_reason)
@@ -290,13 +346,14 @@ class Search {
   // whose path term is computed once per table, pp, micro-batch count and recompute.
   double whole_layer_bound_ms(const Candidate& c) {
     const bool recompute = c.policy == CheckpointPolicy::kAll;
-    const auto key = std::make_tuple(c.micro_batch_size, c.pp, c.num_micro_batches, recompute,
-                                     c.schedule == Schedule::kZeroBubbleH1);
+    // interleaved-1f1b's paths run through its pp·V chunks (bounds.h).
+    const int path_stages = c.pp * c.virtual_stages;
+    const auto key = std::make_tuple(c.micro_batch_size, path_stages, c.num_micro_batches,
+                                     recompute, c.schedule == Schedule::kZeroBubbleH1);
     auto it = path_ns_.find(key);
     if (it == path_ns_.end())
       it = path_ns_
-               .emplace(key, min_path_ns(table(c), c.pp, c.num_micro_batches,
-                                         recompute))
+               .emplace(key, min_path_ns(table(c), path_stages, c.num_micro_batches, recompute))
                .first;
     return refined_iteration_lower_bound_ms(context_, table(c), c, it->second);
   }
@@ -315,10 +372,10 @@ class Search {
     PartitionResult split = partition_with(table, *candidate);
     const bool one_node = context_.cluster.devices_per_node >= context_.cluster.devices;
     if (!split.feasible || one_node || candidate->dp == 1 || candidate->pp == 1) return split;
-    double p2p_bytes = 0;
-    for (int stage_idx = 1; stage_idx < candidate->pp; ++stage_idx)
+    double p2p_bytes = 0;  // at every boundary between stages (interleaved-1f1b: chunks)
+    for (size_t boundary = 1; boundary + 1 < split.boundaries.size(); ++boundary)
       p2p_bytes +=
-          2.0 * candidate->num_micro_batches * table.boundary_bytes(split.boundaries[stage_idx]);
+          2.0 * candidate->num_micro_batches * table.boundary_bytes(split.boundaries[boundary]);
     const double allreduce_bytes = 2.0 * (candidate->dp - 1) / candidate->dp *
                                    table.param_count(0, table.num_layers()) *
                                    kGradientBytesPerParameter;
@@ -329,6 +386,7 @@ class Search {
 
   PartitionResult partition_with(const LayerTable& table, const Candidate& candidate) {
     const PartitionProblem problem = partition_problem(context_, candidate);
+    if (candidate.virtual_stages > 1) return interleaved_partition(options_.partition, table, problem);
     return run_partition(options_.partition, StageEvaluator(table, problem));
   }
 
@@ -338,8 +396,10 @@ class Search {
     if (family.feasible) return;
     const PartitionProblem problem = partition_problem(context_, candidate);
     PartitionResult proof;
-    if (!proven_infeasible(StageEvaluator(table(candidate), problem), &proof))
-      return;
+    const bool proven = candidate.virtual_stages > 1
+                            ? interleaved_proven_infeasible(table(candidate), problem, &proof)
+                            : proven_infeasible(StageEvaluator(table(candidate), problem), &proof);
+    if (!proven) return;
     --family.unevaluated;
     record_infeasible(&family, candidate, proof);
   }
@@ -384,7 +444,8 @@ class Search {
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
     std::string key = detail::concat(c.dp, "/", c.pp, "/", c.micro_batch_size, "/",
-                                     to_string(c.schedule), "/", to_string(c.layout), "/");
+                                     to_string(c.schedule), "/", c.virtual_stages, "/",
+                                     to_string(c.layout), "/");
     for (size_t idx = 0; idx < split.boundaries.size(); ++idx)
       key += detail::concat(split.boundaries[idx],
                             idx < split.checkpoint.size() && split.checkpoint[idx] ? "c," : ",");
@@ -408,7 +469,7 @@ class Search {
       // Whole nanoseconds: iterations that differ only by rounding tie, then memory decides.
       const int64_t iteration_ns = to_ns(plan.predictions.iteration_ms);
       return std::make_tuple(iteration_ns, peak, checkpointed, plan.pp, plan.dp,
-                             plan.micro_batch_size, plan.schedule, split);
+                             plan.micro_batch_size, plan.schedule, plan.virtual_stages, split);
     };
     return key(a) < key(b);
   }
@@ -436,6 +497,7 @@ class Search {
   std::map<FamilyKey, Family> families_;
   std::map<std::tuple<int64_t, int, int, bool, bool>, int64_t> path_ns_;  // min_path_ns by its arguments, zb-h1
   std::set<std::string> seen_;
+  std::string interleaved_refusal_;  // why a family had no interleaved-1f1b candidate (first)
   std::vector<Entry> entries_;           // enumerated, in order of their first bound
   std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated
   std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
@@ -454,6 +516,9 @@ void SearchOptions::validate() const {
                  ": expected an integer in [1, ", kMaxBatchSize, "]");
   PIPEPLAN_CHECK(top_k >= 1 && top_k <= kMaxTopK, "--top: ", top_k, ": expected an integer in [1, ",
                  kMaxTopK, "]");
+  for (int v : virtual_stages)
+    PIPEPLAN_CHECK(v >= 2 && v <= kMaxVirtualStages, "--virtual-stages: ", v,
+                   ": expected an integer in [2, ", kMaxVirtualStages, "]");
   PIPEPLAN_ASSERT(!schedules.empty() && !policies.empty(), "nothing to search");
 }
 

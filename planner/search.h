@@ -21,7 +21,10 @@ struct SearchOptions {
   std::optional<int64_t> micro_batch_size;
   /// zb-h1 is searched only when the profile has the B/W split (Profile::has_backward_split),
   /// unless it is the only schedule asked for (then such a profile is refused).
-  std::vector<Schedule> schedules{Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubbleH1};
+  std::vector<Schedule> schedules{Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubbleH1,
+                                  Schedule::kInterleaved1F1B};
+  /// The V (chunks per stage) interleaved-1f1b is searched with (--virtual-stages fixes one).
+  std::vector<int> virtual_stages{2, 3, 4};
   std::vector<CheckpointPolicy> policies{CheckpointPolicy::kNone, CheckpointPolicy::kAll,
                                          CheckpointPolicy::kNeeded};
   PartitionSpec partition;
@@ -31,7 +34,8 @@ struct SearchOptions {
   bool prune = true;
 
   /// pp and dp in [1, kMaxDevices], micro_batch_size in [1, kMaxBatchSize], top_k in
-  /// [1, kMaxTopK], some schedule and policy. Throws Error(kBadInput) naming the flag.
+  /// [1, kMaxTopK], each virtual_stages in [2, kMaxVirtualStages], some schedule and policy.
+  /// Throws Error(kBadInput) naming the flag.
   void validate() const;
 };
 
@@ -54,6 +58,10 @@ struct SearchResult {
 /// kMaxMicroBatches micro-batches, at which the profile can be planned (unplannable_reason:
 /// otherwise the family is reported infeasible with the reason); each schedule and policy,
 /// except GPipe when pp = 1 and 1F1B is searched (one stage: the same plan with more memory);
+/// interleaved-1f1b with each V of options.virtual_stages where pp >= 2, m is a multiple of pp,
+/// pp·V <= layers and m·pp·V <= kMaxPipelineMicroBatches (asked for alone, a search with no such
+/// candidate is refused, saying why), split by interleaved_partition (an explicit --partition
+/// then gives pp·V ranges and needs one V);
 /// duplicates (a policy giving the same split and flags as another) are dropped.
 /// Each is partitioned with `options.partition`; its ranks are placed replica-major, or
 /// stage-major when its replicas' all-reduce bytes exceed its pipeline's p2p bytes

@@ -27,11 +27,16 @@ std::string to_string(CheckpointPolicy policy);
 /// Everything a stage's cost depends on besides its layers.
 struct PartitionProblem {
   int pp = 1;
+  /// V: interleaved-1f1b's chunks per stage (memory.virtual_stages), else 1. A problem with V >= 2
+  /// is split by interleaved_partition (planner/interleaved_partition.h), never by a
+  /// StageEvaluator of its own.
+  int virtual_stages = 1;
   CheckpointPolicy policy = CheckpointPolicy::kNone;
   int64_t device_memory_bytes = 0;
   MemorySettings memory;
   LinkCosts links;
-  /// pp − 1 entries: boundary s (between stages s and s + 1) crosses nodes.
+  /// pp·V − 1 entries: boundary c (between stages, or interleaved-1f1b's chunks, c and c + 1)
+  /// crosses nodes (chunk_inter_node_boundaries).
   std::vector<bool> inter_node_boundaries;
 };
 

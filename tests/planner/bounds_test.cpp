@@ -64,8 +64,9 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
   std::mt19937_64 rng(5);
   int checked = 0;
   int zero_bubble_plans = 0;
+  int interleaved_plans = 0;
   for (int case_idx = 0; case_idx < 12; ++case_idx) {
-    // zb-h1 is searched too: B + W is 1.1 of the whole backward, B a third of it.
+    // zb-h1 and interleaved-1f1b are searched too: B + W is 1.1 of the whole backward, B a third of it.
     const Profile profile = testing::with_backward_split(
         testing::make_profile(testing::random_layers(rng, 4 + case_idx % 5), {1, 2, 4}, 64, 1000,
                               0.02, 2e6),
@@ -92,8 +93,11 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
                                 plan.num_micro_batches,
                                 plan.schedule,
                                 all_checkpointed ? CheckpointPolicy::kAll : CheckpointPolicy::kNone,
-                                Layout::kReplicaMajor};
-      const int64_t path_ns = min_path_ns(table, plan.pp, plan.num_micro_batches, all_checkpointed);
+                                Layout::kReplicaMajor,
+                                plan.virtual_stages};
+      interleaved_plans += plan.virtual_stages > 1;
+      const int64_t path_ns = min_path_ns(table, plan.pp * plan.virtual_stages,
+                                          plan.num_micro_batches, all_checkpointed);
       EXPECT_LE(refined_iteration_lower_bound_ms(context, table, candidate, path_ns),
                 plan.predictions.iteration_ms * (1 + 1e-9))
           << "case " << case_idx << " dp=" << plan.dp << " pp=" << plan.pp;
@@ -102,6 +106,7 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
   }
   EXPECT_GT(checked, 50);
   EXPECT_GT(zero_bubble_plans, 10);
+  EXPECT_GT(interleaved_plans, 10);
 }
 
 }  // namespace

@@ -126,6 +126,80 @@ TEST(MemoryModelTest, ZeroBubbleH1HoldsPpMicroBatchesAndTheGradientsKeptForW) {
   EXPECT_EQ(table.path_compute_ns(0, 3), table.fwd_ns(0, 3) + table.bwd_input_ns(0, 3));
 }
 
+// interleaved-1f1b, pp = 2, V = 2, m = 4, b = 1, one layer per chunk (no saved tensors shared
+// between layers, so a chunk's activations are its layer's retained bytes). Stage 0 holds
+// chunks 0 and 2 (layers 0 and 2), stage 1 chunks 1 and 3 (layers 1 and 3). The counts read off
+// the orders plans/schedule.h draws for this pipeline (ℓ_v each chunk's most, W the rank's):
+//   stage 0: F0 F1 F0v1 F1v1 F2 B0v1 F3 B1v1 F2v1 B0 ...  ℓ = 4, 2; W = 5 (after F3: 4 + 1)
+//   stage 1: F0 F1 F0v1 B0v1 F1v1 B1v1 F2 B0 ...           ℓ = 3, 1; W = 3 (after F0v1: 2 + 1)
+// The model gives W out largest chunk first: stage 0 4 × 40 + 1 × 20 = 180 bytes (the peak,
+// after F3; Σ ℓ_v · A_v would say 200), stage 1 1 × 80 + 2 × 60 = 200 (after F0v1; not 260).
+TEST(MemoryModelTest, InterleavedStageSumsItsChunksByHand) {
+  std::vector<testing::LayerSpec> layers(4);
+  const int64_t params[] = {100, 200, 300, 400};
+  const int64_t buffers[] = {8, 0, 0, 4};
+  const int64_t outputs[] = {4, 2, 3, 1};  // floats: boundaries 1..4 are 16, 8, 12, 4 bytes
+  const int64_t retained[] = {40, 60, 20, 80};
+  const int64_t transients[] = {30, 50, 20, 70};
+  for (int layer_idx = 0; layer_idx < 4; ++layer_idx) {
+    layers[layer_idx].param_count = params[layer_idx];
+    layers[layer_idx].buffer_bytes = buffers[layer_idx];
+    layers[layer_idx].output_floats = outputs[layer_idx];
+    layers[layer_idx].retained_bytes = retained[layer_idx];
+    layers[layer_idx].fwd_transient_bytes = transients[layer_idx];
+  }
+  // Model input 5 floats: 20 bytes per sample.
+  const Profile profile = testing::make_profile(layers, {1, 2, 4}, 5, 1000);
+  const LayerTable table(profile, /*micro_batch_size=*/1, OptimizerKind::kSgd);
+  MemorySettings interleaved = settings(Schedule::kInterleaved1F1B, /*pp=*/2, /*m=*/4);
+  interleaved.virtual_stages = 2;
+  EXPECT_EQ(in_flight(Schedule::kInterleaved1F1B, 2, 0, 4, 2), 5);
+  EXPECT_EQ(in_flight(Schedule::kInterleaved1F1B, 2, 1, 4, 2), 3);
+
+  const MemoryTerms s0 = interleaved_stage_memory(table, interleaved, 0, {{0, 1}, {2, 3}});
+  EXPECT_EQ(s0.parameters_bytes + s0.gradients_bytes + s0.optimizer_state_bytes, 400 * 12);
+  EXPECT_EQ(s0.buffers_bytes, 8);
+  EXPECT_EQ(s0.in_flight, 5);
+  EXPECT_EQ(s0.activation_bytes_per_micro_batch, 40 + 20);
+  EXPECT_EQ(s0.activations_bytes, 4 * 40 + 1 * 20);
+  EXPECT_EQ(s0.recompute_bytes, 0);
+  EXPECT_EQ(s0.transient_bytes, 30);
+  // Both neighbours on every rank: 2 receives ahead of each kind, the consumed gradient and 2
+  // sends, each of the largest boundary its chunks cross: chunk 0's output (16 bytes; the
+  // model input is no boundary), chunk 2's input (8) and output (12).
+  EXPECT_EQ(s0.comm_buffers_bytes, (2 + 2 + 1 + 2) * 16);
+  EXPECT_EQ(s0.total_bytes, 4800 + 8 + 180 + 30 + 112 + 1000);
+
+  const MemoryTerms s1 = interleaved_stage_memory(table, interleaved, 1, {{1, 2}, {3, 4}});
+  EXPECT_EQ(s1.parameters_bytes + s1.gradients_bytes + s1.optimizer_state_bytes, 600 * 12);
+  EXPECT_EQ(s1.in_flight, 3);
+  EXPECT_EQ(s1.activation_bytes_per_micro_batch, 60 + 80);
+  EXPECT_EQ(s1.activations_bytes, 1 * 80 + 2 * 60);
+  EXPECT_EQ(s1.transient_bytes, 70);
+  // Chunk 1's input (16) and output (8), chunk 3's input (12; the model's output is no boundary).
+  EXPECT_EQ(s1.comm_buffers_bytes, 7 * 16);
+  EXPECT_EQ(s1.total_bytes, 7200 + 4 + 200 + 70 + 112 + 1000);
+
+  // Checkpointed chunks keep their inputs (stage 0's chunk 0: the model input, 20 bytes) and
+  // recompute one chunk at a time: the largest.
+  const MemoryTerms c0 =
+      interleaved_stage_memory(table, interleaved, 0, {{0, 1, true}, {2, 3, true}});
+  EXPECT_EQ(c0.activation_bytes_per_micro_batch, 20 + 8);
+  EXPECT_EQ(c0.activations_bytes, 4 * 20 + 1 * 8);
+  EXPECT_EQ(c0.recompute_bytes, 40);
+  EXPECT_EQ(c0.total_bytes, 4800 + 8 + 88 + 40 + 30 + 112 + 1000);
+  // Stage 1 with chunk 3 checkpointed (a 12-byte input): chunk 1 now takes all W = 3, the
+  // peak after F2 (chunk 1 has freed its one micro-batch).
+  const MemoryTerms c1 = interleaved_stage_memory(table, interleaved, 1, {{1, 2}, {3, 4, true}});
+  EXPECT_EQ(c1.activations_bytes, 3 * 60);
+  EXPECT_EQ(c1.recompute_bytes, 80);
+
+  // Data parallel: the gradient bucket of the stage's parameters (under 25 MiB).
+  interleaved.dp = 2;
+  EXPECT_EQ(interleaved_stage_memory(table, interleaved, 0, {{0, 1}, {2, 3}}).comm_buffers_bytes,
+            112 + 400 * 4);
+}
+
 TEST(MemoryModelTest, CheckpointingKeepsOnlyTheStageInputPlusOneRecompute) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);

@@ -92,7 +92,7 @@ TEST(SearchTest, FlagsNarrowTheSearch) {
   ASSERT_FALSE(uniform_plans.empty());
   for (const Plan& plan : uniform_plans) {
     EXPECT_EQ(plan.partition, "uniform");
-    EXPECT_EQ(plan.stages[1].first, 2);
+    EXPECT_EQ(plan.stages[1].first, 8 / (4 * plan.virtual_stages));  // interleaved: 4·V chunks
   }
   SearchOptions ranges;
   ranges.partition = parse_partition("0:1,1:8", 8, "--partition");
@@ -107,6 +107,7 @@ TEST(SearchTest, FlagsNarrowTheSearch) {
 TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
   std::mt19937_64 rng(99);
   int pruned = 0;
+  int interleaved = 0;
   size_t reported = 0;
   for (int case_idx = 0; case_idx < 30; ++case_idx) {
     Profile profile = testing::make_profile(testing::random_layers(rng, 3 + case_idx % 6),
@@ -138,7 +139,9 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
     }
     reported += fast.infeasible.size();
     pruned += fast.pruned;
+    for (const Plan& plan : full.plans) interleaved += plan.virtual_stages > 1;
   }
+  EXPECT_GT(interleaved, 5);  // interleaved-1f1b is among the plans compared
   EXPECT_GT(pruned, 100);  // the bound does prune
   EXPECT_GT(reported, 0u);
 }
@@ -351,6 +354,102 @@ TEST(SearchTest, ZeroBubbleH1IsSearchedWhenTheProfileSplitsTheBackward) {
   options.schedules = {Schedule::kZeroBubbleH1};
   const std::string error = error_of([&] { search(context_for(plain, 4, int64_t{1} << 30, 16), options); });
   EXPECT_NE(error.find("bwd_input_ms"), std::string::npos) << error;
+}
+
+// A balanced 16-layer model on 4 stages with 4 micro-batches: 1f1b idles 3 of every 7 slots,
+// interleaved-1f1b with V chunks 3 of every 4·V + 3; memory is ample, so interleaved wins.
+TEST(SearchTest, InterleavedWinsWhenTheBubbleIsLargeAndMemoryAmple) {
+  const Profile profile = testing::make_profile(testing::equal_layers(16, 1.0, 2.0));
+  SearchOptions options;
+  options.pp = 4;
+  options.micro_batch_size = 1;
+  options.top_k = 20;
+  const SearchResult result = search(context_for(profile, 4, int64_t{1} << 30, 4), options);
+  ASSERT_FALSE(result.plans.empty());
+  const Plan& best = result.plans.front();
+  EXPECT_EQ(best.schedule, Schedule::kInterleaved1F1B);
+  EXPECT_EQ(best.virtual_stages, 4);  // 16 one-layer chunks: the smallest bubble
+  EXPECT_EQ(best.stages.size(), 16u);
+  EXPECT_NO_THROW(best.validate("plan.json"));
+  const Plan* best_1f1b = nullptr;
+  for (const Plan& plan : result.plans)
+    if (plan.schedule == Schedule::kOneFOneB && !best_1f1b) best_1f1b = &plan;
+  ASSERT_NE(best_1f1b, nullptr);
+  // Free transfers, equal chunks: the bubble is (pp − 1) / (V·m + pp − 1) against 3/7.
+  EXPECT_NEAR(best.predictions.bubble_fraction, 3.0 / 19.0, 1e-6);
+  EXPECT_NEAR(best_1f1b->predictions.bubble_fraction, 3.0 / 7.0, 1e-6);
+  EXPECT_LT(best.predictions.iteration_ms, best_1f1b->predictions.iteration_ms);
+}
+
+// With 8 micro-batches on 4 stages, interleaved-1f1b's stage 0 holds w + 1 chunk micro-batches:
+// 11 of two layers (V = 2), 15 of 4/3 (V = 3) or 19 of one (V = 4), where 1f1b's holds 4 of four
+// layers, 16: at 1f1b's own peak, interleaved does not fit and is reported.
+TEST(SearchTest, InterleavedIsRefusedWhenItsActivationsDoNotFit) {
+  std::vector<testing::LayerSpec> layers = testing::equal_layers(16, 1.0, 2.0);
+  for (testing::LayerSpec& layer : layers) {
+    layer.retained_bytes = 1 << 20;
+    layer.param_count = 1000;
+  }
+  const Profile profile = testing::make_profile(layers);
+  SearchOptions options;
+  options.pp = 4;
+  options.micro_batch_size = 1;
+  options.policies = {CheckpointPolicy::kNone};
+  options.top_k = 20;
+  options.schedules = {Schedule::kOneFOneB};
+  const SearchResult one_f_one_b = search(context_for(profile, 4, int64_t{1} << 30, 8), options);
+  ASSERT_EQ(one_f_one_b.plans.size(), 1u);
+  const int64_t peak = one_f_one_b.plans.front().predictions.stages[0].peak_memory_bytes;
+  options.schedules = SearchOptions{}.schedules;
+  const SearchResult tight = search(context_for(profile, 4, peak, 8), options);
+  ASSERT_FALSE(tight.plans.empty());
+  EXPECT_EQ(tight.plans.front().schedule, Schedule::kOneFOneB);
+  for (const Plan& plan : tight.plans) EXPECT_NE(plan.schedule, Schedule::kInterleaved1F1B);
+  // Asked for alone, the family is infeasible with the stage that needs most.
+  options.schedules = {Schedule::kInterleaved1F1B};
+  const SearchResult alone = search(context_for(profile, 4, peak, 8), options);
+  EXPECT_TRUE(alone.plans.empty());
+  ASSERT_EQ(alone.infeasible.size(), 1u);
+  EXPECT_NE(alone.infeasible[0].find("dp=1 pp=4 b=1: stage 0 needs"), std::string::npos)
+      << alone.infeasible[0];
+  EXPECT_NE(alone.infeasible[0].find("interleaved-1f1b"), std::string::npos) << alone.infeasible[0];
+  // With more memory the same search finds it.
+  EXPECT_FALSE(search(context_for(profile, 4, 2 * peak, 8), options).plans.empty());
+}
+
+TEST(SearchTest, InterleavedNeedsAPipelineAndMicroBatchesInMultiplesOfPp) {
+  const Profile profile = testing::make_profile(testing::equal_layers(16, 1.0, 2.0));
+  SearchOptions options;
+  options.schedules = {Schedule::kInterleaved1F1B};
+  options.pp = 4;
+  options.micro_batch_size = 1;
+  std::string error = error_of([&] { search(context_for(profile, 4, int64_t{1} << 30, 6), options); });
+  EXPECT_NE(error.find("--schedule interleaved-1f1b: pp=4 with 6 micro-batches: expected a "
+                       "multiple of pp"),
+            std::string::npos)
+      << error;
+  options.pp = 1;
+  error = error_of([&] { search(context_for(profile, 1, int64_t{1} << 30, 8), options); });
+  EXPECT_NE(error.find("expected pp >= 2"), std::string::npos) << error;
+  options.pp = 4;
+  options.virtual_stages = {8};  // 32 chunks of a 16-layer model
+  error = error_of([&] { search(context_for(profile, 4, int64_t{1} << 30, 8), options); });
+  EXPECT_NE(error.find("32 chunks for a model of 16 layers"), std::string::npos) << error;
+  options.virtual_stages = {9};
+  error = error_of([&] { search(context_for(profile, 4, int64_t{1} << 30, 8), options); });
+  EXPECT_NE(error.find("--virtual-stages: 9: expected an integer in [2, 8]"), std::string::npos)
+      << error;
+  // An explicit split gives the pp·V chunks.
+  options.virtual_stages = {2};
+  options.pp.reset();
+  options.partition = parse_partition("0:2,2:4,4:6,6:8,8:10,10:12,12:14,14:16", 16, "--partition");
+  const SearchResult chunks = search(context_for(profile, 4, int64_t{1} << 30, 8), options);
+  ASSERT_FALSE(chunks.plans.empty());
+  EXPECT_EQ(chunks.plans.front().pp, 4);
+  EXPECT_EQ(chunks.plans.front().stages[5].first, 10);
+  options.virtual_stages = {3};
+  error = error_of([&] { search(context_for(profile, 4, int64_t{1} << 30, 8), options); });
+  EXPECT_NE(error.find("--partition: 8 ranges for --virtual-stages 3"), std::string::npos) << error;
 }
 
 }  // namespace

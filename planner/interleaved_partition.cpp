@@ -1,0 +1,135 @@
+// interleaved-1f1b's split: chunks balanced for time, stages' memory checked rank by rank.
+#include "planner/interleaved_partition.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/error.h"
+#include "common/units.h"
+
+namespace pipeplan {
+namespace {
+
+// The chunk problem's device memory: no split is refused for memory (a quarter of int64's range,
+// so that the partitioner's sums of memory terms stay below it without overflow).
+constexpr int64_t kUnboundedMemoryBytes = std::numeric_limits<int64_t>::max() / 4;
+
+// One stage of the split under the policy: its memory and its chunks' flags.
+struct StageFit {
+  int64_t memory_bytes = 0;
+  bool checkpoint = false;
+};
+
+StageFit fit_stage(const LayerTable& table, const PartitionProblem& problem,
+                   const std::vector<int>& boundaries, int stage_idx) {
+  const int virtual_stages = problem.virtual_stages;
+  bool checkpoint = problem.policy == CheckpointPolicy::kAll;
+  int64_t bytes = interleaved_stage_memory(
+                      table, problem.memory, stage_idx,
+                      stage_chunks(boundaries, problem.pp, virtual_stages, stage_idx, checkpoint))
+                      .total_bytes;
+  if (problem.policy == CheckpointPolicy::kNeeded && bytes > problem.device_memory_bytes) {
+    checkpoint = true;
+    bytes = interleaved_stage_memory(
+                table, problem.memory, stage_idx,
+                stage_chunks(boundaries, problem.pp, virtual_stages, stage_idx, checkpoint))
+                .total_bytes;
+  }
+  return {bytes, checkpoint};
+}
+
+// Every stage of a chunk split: costs (the sum of its chunks'), memory and flags.
+PartitionResult evaluate_chunks(const LayerTable& table, const PartitionProblem& problem,
+                                const StageEvaluator& chunks, const std::vector<int>& boundaries) {
+  const int pp = problem.pp;
+  PartitionResult result;
+  result.boundaries = boundaries;
+  result.checkpoint.assign(boundaries.size() - 1, false);
+  int worst_stage = 0;
+  for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
+    const StageFit fit = fit_stage(table, problem, boundaries, stage_idx);
+    int64_t cost_ns = 0;
+    for (int chunk = 0; chunk < problem.virtual_stages; ++chunk) {
+      const int global_chunk = chunk_index(pp, stage_idx, chunk);
+      cost_ns += chunks
+                     .evaluate_as(global_chunk, boundaries[global_chunk],
+                                  boundaries[global_chunk + 1], fit.checkpoint)
+                     .cost_ns;
+      result.checkpoint[global_chunk] = fit.checkpoint;
+    }
+    result.bottleneck_ns = std::max(result.bottleneck_ns, cost_ns);
+    result.total_ns += cost_ns;
+    if (fit.memory_bytes > result.peak_memory_bytes) worst_stage = stage_idx;
+    result.peak_memory_bytes = std::max(result.peak_memory_bytes, fit.memory_bytes);
+  }
+  result.feasible = result.peak_memory_bytes <= problem.device_memory_bytes;
+  if (!result.feasible) {
+    result.needed_bytes = result.peak_memory_bytes;
+    result.reason = detail::concat(
+        "stage ", worst_stage, " needs ",
+        needs_text(result.peak_memory_bytes, problem.device_memory_bytes), " (", pp,
+        " stages of ", problem.virtual_stages, " chunks, split ", split_text(boundaries), ")");
+  }
+  return result;
+}
+
+}  // namespace
+
+PartitionProblem chunk_problem(const PartitionProblem& problem) {
+  PIPEPLAN_ASSERT(problem.virtual_stages >= 2 &&
+                  static_cast<int>(problem.inter_node_boundaries.size()) ==
+                      problem.pp * problem.virtual_stages - 1);
+  PartitionProblem chunks = problem;
+  chunks.pp = problem.pp * problem.virtual_stages;
+  chunks.virtual_stages = 1;
+  chunks.policy =
+      problem.policy == CheckpointPolicy::kAll ? CheckpointPolicy::kAll : CheckpointPolicy::kNone;
+  chunks.device_memory_bytes = kUnboundedMemoryBytes;
+  chunks.memory.schedule = Schedule::kOneFOneB;
+  chunks.memory.pp = chunks.pp;
+  chunks.memory.virtual_stages = 1;
+  chunks.memory.calibration_bytes.clear();
+  return chunks;
+}
+
+std::vector<ChunkRange> stage_chunks(const std::vector<int>& boundaries, int pp,
+                                     int virtual_stages, int stage_idx, bool checkpoint) {
+  PIPEPLAN_ASSERT(static_cast<int>(boundaries.size()) == pp * virtual_stages + 1);
+  std::vector<ChunkRange> ranges;
+  for (int chunk = 0; chunk < virtual_stages; ++chunk) {
+    const int global_chunk = chunk_index(pp, stage_idx, chunk);
+    ranges.push_back({boundaries[global_chunk], boundaries[global_chunk + 1], checkpoint});
+  }
+  return ranges;
+}
+
+PartitionResult interleaved_partition(const PartitionSpec& spec, const LayerTable& table,
+                                      const PartitionProblem& problem) {
+  const PartitionProblem chunks = chunk_problem(problem);
+  const StageEvaluator evaluator(table, chunks);
+  const PartitionResult split = run_partition(spec, evaluator);
+  PIPEPLAN_ASSERT(split.feasible, "the chunk problem has no memory limit");
+  return evaluate_chunks(table, problem, evaluator, split.boundaries);
+}
+
+bool interleaved_proven_infeasible(const LayerTable& table, const PartitionProblem& problem,
+                                   PartitionResult* proof) {
+  const int layers = table.num_layers();
+  const MemorySettings& memory = problem.memory;
+  int64_t total_bytes = table.param_count(0, layers) * static_bytes_per_parameter(memory) +
+                        table.buffer_bytes(0, layers) +
+                        problem.pp * memory.runtime_overhead_bytes;
+  if (problem.policy == CheckpointPolicy::kNone) total_bytes += table.retained_bytes(0, layers);
+  for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx)
+    total_bytes += memory.calibration_of(stage_idx);
+  const int64_t mean_bytes = (total_bytes + problem.pp - 1) / problem.pp;
+  if (mean_bytes <= problem.device_memory_bytes) return false;
+  *proof = PartitionResult{};
+  proof->needed_bytes = mean_bytes;
+  proof->reason = detail::concat("the ", problem.pp, " stages need at least ",
+                                 needs_text(mean_bytes, problem.device_memory_bytes),
+                                 " each on average (", problem.virtual_stages, " chunks each)");
+  return true;
+}
+
+}  // namespace pipeplan
