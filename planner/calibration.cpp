@@ -219,6 +219,10 @@ Profile calibrated_profile(const Profile& profile, const Calibration& calibratio
 CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const Run& run,
                             const std::string& run_path) {
   check_same_model_and_device(profile, run_plan, run_path);
+  // A stage's chunks are not one layer range, which a StageCalibration scales: not supported yet.
+  PIPEPLAN_CHECK(run_plan.schedule != Schedule::kInterleaved1F1B, "--calibrate: ", quote(run_path),
+                 " ran schedule interleaved-1f1b, which calibration does not support yet: "
+                 "calibrate with a run of a gpipe, 1f1b or zb-h1 plan of the profile");
   check_run_of_plan(run_plan, run.plan_path, run, run_path);
   const std::string hash = plan_hash(run_plan);
   PIPEPLAN_CHECK(run.plan_hash == hash, run_path, ": plan.hash: ", quote(run.plan_hash),

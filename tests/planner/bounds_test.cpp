@@ -101,6 +101,10 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
       EXPECT_LE(refined_iteration_lower_bound_ms(context, table, candidate, path_ns),
                 plan.predictions.iteration_ms * (1 + 1e-9))
           << "case " << case_idx << " dp=" << plan.dp << " pp=" << plan.pp;
+      EXPECT_LE(iteration_lower_bound_ms(simulation_input(plan)),
+                plan.predictions.iteration_ms * (1 + 1e-9))
+          << "case " << case_idx << " dp=" << plan.dp << " pp=" << plan.pp << " V="
+          << plan.virtual_stages;
       ++checked;
     }
   }

@@ -247,6 +247,14 @@ TEST_F(CalibrationTest, RefusesARunOfAnotherConfigurationOrPrecisionNamingTheDif
   EXPECT_EQ(refusal(bf16, plan_, testing::run_as_predicted(plan_, plan_)),
             "--calibrate: 'run.json' ran at precision fp32 but the profile was measured at "
             "amp-bf16; calibrate with a run at the profiled precision");
+  // An interleaved-1f1b run is refused (a stage's chunks are not one range to scale).
+  Plan interleaved = plan_;
+  interleaved.schedule = Schedule::kInterleaved1F1B;
+  EXPECT_EQ(refusal(profile_, interleaved, testing::run_as_predicted(plan_, plan_))
+                .rfind("--calibrate: 'run.json' ran schedule interleaved-1f1b, which calibration "
+                       "does not support yet",
+                       0),
+            0u);
 }
 
 // Issue 18: a run of an absurd iteration (1e308 ms before the readers bounded it) reached an

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "common/error.h"
+#include "planner/bounds.h"
+#include "planner/interleaved_partition.h"
 #include "planner/search.h"
 #include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
@@ -154,6 +156,55 @@ TEST(PredictTest, FoldedDrawsAreNoted) {
   predict_timing(&plan, fold);
   predict_timing(&plan, fold);
   EXPECT_EQ(folded_notes(plan), 1);
+}
+
+// interleaved-1f1b, pp = 2, V = 2, 8 equal layers (1 ms forward, 2 ms backward each), every chunk
+// checkpointed: 4 chunks of 2 layers, stage s holding global chunks s and s + 2.
+TEST(PredictTest, InterleavedStagesPredictEachChunkAndTheirSums) {
+  const Profile profile = testing::make_profile(testing::equal_layers(8, 1.0, 2.0), {1, 2, 4}, 5,
+                                                1000, /*p2p_latency_ms=*/0.02, 5e6);
+  const PlanningContext context = context_for(profile, 2, int64_t{1} << 30, 4);
+  const Candidate candidate{1, 2, 1, 4, Schedule::kInterleaved1F1B, CheckpointPolicy::kAll,
+                            Layout::kReplicaMajor, /*virtual_stages=*/2};
+  const LayerTable table(profile, 1, OptimizerKind::kSgd);
+  const PartitionResult split =
+      interleaved_partition(PartitionSpec{}, table, partition_problem(context, candidate));
+  ASSERT_TRUE(split.feasible) << split.reason;
+  EXPECT_EQ(split.boundaries, (std::vector<int>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(split.checkpoint, (std::vector<bool>(4, true)));
+  Plan plan = build_plan(context, table, candidate, split, "optimal");
+  EXPECT_EQ(plan.virtual_stages, 2);
+  ASSERT_EQ(plan.stages.size(), 4u);
+  EXPECT_EQ(plan.stages[2].first, 4);
+  EXPECT_TRUE(plan.stages[3].checkpoint);
+  ASSERT_EQ(plan.predictions.stages.size(), 2u);
+  for (const StagePrediction& stage : plan.predictions.stages) {
+    ASSERT_EQ(stage.chunks.size(), 2u);
+    for (const ChunkPrediction& chunk : stage.chunks) {
+      EXPECT_NEAR(chunk.fwd_ms, 2.0, 1e-9);
+      EXPECT_NEAR(chunk.bwd_ms, 4.0, 1e-9);
+      EXPECT_NEAR(chunk.recompute_ms, 2.0, 1e-9);
+    }
+    EXPECT_NEAR(stage.fwd_ms, 4.0, 1e-9);
+    EXPECT_NEAR(stage.recompute_ms, 4.0, 1e-9);
+    EXPECT_NEAR(stage.p2p_ms, stage.chunks[0].p2p_ms + stage.chunks[1].p2p_ms, 1e-12);
+    EXPECT_NEAR(stage.compute_ms, 4 * (4.0 + 8.0 + 4.0), 1e-9);
+    EXPECT_EQ(stage.memory.total_bytes, stage.peak_memory_bytes);
+  }
+  // The model's first chunk sends only its output, a middle chunk its input gradient too, the
+  // last only its input gradient: each send one 4-byte boundary over the same link.
+  const std::vector<ChunkPrediction>& s0 = plan.predictions.stages[0].chunks;
+  const std::vector<ChunkPrediction>& s1 = plan.predictions.stages[1].chunks;
+  EXPECT_GT(s0[0].p2p_ms, 0);
+  EXPECT_NEAR(s0[1].p2p_ms, 2 * s0[0].p2p_ms, 1e-12);
+  EXPECT_NEAR(s1[0].p2p_ms, 2 * s0[0].p2p_ms, 1e-12);
+  EXPECT_NEAR(s1[1].p2p_ms, s0[0].p2p_ms, 1e-12);
+  predict_timing(&plan, SimulationOptions{/*record_timeline=*/false});
+  EXPECT_NO_THROW(plan.validate("plan.json"));
+  EXPECT_GE(plan.predictions.iteration_ms, iteration_lower_bound_ms(simulation_input(plan)));
+  // The rank holds w + 1 chunk micro-batches at its peak, shared among its chunks.
+  EXPECT_EQ(plan.predictions.stages[0].memory.in_flight,
+            interleaved_rank_in_flight(2, 2, 0, /*num_micro_batches=*/4));
 }
 
 }  // namespace
