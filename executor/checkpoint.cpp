@@ -29,7 +29,7 @@ constexpr const char* kFix = "; delete that checkpoint folder or start without -
 template <typename Visit>
 void for_each_stage_tensor(StageRuntime& stage, Visit&& visit) {
   for (size_t position = 0; position < stage.layers().size(); ++position) {
-    const std::string index = std::to_string(stage.first_layer() + static_cast<int>(position));
+    const std::string index = std::to_string(stage.layer_index(position));
     const models::LayerPtr& layer = stage.layers()[position];
     for (const auto& item : layer->named_parameters()) visit("layer" + index + "." + item.key(), item.value());
     for (const auto& item : layer->named_buffers()) visit("buffer" + index + "." + item.key(), item.value());

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <thread>
@@ -157,6 +158,7 @@ std::shared_ptr<::gloo::transport::Device> make_gloo_device(const RendezvousEnv&
 
 // One posted receive: its buffer, where it goes on this device, and its Work.
 struct PostedRecv {
+  int chunk = 0;
   int micro_batch = -1;
   int peer = -1;
   torch::Tensor buffer;
@@ -167,6 +169,7 @@ struct PostedRecv {
 struct StartedSend {
   torch::Tensor tensor;
   WorkPtr work;
+  int chunk = 0;
   int micro_batch = -1;
   ActionKind kind = ActionKind::kSendActivation;
 };
@@ -179,8 +182,12 @@ struct Comm::Impl {
   StorePtr store;
   std::shared_ptr<::gloo::transport::Device> gloo_device;
   GroupPtr world;
-  // Edge groups; in each the lower stage is group rank 0 and the upper stage group rank 1.
+  // Edge groups; in each the stage activations leave is group rank 0, the one they enter group
+  // rank 1 (interleaved-1f1b's wrap edge: stage pp − 1 then stage 0).
   GroupPtr act_from_prev, grad_to_prev, act_to_next, grad_from_next;
+  int pp = 1;
+  int stage = 0;
+  int virtual_stages = 1;
   GroupPtr dp;
   int dp_size = 1;
   std::vector<GroupPtr> ties;  // by tie; null where this rank does not sum it
@@ -208,7 +215,10 @@ struct Comm::Impl {
                       int gloo_threads) const;
   void warm_up_edge(const GroupPtr& group, int group_rank, bool sender, const std::string& what) const;
   void warm_up_all_reduce(const GroupPtr& group, const std::string& what) const;
+  void connect_prev(const std::string& edge);
+  void connect_next(const std::string& edge);
   void create_groups(const Plan& plan, const std::vector<std::vector<int>>& tie_stages);
+  int tag(const Action& action) const;
 };
 
 GroupPtr Comm::Impl::make_group(const std::string& prefix, int group_rank, int group_size,
@@ -251,27 +261,40 @@ void Comm::Impl::warm_up_all_reduce(const GroupPtr& group, const std::string& wh
             [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
 }
 
+// The edge activations enter this rank by (as group rank 1): activations in, gradients out.
+void Comm::Impl::connect_prev(const std::string& edge) {
+  act_from_prev = make_group("act/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
+  warm_up_edge(act_from_prev, 1, /*sender=*/false, "activations from rank " + std::to_string(prev_rank));
+  grad_to_prev = make_group("grad/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
+  warm_up_edge(grad_to_prev, 1, /*sender=*/true, "gradients to rank " + std::to_string(prev_rank));
+}
+
+// The edge activations leave this rank by (as group rank 0): activations out, gradients in.
+void Comm::Impl::connect_next(const std::string& edge) {
+  act_to_next = make_group("act/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
+  warm_up_edge(act_to_next, 0, /*sender=*/true, "activations to rank " + std::to_string(next_rank));
+  grad_from_next = make_group("grad/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
+  warm_up_edge(grad_from_next, 0, /*sender=*/false, "gradients from rank " + std::to_string(next_rank));
+}
+
+// Edges are created in one order on every rank, edge s -> s + 1 for s = 0 .. pp − 2 and then
+// the wrap edge pp − 1 -> 0 (interleaved-1f1b), so that no rank waits in a group's creation for
+// a peer that waits in another: with pp = 2 both ranks make edge s0, then the wrap edge.
 void Comm::Impl::create_groups(const Plan& plan,
                                 const std::vector<std::vector<int>>& tie_stages) {
   const RankAssignment& me = plan.ranks.at(env.rank);
+  pp = plan.pp;
+  stage = me.stage;
+  virtual_stages = plan.virtual_stages;
   world = make_group("world", env.rank, env.world_size, /*on_host=*/true, kWorldGroupThreads);
   const std::string replica = "r" + std::to_string(me.replica);
-  if (me.stage > 0) {
-    prev_rank = rank_of(plan, me.stage - 1, me.replica);
-    const std::string edge = replica + "/s" + std::to_string(me.stage - 1);
-    act_from_prev = make_group("act/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
-    warm_up_edge(act_from_prev, 1, /*sender=*/false, "activations from rank " + std::to_string(prev_rank));
-    grad_to_prev = make_group("grad/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
-    warm_up_edge(grad_to_prev, 1, /*sender=*/true, "gradients to rank " + std::to_string(prev_rank));
-  }
-  if (me.stage < plan.pp - 1) {
-    next_rank = rank_of(plan, me.stage + 1, me.replica);
-    const std::string edge = replica + "/s" + std::to_string(me.stage);
-    act_to_next = make_group("act/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
-    warm_up_edge(act_to_next, 0, /*sender=*/true, "activations to rank " + std::to_string(next_rank));
-    grad_from_next = make_group("grad/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
-    warm_up_edge(grad_from_next, 0, /*sender=*/false, "gradients from rank " + std::to_string(next_rank));
-  }
+  const bool wraps = plan.virtual_stages > 1;
+  if (me.stage > 0 || wraps) prev_rank = rank_of(plan, (me.stage + pp - 1) % pp, me.replica);
+  if (me.stage < pp - 1 || wraps) next_rank = rank_of(plan, (me.stage + 1) % pp, me.replica);
+  if (me.stage > 0) connect_prev(replica + "/s" + std::to_string(me.stage - 1));
+  if (me.stage < pp - 1) connect_next(replica + "/s" + std::to_string(me.stage));
+  if (wraps && me.stage == 0) connect_prev(replica + "/wrap");
+  if (wraps && me.stage == pp - 1) connect_next(replica + "/wrap");
   if (plan.dp > 1) {
     dp_size = plan.dp;
     dp = make_group("dp/s" + std::to_string(me.stage), me.replica, plan.dp, /*on_host=*/false,
@@ -321,54 +344,79 @@ const char* boundary_name(ActionKind kind) {
   return activation ? "activation" : "gradient";
 }
 
+// " of chunk v" for a local chunk above 0 (interleaved-1f1b), else "".
+std::string chunk_suffix(int chunk) {
+  return chunk > 0 ? detail::concat(" of local chunk ", chunk) : std::string();
+}
+
 }  // namespace
 
-void Comm::post_recv(ActionKind kind, int peer, int micro_batch, const std::vector<int64_t>& shape,
-                     torch::Dtype dtype) {
+// A transfer's Gloo tag (NCCL matches by order alone). The boundary between global chunks c and
+// c + 1 is named by c; the pair of stages and the direction (the group) fix c mod pp, so c / pp
+// tells a group's boundaries apart and both ends compute it: tag = micro-batch · V + c / pp
+// (the micro-batch itself when V = 1).
+int Comm::Impl::tag(const Action& action) const {
+  const int global_chunk = chunk_index(pp, stage, action.chunk);
+  const bool from_below = action.kind == ActionKind::kRecvActivation ||
+                          action.kind == ActionKind::kSendGradient;
+  const int boundary = from_below ? global_chunk - 1 : global_chunk;
+  PIPEPLAN_ASSERT(boundary >= 0, "no boundary below the model's first chunk at ", to_string(action));
+  const int64_t tag = static_cast<int64_t>(action.micro_batch) * virtual_stages + boundary / pp;
+  PIPEPLAN_ASSERT(tag <= std::numeric_limits<int>::max(), "tag of ", to_string(action),
+                  " beyond 32 bits");
+  return static_cast<int>(tag);
+}
+
+void Comm::post_recv(const Action& action, const std::vector<int64_t>& shape, torch::Dtype dtype) {
   Impl& d = *impl_;
-  const bool activation = kind == ActionKind::kRecvActivation;
-  PIPEPLAN_ASSERT(activation || kind == ActionKind::kRecvGradient);
-  PIPEPLAN_ASSERT(peer == (activation ? d.prev_rank : d.next_rank), "receive from rank ", peer,
-                  " which is not a neighbour");
+  const bool activation = action.kind == ActionKind::kRecvActivation;
+  PIPEPLAN_ASSERT(activation || action.kind == ActionKind::kRecvGradient);
+  PIPEPLAN_ASSERT(action.peer == (activation ? d.prev_rank : d.next_rank), "receive from rank ",
+                  action.peer, " which is not a neighbour");
   PostedRecv posted;
-  posted.micro_batch = micro_batch;
-  posted.peer = peer;
+  posted.chunk = action.chunk;
+  posted.micro_batch = action.micro_batch;
+  posted.peer = action.peer;
   posted.buffer = torch::empty(shape, torch::TensorOptions().dtype(dtype).device(d.transfer_device()));
   d.one_tensor[0] = posted.buffer;
-  // The lower stage is rank 0 of an edge group, the upper stage rank 1.
-  posted.work = activation ? d.act_from_prev->recv(d.one_tensor, /*srcRank=*/0, micro_batch)
-                           : d.grad_from_next->recv(d.one_tensor, /*srcRank=*/1, micro_batch);
+  // Activations leave by group rank 0 and enter by group rank 1.
+  posted.work = activation ? d.act_from_prev->recv(d.one_tensor, /*srcRank=*/0, d.tag(action))
+                           : d.grad_from_next->recv(d.one_tensor, /*srcRank=*/1, d.tag(action));
   d.posted[activation ? 0 : 1].push_back(std::move(posted));
 }
 
-torch::Tensor Comm::wait_recv(ActionKind kind, int micro_batch) {
+torch::Tensor Comm::wait_recv(const Action& action) {
   Impl& d = *impl_;
-  std::vector<PostedRecv>& posted = d.posted[kind == ActionKind::kRecvActivation ? 0 : 1];
+  std::vector<PostedRecv>& posted = d.posted[action.kind == ActionKind::kRecvActivation ? 0 : 1];
   auto it = posted.begin();
-  while (it != posted.end() && it->micro_batch != micro_batch) ++it;
-  PIPEPLAN_ASSERT(it != posted.end(), "no receive posted for micro-batch ", micro_batch);
+  while (it != posted.end() &&
+         (it->micro_batch != action.micro_batch || it->chunk != action.chunk))
+    ++it;
+  PIPEPLAN_ASSERT(it != posted.end(), "no receive posted for ", to_string(action));
   wait_work(it->work, d.device_wait_timeout(), [&] {
-    return detail::concat("rank ", d.env.rank, ": receiving the ", boundary_name(kind),
-                          " of micro-batch ", micro_batch, " from rank ", it->peer);
+    return detail::concat("rank ", d.env.rank, ": receiving the ", boundary_name(action.kind),
+                          " of micro-batch ", action.micro_batch, chunk_suffix(action.chunk),
+                          " from rank ", it->peer);
   });
   torch::Tensor tensor = std::move(it->buffer);
   posted.erase(it);
   return d.stages_via_host() ? tensor.to(d.device) : tensor;
 }
 
-void Comm::send(ActionKind kind, int peer, int micro_batch, const torch::Tensor& tensor) {
+void Comm::send(const Action& action, const torch::Tensor& tensor) {
   Impl& d = *impl_;
-  const bool activation = kind == ActionKind::kSendActivation;
-  PIPEPLAN_ASSERT(activation || kind == ActionKind::kSendGradient);
-  PIPEPLAN_ASSERT(peer == (activation ? d.next_rank : d.prev_rank), "send to rank ", peer,
-                  " which is not a neighbour");
+  const bool activation = action.kind == ActionKind::kSendActivation;
+  PIPEPLAN_ASSERT(activation || action.kind == ActionKind::kSendGradient);
+  PIPEPLAN_ASSERT(action.peer == (activation ? d.next_rank : d.prev_rank), "send to rank ",
+                  action.peer, " which is not a neighbour");
   StartedSend started;
   started.tensor = d.stages_via_host() ? tensor.to(torch::kCPU) : tensor.contiguous();
-  started.micro_batch = micro_batch;
-  started.kind = kind;
+  started.chunk = action.chunk;
+  started.micro_batch = action.micro_batch;
+  started.kind = action.kind;
   d.one_tensor[0] = started.tensor;
-  started.work = activation ? d.act_to_next->send(d.one_tensor, /*dstRank=*/1, micro_batch)
-                            : d.grad_to_prev->send(d.one_tensor, /*dstRank=*/0, micro_batch);
+  started.work = activation ? d.act_to_next->send(d.one_tensor, /*dstRank=*/1, d.tag(action))
+                            : d.grad_to_prev->send(d.one_tensor, /*dstRank=*/0, d.tag(action));
   d.sends.push_back(std::move(started));
 }
 
@@ -382,7 +430,8 @@ void Comm::wait_sends(int keep_outstanding) {
     const int peer = started.kind == ActionKind::kSendActivation ? d.next_rank : d.prev_rank;
     wait_work(started.work, d.device_wait_timeout(), [&] {
       return detail::concat("rank ", d.env.rank, ": sending the ", boundary_name(started.kind),
-                            " of micro-batch ", started.micro_batch, " to rank ", peer);
+                            " of micro-batch ", started.micro_batch, chunk_suffix(started.chunk),
+                            " to rank ", peer);
     });
   }
   d.sends.erase(d.sends.begin(), d.sends.begin() + static_cast<std::ptrdiff_t>(done));

@@ -35,12 +35,16 @@ struct LinkTimings {
 ///   edges   per pipeline neighbour and direction one 2-rank group (activations flow through
 ///           one, gradients through another), so that a receive posted early in one direction
 ///           never queues behind a send in the other (NCCL runs a group's operations in order);
+///           interleaved-1f1b adds the wrap edge from stage pp − 1 to stage 0 of each replica
+///           (activations of chunk v to chunk v + 1, gradients back), with pp = 2 a second
+///           edge between the same two ranks;
 ///   dp      the replicas of this rank's stage: the gradient all-reduce;
 ///   ties    per tied parameter held by several stages, those stages of this replica: the sum
 ///           of its gradient.
-/// Every group does one tiny operation when created, in an order without cycles (world, edge to
-/// the previous stage, edge to the next, dp, ties in model order), so that lazily initialised
-/// NCCL communicators never wait on a peer that is blocked in the schedule. Not thread-safe.
+/// Every group does one tiny operation when created, in an order without cycles (world, the
+/// edges in pipeline order with the wrap edge last, dp, ties in model order), so that lazily
+/// initialised NCCL communicators never wait on a peer that is blocked in the schedule. Transfers
+/// of one group are told apart by a tag from the chunk and micro-batch. Not thread-safe.
 class Comm {
  public:
   /// Rendezvous through connect_store (what: the plan's hash) and creation of the groups of
@@ -61,16 +65,15 @@ class Comm {
   int rank() const;
   int world_size() const;
 
-  /// Posts the receive of a boundary tensor (`kind` kRecvActivation or kRecvGradient) of
-  /// `micro_batch` from neighbour `peer` into a new tensor of `shape` and `dtype`. At most a
-  /// few receives of each kind should be outstanding (they hold their buffers).
-  void post_recv(ActionKind kind, int peer, int micro_batch, const std::vector<int64_t>& shape,
-                 torch::Dtype dtype);
-  /// Waits for the receive of `micro_batch` posted earlier; returns it on this rank's device.
-  torch::Tensor wait_recv(ActionKind kind, int micro_batch);
-  /// Starts sending `tensor` (`kind` kSendActivation or kSendGradient) to neighbour `peer`; the
-  /// transfer completes in the background and is waited by wait_sends.
-  void send(ActionKind kind, int peer, int micro_batch, const torch::Tensor& tensor);
+  /// Posts the receive `action` (kRecvActivation or kRecvGradient of its chunk and micro-batch,
+  /// from neighbour action.peer) into a new tensor of `shape` and `dtype`. At most a few
+  /// receives of each kind should be outstanding (they hold their buffers).
+  void post_recv(const Action& action, const std::vector<int64_t>& shape, torch::Dtype dtype);
+  /// Waits for the receive `action` posted earlier; returns it on this rank's device.
+  torch::Tensor wait_recv(const Action& action);
+  /// Starts the send `action` (kSendActivation or kSendGradient to neighbour action.peer) of
+  /// `tensor`; the transfer completes in the background and is waited by wait_sends.
+  void send(const Action& action, const torch::Tensor& tensor);
   /// Waits for the oldest sends until at most `keep_outstanding` are still outstanding (0: all),
   /// so that a rank never holds more than that many sent tensors alive.
   void wait_sends(int keep_outstanding = 0);

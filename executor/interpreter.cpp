@@ -16,6 +16,10 @@ void wait_for_device(const torch::Device& device) {
 
 int queue_index(ActionKind kind) { return kind == ActionKind::kRecvActivation ? 0 : 1; }
 
+// What the stage-wide timed events (all-reduce, optimizer, the end-of-pass send-wait) stand for:
+// no micro-batch, no peer.
+const Action kWholeStage{ActionKind::kOptimizerStep, /*micro_batch=*/-1, /*peer=*/-1, /*chunk=*/0};
+
 }  // namespace
 
 Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
@@ -29,16 +33,10 @@ Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& 
       optimizer_(optimizer),
       scaler_(scaler),
       recorder_(recorder),
-      seed_(seed) {
-  const StagePlan& me = plan_.stages[stage_.stage()];
-  queues_[0].sample_shape = &me.input_sample_shape;  // activations from the previous stage
-  queues_[0].dtype = boundary_dtype(me.input_dtype, "dtype");
-  queues_[1].sample_shape = &me.output_sample_shape;  // gradients of this stage's output
-  queues_[1].dtype = boundary_dtype(me.output_dtype, "dtype");
-}
+      seed_(seed) {}
 
 template <typename Body>
-void Interpreter::timed(TimelineKind kind, int micro_batch, Body&& body, int peer) {
+void Interpreter::timed(TimelineKind kind, const Action& action, Body&& body) {
   if (!timing_) {
     body();
     return;
@@ -46,13 +44,21 @@ void Interpreter::timed(TimelineKind kind, int micro_batch, Body&& body, int pee
   const double start_ms = recorder_.now_ms();
   body();
   wait_for_device(stage_.device());
-  recorder_.record(kind, micro_batch, start_ms, recorder_.now_ms(), peer);
+  const bool transfer = kind == TimelineKind::kSend || kind == TimelineKind::kRecvWait;
+  recorder_.record(kind, action.micro_batch, start_ms, recorder_.now_ms(),
+                   transfer ? action.peer : -1, action.chunk);
+}
+
+size_t Interpreter::slot(const Action& action) const {
+  return static_cast<size_t>(action.chunk) * num_micro_batches_ +
+         static_cast<size_t>(action.micro_batch);
 }
 
 void Interpreter::begin_pass(const std::vector<Action>& actions, const PassData& data) {
-  const size_t num_micro_batches = data.rows.size();
-  received_.assign(num_micro_batches, torch::Tensor());
-  outgoing_.assign(num_micro_batches, torch::Tensor());
+  num_micro_batches_ = data.rows.size();
+  const size_t slots = static_cast<size_t>(stage_.num_chunks()) * num_micro_batches_;
+  received_.assign(slots, torch::Tensor());
+  outgoing_.assign(slots, torch::Tensor());
   for (RecvQueue& queue : queues_) {
     queue.order.clear();
     queue.posted = queue.waited = 0;
@@ -63,13 +69,20 @@ void Interpreter::begin_pass(const std::vector<Action>& actions, const PassData&
   for (RecvQueue& queue : queues_) post_ahead(queue, data);
 }
 
-// Posts receives until kRecvLookahead are outstanding beyond those already waited.
+// Posts receives until kRecvLookahead are outstanding beyond those already waited. What arrives
+// is the receiving chunk's input (activations) or output (gradients) as its StagePlan says.
 void Interpreter::post_ahead(RecvQueue& queue, const PassData& data) {
   while (queue.posted < queue.order.size() && queue.posted < queue.waited + kRecvLookahead) {
     const Action& action = *queue.order[queue.posted++];
+    const size_t index = static_cast<size_t>(chunk_index(plan_.pp, stage_.stage(), action.chunk));
+    const StagePlan& chunk = plan_.stages.at(index);
+    const bool activation = action.kind == ActionKind::kRecvActivation;
+    const std::vector<int64_t>& sample_shape =
+        activation ? chunk.input_sample_shape : chunk.output_sample_shape;
     std::vector<int64_t> shape{data.rows.at(static_cast<size_t>(action.micro_batch))};
-    shape.insert(shape.end(), queue.sample_shape->begin(), queue.sample_shape->end());
-    comm_.post_recv(action.kind, action.peer, action.micro_batch, shape, queue.dtype);
+    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+    comm_.post_recv(action, shape,
+                    boundary_dtype(activation ? chunk.input_dtype : chunk.output_dtype, "dtype"));
   }
 }
 
@@ -77,69 +90,68 @@ void Interpreter::receive(const Action& action, const PassData& data) {
   RecvQueue& queue = queues_[queue_index(action.kind)];
   PIPEPLAN_ASSERT(queue.waited < queue.order.size() && *queue.order[queue.waited] == action,
                   "receives out of schedule order at ", to_string(action));
-  timed(
-      TimelineKind::kRecvWait, action.micro_batch,
-      [&] { received_[action.micro_batch] = comm_.wait_recv(action.kind, action.micro_batch); },
-      action.peer);
+  timed(TimelineKind::kRecvWait, action, [&] { received_[slot(action)] = comm_.wait_recv(action); });
   ++queue.waited;
   post_ahead(queue, data);
 }
 
 void Interpreter::forward(const Action& action, const PassData& data) {
   const int mb = action.micro_batch;
-  torch::Tensor input = received_[mb];
+  const int chunk = action.chunk;
+  torch::Tensor input = std::move(received_[slot(action)]);
+  received_[slot(action)] = torch::Tensor();
   torch::Tensor target;
-  received_[mb] = torch::Tensor();
-  if (stage_.is_first() || stage_.is_last()) {
-    timed(TimelineKind::kLoad, mb, [&] {
+  if (stage_.is_first(chunk) || stage_.is_last(chunk)) {
+    timed(TimelineKind::kLoad, action, [&] {
       auto [loaded_input, loaded_target] = data.load(mb);
-      if (stage_.is_first()) input = std::move(loaded_input);
+      if (stage_.is_first(chunk)) input = std::move(loaded_input);
       target = std::move(loaded_target);
     });
   }
   if (evaluating_) {
-    outgoing_[mb] = stage_.evaluate(input, target, correct_, total_);
+    outgoing_[slot(action)] = stage_.evaluate(chunk, input, target, correct_, total_);
     return;
   }
+  // Every chunk of a micro-batch draws from the same seed; its layers reseed by model index.
   const int64_t global_micro_batch = static_cast<int64_t>(replica_) * plan_.num_micro_batches + mb;
   const uint64_t rng_seed = micro_batch_seed(seed_, data.step, global_micro_batch);
   torch::Tensor output;
-  timed(TimelineKind::kForward, mb, [&] { output = stage_.forward(mb, input, target, rng_seed); });
-  if (stage_.is_last())
+  timed(TimelineKind::kForward, action,
+        [&] { output = stage_.forward(chunk, mb, input, target, rng_seed); });
+  if (stage_.is_last(chunk))
     loss_sum_ = loss_sum_.defined() ? loss_sum_ + output : output;
   else
-    outgoing_[mb] = std::move(output);
+    outgoing_[slot(action)] = std::move(output);
 }
 
 // A whole backward, or zb-h1's B (the input gradient alone; W follows later).
 void Interpreter::backward(const Action& action) {
   const int mb = action.micro_batch;
+  const int chunk = action.chunk;
   const bool input_only = action.kind == ActionKind::kBackwardInput;
-  if (stage_.checkpointed()) timed(TimelineKind::kRecompute, mb, [&] { stage_.recompute(mb); });
+  if (stage_.checkpointed(chunk))
+    timed(TimelineKind::kRecompute, action, [&] { stage_.recompute(chunk, mb); });
   const double loss_factor = scaler_.scale() / plan_.num_micro_batches;
+  torch::Tensor& received = received_[slot(action)];
   torch::Tensor input_gradient;
-  timed(input_only ? TimelineKind::kBackwardInput : TimelineKind::kBackward, mb, [&] {
-    input_gradient = input_only ? stage_.backward_input(mb, received_[mb], loss_factor)
-                                : stage_.backward(mb, received_[mb], loss_factor);
+  timed(input_only ? TimelineKind::kBackwardInput : TimelineKind::kBackward, action, [&] {
+    input_gradient = input_only ? stage_.backward_input(chunk, mb, received, loss_factor)
+                                : stage_.backward(chunk, mb, received, loss_factor);
   });
-  received_[mb] = torch::Tensor();
-  outgoing_[mb] = std::move(input_gradient);
+  received = torch::Tensor();
+  outgoing_[slot(action)] = std::move(input_gradient);
 }
 
 void Interpreter::send(const Action& action) {
-  const int mb = action.micro_batch;
-  PIPEPLAN_ASSERT(outgoing_[mb].defined(), "nothing to send at ", to_string(action));
-  timed(TimelineKind::kSendWait, mb, [&] { comm_.wait_sends(kMaxOutstandingSends - 1); });
-  timed(
-      TimelineKind::kSend, mb, [&] { comm_.send(action.kind, action.peer, mb, outgoing_[mb]); },
-      action.peer);
-  outgoing_[mb] = torch::Tensor();
+  torch::Tensor& outgoing = outgoing_[slot(action)];
+  PIPEPLAN_ASSERT(outgoing.defined(), "nothing to send at ", to_string(action));
+  timed(TimelineKind::kSendWait, action, [&] { comm_.wait_sends(kMaxOutstandingSends - 1); });
+  timed(TimelineKind::kSend, action, [&] { comm_.send(action, outgoing); });
+  outgoing = torch::Tensor();
 }
 
-// Sums tied parameters' gradients over their stages, unscales (fp16), checks the gradients,
-// steps unless loss scaling skips, zeroes the gradients.
 void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
-  timed(TimelineKind::kOptimizer, -1, [&] {
+  timed(TimelineKind::kOptimizer, kWholeStage, [&] {
     torch::Tensor& gradients = stage_.gradients();
     // A parameter tied across stages takes the sum of its stages' gradients, as in one process.
     const std::vector<torch::Tensor>& tied = stage_.tied_gradients();
@@ -161,7 +173,7 @@ void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
 }
 
 void Interpreter::end_pass() {
-  timed(TimelineKind::kSendWait, -1, [&] { comm_.wait_sends(); });
+  timed(TimelineKind::kSendWait, kWholeStage, [&] { comm_.wait_sends(); });
   for (const RecvQueue& queue : queues_)
     PIPEPLAN_ASSERT(queue.waited == queue.order.size(), "receives left unwaited");
 }
@@ -184,13 +196,13 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput: backward(action); break;
       case ActionKind::kBackwardWeight:
-        timed(TimelineKind::kBackwardWeight, action.micro_batch,
-              [&] { stage_.backward_weight(action.micro_batch); });
+        timed(TimelineKind::kBackwardWeight, action,
+              [&] { stage_.backward_weight(action.chunk, action.micro_batch); });
         break;
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: send(action); break;
       case ActionKind::kAllReduce:
-        timed(TimelineKind::kAllReduce, -1, [&] {
+        timed(TimelineKind::kAllReduce, kWholeStage, [&] {
           comm_.average_over_replicas(stage_.gradients(), kGradientBucketBytes);
         });
         break;

@@ -73,8 +73,6 @@ class Interpreter {
     std::vector<const Action*> order;
     size_t posted = 0;
     size_t waited = 0;
-    const std::vector<int64_t>* sample_shape = nullptr;  // of what arrives, from the plan
-    torch::Dtype dtype = torch::kFloat32;
   };
   void begin_pass(const std::vector<Action>& actions, const PassData& data);
   void post_ahead(RecvQueue& queue, const PassData& data);
@@ -84,9 +82,12 @@ class Interpreter {
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);
   void end_pass();
-  // Runs `body`, timing it into the recorder as one event when training.
+  // Runs `body`, timing it into the recorder as one event of `action`'s micro-batch and chunk
+  // (and peer, for a send or receive wait) when training.
   template <typename Body>
-  void timed(TimelineKind kind, int micro_batch, Body&& body, int peer = -1);
+  void timed(TimelineKind kind, const Action& action, Body&& body);
+  // Where `action`'s micro-batch of its chunk sits in received_ and outgoing_.
+  size_t slot(const Action& action) const;
 
   const Plan& plan_;
   int rank_;
@@ -99,8 +100,9 @@ class Interpreter {
   uint64_t seed_;
   bool timing_ = false;
   RecvQueue queues_[2];                    // [0] activations, [1] gradients
-  std::vector<torch::Tensor> received_;    // per micro-batch: activation or gradient in
-  std::vector<torch::Tensor> outgoing_;    // per micro-batch: activation or gradient out
+  size_t num_micro_batches_ = 0;          // of the current pass
+  std::vector<torch::Tensor> received_;    // by slot(): activation or gradient in
+  std::vector<torch::Tensor> outgoing_;    // by slot(): activation or gradient out
   torch::Tensor loss_sum_;
   bool evaluating_ = false;
   int64_t* correct_ = nullptr;

@@ -60,24 +60,25 @@ void Recorder::begin_step(int64_t step) {
   current_events_.start_ms = now_ms();
 }
 
-void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer) {
+void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer,
+                      int chunk) {
   const double ms = end_ms - start_ms;
   switch (kind) {
     case TimelineKind::kForward:
-      fwd_total_.add(ms);
+      fwd_total_.add(ms, chunk);
       current_.compute_ms += ms;
       break;
     case TimelineKind::kBackward:
     case TimelineKind::kBackwardInput:
-      bwd_total_.add(ms);
+      bwd_total_.add(ms, chunk);
       current_.compute_ms += ms;
       break;
     case TimelineKind::kBackwardWeight:
-      bwd_weight_total_.add(ms);
+      bwd_weight_total_.add(ms, chunk);
       current_.compute_ms += ms;
       break;
     case TimelineKind::kRecompute:
-      recompute_total_.add(ms);
+      recompute_total_.add(ms, chunk);
       current_.compute_ms += ms;
       break;
     case TimelineKind::kOptimizer: current_.optimizer_ms += ms; break;
@@ -87,7 +88,8 @@ void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, doubl
     case TimelineKind::kSend:
     case TimelineKind::kSendWait: break;
   }
-  if (measuring()) current_events_.events.push_back({rank_, kind, micro_batch, start_ms, end_ms, peer});
+  if (measuring())
+    current_events_.events.push_back({rank_, kind, micro_batch, start_ms, end_ms, peer, chunk});
 }
 
 StepTiming Recorder::end_step() {
@@ -174,8 +176,8 @@ Timeline measured_timeline(const Plan& plan, const std::vector<std::vector<StepE
 
 namespace {
 
-// One rank's compute in `step`, action by action.
-RankStepTimes action_times(const StepEvents& step) {
+// One rank's compute in `step`, action by action (index chunk · num_micro_batches + micro-batch).
+RankStepTimes action_times(const StepEvents& step, int num_micro_batches) {
   RankStepTimes times;
   for (const TimelineEvent& event : step.events) {
     const double ms = event.end_ms - event.start_ms;
@@ -204,7 +206,9 @@ RankStepTimes action_times(const StepEvents& step) {
         break;
     }
     if (per_micro_batch == nullptr) continue;
-    const size_t mb = static_cast<size_t>(event.micro_batch);
+    PIPEPLAN_ASSERT(event.chunk == 0 || event.micro_batch < num_micro_batches, "event of chunk ",
+                    event.chunk, " without the number of micro-batches");
+    const size_t mb = static_cast<size_t>(event.chunk * num_micro_batches + event.micro_batch);
     if (per_micro_batch->size() <= mb) per_micro_batch->resize(mb + 1, 0);
     (*per_micro_batch)[mb] += ms;
   }
@@ -215,7 +219,8 @@ RankStepTimes action_times(const StepEvents& step) {
 
 std::vector<StepTimes> step_times(
     const std::vector<std::vector<StepEvents>>& ranks,
-    const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps) {
+    const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps,
+    int num_micro_batches) {
   std::vector<StepTimes> out;
   for (auto it = slowest_iteration_ms.rbegin();
        it != slowest_iteration_ms.rend() && out.size() < max_steps; ++it) {
@@ -224,7 +229,7 @@ std::vector<StepTimes> step_times(
       const auto found = std::find_if(reported.begin(), reported.end(),
                                       [&](const StepEvents& s) { return s.step == step.step; });
       if (found == reported.end()) break;
-      step.ranks.push_back(action_times(*found));
+      step.ranks.push_back(action_times(*found, num_micro_batches));
     }
     if (step.ranks.size() == ranks.size()) out.push_back(std::move(step));
   }
@@ -326,8 +331,11 @@ Json rank_report_json(const RankMeasurement& measurement, const std::vector<Step
   Json rows = Json::array();
   for (const StepEvents& step : steps) {
     Json events = Json::array();
-    for (const TimelineEvent& e : step.events)
-      events.push_back(Json::array({to_string(e.kind), e.micro_batch, e.start_ms, e.end_ms, e.peer}));
+    for (const TimelineEvent& e : step.events) {
+      Json event = Json::array({to_string(e.kind), e.micro_batch, e.start_ms, e.end_ms, e.peer});
+      if (e.chunk != 0) event.push_back(e.chunk);  // interleaved-1f1b only
+      events.push_back(std::move(event));
+    }
     rows.push_back(Json{{"step", step.step}, {"start_ms", step.start_ms}, {"end_ms", step.end_ms},
                         {"events", events}});
   }
@@ -344,7 +352,7 @@ void parse_rank_report(const Json& json, RankMeasurement* measurement,
       step.events.push_back({measurement->rank,
                              parse_timeline_kind(e.at(0).get<std::string>(), "rank report"),
                              e.at(1).get<int>(), e.at(2).get<double>(), e.at(3).get<double>(),
-                             e.at(4).get<int>()});
+                             e.at(4).get<int>(), e.size() > 5 ? e.at(5).get<int>() : 0});
     steps->push_back(std::move(step));
   }
 }

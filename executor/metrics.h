@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -40,7 +41,8 @@ struct StepTiming {
   double recv_wait_ms = 0;
   double load_ms = 0;
   /// Mean per micro-batch over the step: m of them add up to the step's compute, which a
-  /// median over all micro-batches would not (the first of a step is often slower).
+  /// median over all micro-batches would not (the first of a step is often slower). Under
+  /// interleaved-1f1b a micro-batch's time is that of all the rank's chunks.
   double fwd_ms = 0;
   double bwd_ms = 0;  ///< zb-h1: B
   double recompute_ms = 0;
@@ -65,8 +67,9 @@ class Recorder {
   /// Starts timing `step`.
   void begin_step(int64_t step);
   /// Adds one timed action of the current step; `peer` is the rank on the other end of a
-  /// send or receive, else -1.
-  void record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer = -1);
+  /// send or receive, else -1; `chunk` the action's local chunk (interleaved-1f1b), else 0.
+  void record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer = -1,
+              int chunk = 0);
   /// Ends the current step and returns its totals.
   StepTiming end_step();
   /// Whether the current step is past the warm-up.
@@ -83,15 +86,22 @@ class Recorder {
   int64_t steps_begun_ = 0;
   StepTiming current_;
   StepEvents current_events_;
-  // Time and count of one kind of compute action in the current step.
+  // Time and count of one kind of compute action in the current step, and the chunks it ran on.
   struct MicroBatchTotal {
     double total_ms = 0;
     int count = 0;
-    void add(double ms) {
+    std::vector<bool> chunks;  // chunks[v]: some action of local chunk v
+    void add(double ms, int chunk) {
       total_ms += ms;
       ++count;
+      if (chunks.size() <= static_cast<size_t>(chunk)) chunks.resize(static_cast<size_t>(chunk) + 1);
+      chunks[static_cast<size_t>(chunk)] = true;
     }
-    double mean_ms() const { return count > 0 ? total_ms / count : 0; }
+    // Per micro-batch: each ran once through every chunk that has this kind of action.
+    double mean_ms() const {
+      const auto num_chunks = std::count(chunks.begin(), chunks.end(), true);
+      return count > 0 ? total_ms * static_cast<double>(num_chunks) / count : 0;
+    }
   };
 
   std::deque<StepTiming> steps_;  // the last kMaxMeasuredSteps measured steps
@@ -109,10 +119,13 @@ int64_t representative_step(const std::vector<std::pair<int64_t, double>>& slowe
 /// Each rank's compute, action by action, in the last `max_steps` steps that every rank reported
 /// and that have a slowest-rank iteration time (`slowest_iteration_ms`: step and ms), in step
 /// order. A stage's recompute times are empty unless it recomputed; its W times (bwd_weight_ms)
-/// empty unless it split its backwards (zb-h1), whose bwd_ms are then the Bs.
+/// empty unless it split its backwards (zb-h1), whose bwd_ms are then the Bs. An event of local
+/// chunk v (interleaved-1f1b) goes to index v · num_micro_batches + micro_batch (RankStepTimes);
+/// num_micro_batches matters only where some event has a chunk above 0.
 std::vector<StepTimes> step_times(
     const std::vector<std::vector<StepEvents>>& ranks,
-    const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps);
+    const std::vector<std::pair<int64_t, double>>& slowest_iteration_ms, size_t max_steps,
+    int num_micro_batches = 0);
 
 /// The timeline of the same steps of every rank (`ranks[r]`: rank r's StepEvents, possibly
 /// none): times from the earliest start of a step among all ranks; iteration_ms the latest

@@ -4,6 +4,7 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "common/error.h"
@@ -23,6 +24,16 @@ torch::Dtype boundary_dtype(const std::string& word, const std::string& field) {
                              " is not one of float32, int64, bfloat16, float16"));
 }
 
+namespace {
+
+// Position in a stage's layers of model layer `layer_idx`, or -1 where the stage does not hold it.
+int position_of(const std::vector<int>& layer_indices, int layer_idx) {
+  const auto it = std::find(layer_indices.begin(), layer_indices.end(), layer_idx);
+  return it == layer_indices.end() ? -1 : static_cast<int>(it - layer_indices.begin());
+}
+
+}  // namespace
+
 uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batch) {
   return mix_seed(mix_seed(seed, static_cast<uint64_t>(step)), static_cast<uint64_t>(global_micro_batch));
 }
@@ -30,12 +41,14 @@ uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t global_micro_batc
 std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan& plan) {
   std::vector<std::vector<int>> stages;
   for (const models::TiedParameter& tie : model.ties) {
-    stages.emplace_back();
+    std::vector<int> holders;
     for (const models::TiedParameter::User& user : tie.users)
-      for (int stage = 0; stage < plan.pp; ++stage)
-        if (plan.stages[stage].first <= user.layer && user.layer < plan.stages[stage].last &&
-            (stages.back().empty() || stages.back().back() != stage))
-          stages.back().push_back(stage);
+      for (size_t chunk = 0; chunk < plan.stages.size(); ++chunk)
+        if (plan.stages[chunk].first <= user.layer && user.layer < plan.stages[chunk].last)
+          holders.push_back(static_cast<int>(chunk) % plan.pp);
+    std::sort(holders.begin(), holders.end());
+    holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+    stages.push_back(std::move(holders));
   }
   return stages;
 }
@@ -44,39 +57,69 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
                            const torch::Device& device, uint64_t seed)
     : model_(model),
       stage_idx_(stage_idx),
-      pp_(plan.pp),
-      first_(plan.stages.at(stage_idx).first),
-      checkpoint_(plan.stages.at(stage_idx).checkpoint),
       split_backward_(plan.schedule == Schedule::kZeroBubbleH1),
       precision_(plan.precision),
-      device_(device),
-      output_sample_shape_(plan.stages.at(stage_idx).output_sample_shape),
-      output_dtype_(boundary_dtype(plan.stages.at(stage_idx).output_dtype,
-                                   "stages[" + std::to_string(stage_idx) + "].output_dtype")) {
-  const StagePlan& stage = plan.stages.at(stage_idx);
-  layers_ = models::build_layers(model, stage.first, stage.last, seed);
-  for (const models::LayerPtr& layer : layers_) layer->to(device_);
-  flatten_parameters();
-  for (const models::TiedParameter& tie : model.ties) {
-    tied_gradients_.emplace_back();
-    for (const models::TiedParameter::User& user : tie.users)
-      if (stage.first <= user.layer && user.layer < stage.last) {
-        const auto parameters = layers_[user.layer - stage.first]->named_parameters();
-        const torch::Tensor* parameter = parameters.find(user.name);
-        PIPEPLAN_ASSERT(parameter != nullptr, "layer ", user.layer, " has no parameter ",
-                        quote(user.name));
-        tied_gradients_.back() = parameter->grad();
-        break;
-      }
+      device_(device) {
+  const int num_chunks = static_cast<int>(plan.stages.size()) / plan.pp;
+  PIPEPLAN_ASSERT(num_chunks == plan.virtual_stages && stage_idx >= 0 && stage_idx < plan.pp,
+                  "stage ", stage_idx, " of a plan of ", plan.stages.size(), " chunks over pp=",
+                  plan.pp);
+  for (int local = 0; local < num_chunks; ++local) {
+    const int index = chunk_index(plan.pp, stage_idx, local);
+    const StagePlan& range = plan.stages.at(static_cast<size_t>(index));
+    Chunk chunk;
+    chunk.begin = layers_.size();
+    chunk.plan_index = index;
+    chunk.first_of_model = index == 0;
+    chunk.last_of_model = index + 1 == static_cast<int>(plan.stages.size());
+    chunk.checkpoint = range.checkpoint;
+    chunk.output_sample_shape = range.output_sample_shape;
+    chunk.output_dtype = boundary_dtype(range.output_dtype,
+                                        "stages[" + std::to_string(index) + "].output_dtype");
+    for (models::LayerPtr& layer : models::build_layers(model, range.first, range.last, seed)) {
+      layer->to(device_);
+      layers_.push_back(std::move(layer));
+    }
+    for (int layer_idx = range.first; layer_idx < range.last; ++layer_idx)
+      layer_indices_.push_back(layer_idx);
+    chunk.end = layers_.size();
+    chunks_.push_back(std::move(chunk));
   }
+  flatten_parameters();
+  find_tied_gradients();
+}
+
+// A parameter tied between layers of one chunk is one tensor (build_layers shares it); between
+// two chunks, each chunk's build made its own copy (the same values): the later copies are
+// returned with the first copy, which they are to alias.
+std::vector<std::pair<torch::Tensor, torch::Tensor>> StageRuntime::tied_copies() const {
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
+  for (const models::TiedParameter& tie : model_.ties) {
+    torch::Tensor first_copy;
+    for (const models::TiedParameter::User& user : tie.users) {
+      const int position = position_of(layer_indices_, user.layer);
+      if (position < 0) continue;
+      const auto parameters = layers_[static_cast<size_t>(position)]->named_parameters();
+      const torch::Tensor* parameter = parameters.find(user.name);
+      PIPEPLAN_ASSERT(parameter != nullptr, "layer ", user.layer, " has no parameter ",
+                      quote(user.name));
+      if (!first_copy.defined())
+        first_copy = *parameter;
+      else if (!parameter->is_same(first_copy))
+        copies.emplace_back(*parameter, first_copy);
+    }
+  }
+  return copies;
 }
 
 // Moves every parameter into one flat buffer (and its gradient into another) as views, so the
 // optimizer, the gradient all-reduce and zeroing each touch one tensor.
 void StageRuntime::flatten_parameters() {
   torch::NoGradGuard no_grad;
+  const auto copies = tied_copies();
   std::vector<torch::Tensor> parameters;
   std::unordered_set<const void*> seen;  // a parameter tied across layers is moved once
+  for (const auto& copy : copies) seen.insert(copy.first.unsafeGetTensorImpl());
   int64_t total = 0;
   for (const models::LayerPtr& layer : layers_)
     for (const torch::Tensor& parameter : layer->parameters()) {
@@ -98,17 +141,45 @@ void StageRuntime::flatten_parameters() {
     parameter.mutable_grad() = flat_gradients_.narrow(0, offset, count).view(parameter.sizes());
     offset += count;
   }
+  // Both copies of a parameter tied across chunks read the first's values and add into its
+  // gradient, so that the rank sums both uses as one process does.
+  for (auto [copy, first_copy] : copies) {
+    copy.set_data(first_copy.detach());
+    copy.mutable_grad() = first_copy.grad();
+  }
+}
+
+void StageRuntime::find_tied_gradients() {
+  for (const models::TiedParameter& tie : model_.ties) {
+    tied_gradients_.emplace_back();
+    for (const models::TiedParameter::User& user : tie.users) {
+      const int position = position_of(layer_indices_, user.layer);
+      if (position < 0) continue;
+      const auto parameters = layers_[static_cast<size_t>(position)]->named_parameters();
+      tied_gradients_.back() = parameters.find(user.name)->grad();
+      break;
+    }
+  }
 }
 
 void StageRuntime::begin_iteration(int num_micro_batches) {
-  in_flight_.resize(static_cast<size_t>(num_micro_batches));
+  num_micro_batches_ = num_micro_batches;
+  in_flight_.resize(chunks_.size() * static_cast<size_t>(num_micro_batches));
   for (InFlight& entry : in_flight_) entry = InFlight();
 }
 
-// The stage's layers one after another; each layer's random numbers come from its own seed.
-// With `layer_graphs`, each layer starts from a leaf cut off the previous layer's graph, so that
-// B can stop at every layer boundary and W can skip the input gradients.
-torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed,
+StageRuntime::InFlight& StageRuntime::in_flight(int chunk, int micro_batch) {
+  PIPEPLAN_ASSERT(chunk >= 0 && chunk < num_chunks() && micro_batch >= 0 &&
+                      micro_batch < num_micro_batches_,
+                  "micro-batch ", micro_batch, " of chunk ", chunk, " outside the iteration");
+  return in_flight_[static_cast<size_t>(chunk * num_micro_batches_ + micro_batch)];
+}
+
+// The chunk's layers one after another; each layer's random numbers come from its own seed (its
+// model index, so the same whatever the split). With `layer_graphs`, each layer starts from a
+// leaf cut off the previous layer's graph, so that B can stop at every layer boundary and W can
+// skip the input gradients.
+torch::Tensor StageRuntime::run_layers(const Chunk& chunk, torch::Tensor input, uint64_t rng_seed,
                                        InFlight* layer_graphs) {
   const runtime::AutocastScope autocast(device_, precision_);
   if (layer_graphs != nullptr) {
@@ -116,8 +187,8 @@ torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed,
     layer_graphs->layer_outputs.clear();
     layer_graphs->output_gradients.clear();
   }
-  for (size_t position = 0; position < layers_.size(); ++position) {
-    torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(first_ + position)));
+  for (size_t position = chunk.begin; position < chunk.end; ++position) {
+    torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(layer_indices_[position])));
     if (layer_graphs != nullptr) {
       // Integer inputs (tokens) and inputs that need no gradient pass as they are.
       if (input.requires_grad()) input = input.detach().requires_grad_(true);
@@ -129,102 +200,112 @@ torch::Tensor StageRuntime::run_layers(torch::Tensor input, uint64_t rng_seed,
   return input;
 }
 
-void StageRuntime::check_output(const torch::Tensor& output) const {
-  const bool same_shape = output.dim() == static_cast<int64_t>(output_sample_shape_.size()) + 1 &&
-                          output.sizes().slice(1).equals(output_sample_shape_);
-  PIPEPLAN_CHECK(same_shape && output.scalar_type() == output_dtype_, "stage ", stage_idx_,
-                 " produces ", format_shape(output.sizes().slice(1).vec()), " ",
-                 output.scalar_type(), " per sample but the plan says stages[", stage_idx_,
-                 "].output_sample_shape=", format_shape(output_sample_shape_), " ", output_dtype_,
+void StageRuntime::check_output(const Chunk& chunk, const torch::Tensor& output) const {
+  const std::vector<int64_t>& shape = chunk.output_sample_shape;
+  const bool same_shape = output.dim() == static_cast<int64_t>(shape.size()) + 1 &&
+                          output.sizes().slice(1).equals(shape);
+  PIPEPLAN_CHECK(same_shape && output.scalar_type() == chunk.output_dtype, "stage ",
+                 chunk.plan_index, " produces ", format_shape(output.sizes().slice(1).vec()), " ",
+                 output.scalar_type(), " per sample but the plan says stages[", chunk.plan_index,
+                 "].output_sample_shape=", format_shape(shape), " ", chunk.output_dtype,
                  "; re-create the plan for this model");
 }
 
-// Keeps the graph's end (unless checkpointed) and returns what leaves the stage.
-torch::Tensor StageRuntime::finish_forward(InFlight& entry, torch::Tensor output,
-                                           const torch::Tensor& target) {
-  if (is_last()) {
+// Keeps the graph's end (unless checkpointed) and returns what leaves the chunk.
+torch::Tensor StageRuntime::finish_forward(const Chunk& chunk, InFlight& entry,
+                                           torch::Tensor output, const torch::Tensor& target) {
+  if (chunk.last_of_model) {
     torch::Tensor loss = models::compute_loss(model_, output, target);
-    if (!checkpoint_) entry.output = loss;
+    if (!chunk.checkpoint) entry.output = loss;
     return loss.detach();
   }
-  check_output(output);
-  if (!checkpoint_) entry.output = output;
+  check_output(chunk, output);
+  if (!chunk.checkpoint) entry.output = output;
   return output.detach();
 }
 
-torch::Tensor StageRuntime::forward(int micro_batch, const torch::Tensor& input,
+torch::Tensor StageRuntime::forward(int chunk_idx, int micro_batch, const torch::Tensor& input,
                                     const torch::Tensor& target, uint64_t rng_seed) {
-  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  const Chunk& chunk = chunks_.at(chunk_idx);
+  InFlight& entry = in_flight(chunk_idx, micro_batch);
   entry.rng_seed = rng_seed;
   entry.input = input;
-  if (is_last() && checkpoint_) entry.target = target;
-  if (checkpoint_) {
+  if (chunk.last_of_model && chunk.checkpoint) entry.target = target;
+  if (chunk.checkpoint) {
     torch::NoGradGuard no_grad;
-    return finish_forward(entry, run_layers(input, rng_seed), target);
+    return finish_forward(chunk, entry, run_layers(chunk, input, rng_seed), target);
   }
-  if (!is_first() && input.is_floating_point()) entry.input.requires_grad_(true);
-  return finish_forward(entry, run_layers(entry.input, rng_seed, split_backward_ ? &entry : nullptr),
-                        target);
+  if (!chunk.first_of_model && input.is_floating_point()) entry.input.requires_grad_(true);
+  return finish_forward(
+      chunk, entry, run_layers(chunk, entry.input, rng_seed, split_backward_ ? &entry : nullptr),
+      target);
 }
 
-void StageRuntime::recompute(int micro_batch) {
-  PIPEPLAN_ASSERT(checkpoint_, "recompute on a stage without checkpointing");
-  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
-  if (!is_first() && entry.input.is_floating_point()) entry.input.requires_grad_(true);
-  torch::Tensor output = run_layers(entry.input, entry.rng_seed, split_backward_ ? &entry : nullptr);
-  entry.output = is_last() ? models::compute_loss(model_, output, entry.target) : output;
+void StageRuntime::recompute(int chunk_idx, int micro_batch) {
+  const Chunk& chunk = chunks_.at(chunk_idx);
+  PIPEPLAN_ASSERT(chunk.checkpoint, "recompute of a chunk without checkpointing");
+  InFlight& entry = in_flight(chunk_idx, micro_batch);
+  if (!chunk.first_of_model && entry.input.is_floating_point()) entry.input.requires_grad_(true);
+  torch::Tensor output =
+      run_layers(chunk, entry.input, entry.rng_seed, split_backward_ ? &entry : nullptr);
+  entry.output = chunk.last_of_model ? models::compute_loss(model_, output, entry.target) : output;
 }
 
-torch::Tensor StageRuntime::stage_output_gradient(const InFlight& entry,
+torch::Tensor StageRuntime::chunk_output_gradient(const Chunk& chunk, const InFlight& entry,
                                                   const torch::Tensor& output_gradient,
                                                   double loss_factor) const {
   // The loss's gradient is the factor itself: what (loss · factor).backward() starts from.
-  if (is_last()) return torch::full_like(entry.output, loss_factor);
-  PIPEPLAN_CHECK(output_gradient.sizes() == entry.output.sizes(), "stage ", stage_idx_,
+  if (chunk.last_of_model) return torch::full_like(entry.output, loss_factor);
+  PIPEPLAN_CHECK(output_gradient.sizes() == entry.output.sizes(), "stage ", chunk.plan_index,
                  " received a gradient of shape ", format_shape(output_gradient.sizes().vec()),
                  " for an activation of shape ", format_shape(entry.output.sizes().vec()));
   return output_gradient;
 }
 
-torch::Tensor StageRuntime::backward(int micro_batch, const torch::Tensor& output_gradient,
-                                     double loss_factor) {
+torch::Tensor StageRuntime::backward(int chunk_idx, int micro_batch,
+                                     const torch::Tensor& output_gradient, double loss_factor) {
   if (split_backward_) {
-    torch::Tensor input_gradient = backward_input(micro_batch, output_gradient, loss_factor);
-    backward_weight(micro_batch);
+    torch::Tensor input_gradient = backward_input(chunk_idx, micro_batch, output_gradient, loss_factor);
+    backward_weight(chunk_idx, micro_batch);
     return input_gradient;
   }
-  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
+  const Chunk& chunk = chunks_.at(chunk_idx);
+  InFlight& entry = in_flight(chunk_idx, micro_batch);
   PIPEPLAN_ASSERT(entry.output.defined(), "backward of micro-batch ", micro_batch,
                   " before its forward");
-  if (is_last())
+  if (chunk.last_of_model)
     (entry.output * loss_factor).backward();
   else
-    entry.output.backward(stage_output_gradient(entry, output_gradient, loss_factor));
-  torch::Tensor input_gradient = is_first() ? torch::Tensor() : entry.input.grad();
+    entry.output.backward(chunk_output_gradient(chunk, entry, output_gradient, loss_factor));
+  torch::Tensor input_gradient = chunk.first_of_model ? torch::Tensor() : entry.input.grad();
   entry = InFlight();
   return input_gradient;
 }
 
-const torch::Tensor& StageRuntime::layer_root(const InFlight& entry, size_t position) const {
-  return is_last() && position + 1 == entry.layer_outputs.size() ? entry.output
-                                                                  : entry.layer_outputs[position];
+const torch::Tensor& StageRuntime::layer_root(const Chunk& chunk, const InFlight& entry,
+                                              size_t position) const {
+  return chunk.last_of_model && position + 1 == entry.layer_outputs.size()
+             ? entry.output
+             : entry.layer_outputs[position];
 }
 
 // Layer by layer from the last: each layer's graph gives the gradient of its input, which is
 // the previous layer's output gradient. The graphs are kept for W.
-torch::Tensor StageRuntime::backward_input(int micro_batch, const torch::Tensor& output_gradient,
+torch::Tensor StageRuntime::backward_input(int chunk_idx, int micro_batch,
+                                           const torch::Tensor& output_gradient,
                                            double loss_factor) {
   PIPEPLAN_ASSERT(split_backward_, "backward_input on a stage whose schedule is not zb-h1");
-  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
-  PIPEPLAN_ASSERT(entry.output.defined() && entry.layer_outputs.size() == layers_.size(),
+  const Chunk& chunk = chunks_.at(chunk_idx);
+  InFlight& entry = in_flight(chunk_idx, micro_batch);
+  PIPEPLAN_ASSERT(entry.output.defined() && entry.layer_outputs.size() == chunk.size(),
                   "backward_input of micro-batch ", micro_batch, " before its forward");
   PIPEPLAN_ASSERT(entry.output_gradients.empty(), "second backward_input of micro-batch ",
                   micro_batch);
-  torch::Tensor gradient = stage_output_gradient(entry, output_gradient, loss_factor);
-  entry.output_gradients.assign(layers_.size(), torch::Tensor());
-  for (size_t position = layers_.size(); position-- > 0;) {
+  torch::Tensor gradient = chunk_output_gradient(chunk, entry, output_gradient, loss_factor);
+  entry.output_gradients.assign(chunk.size(), torch::Tensor());
+  for (size_t position = chunk.size(); position-- > 0;) {
     entry.output_gradients[position] = gradient;
-    const torch::Tensor& root = layer_root(entry, position);
+    const torch::Tensor& root = layer_root(chunk, entry, position);
     const torch::Tensor& input = entry.layer_inputs[position];
     if (!gradient.defined() || !root.requires_grad() || !input.requires_grad()) {
       gradient = torch::Tensor();  // nothing flows further back (tokens, or the data)
@@ -233,18 +314,19 @@ torch::Tensor StageRuntime::backward_input(int micro_batch, const torch::Tensor&
     gradient = torch::autograd::grad({root}, {input}, {gradient}, /*retain_graph=*/true,
                                      /*create_graph=*/false, /*allow_unused=*/true)[0];
   }
-  return is_first() ? torch::Tensor() : gradient;
+  return chunk.first_of_model ? torch::Tensor() : gradient;
 }
 
-void StageRuntime::backward_weight(int micro_batch) {
+void StageRuntime::backward_weight(int chunk_idx, int micro_batch) {
   PIPEPLAN_ASSERT(split_backward_, "backward_weight on a stage whose schedule is not zb-h1");
-  InFlight& entry = in_flight_.at(static_cast<size_t>(micro_batch));
-  PIPEPLAN_ASSERT(entry.output_gradients.size() == layers_.size(), "backward_weight of micro-batch ",
+  const Chunk& chunk = chunks_.at(chunk_idx);
+  InFlight& entry = in_flight(chunk_idx, micro_batch);
+  PIPEPLAN_ASSERT(entry.output_gradients.size() == chunk.size(), "backward_weight of micro-batch ",
                   micro_batch, " before its backward_input");
   std::vector<torch::Tensor> roots;
   std::vector<torch::Tensor> gradients;
-  for (size_t position = 0; position < layers_.size(); ++position) {
-    const torch::Tensor& root = layer_root(entry, position);
+  for (size_t position = 0; position < chunk.size(); ++position) {
+    const torch::Tensor& root = layer_root(chunk, entry, position);
     if (!entry.output_gradients[position].defined() || !root.requires_grad()) continue;
     roots.push_back(root);
     gradients.push_back(entry.output_gradients[position]);
@@ -257,11 +339,13 @@ void StageRuntime::backward_weight(int micro_batch) {
   entry = InFlight();
 }
 
-torch::Tensor StageRuntime::evaluate(const torch::Tensor& input, const torch::Tensor& target,
-                                     int64_t* correct, int64_t* total) {
+torch::Tensor StageRuntime::evaluate(int chunk_idx, const torch::Tensor& input,
+                                     const torch::Tensor& target, int64_t* correct,
+                                     int64_t* total) {
   torch::NoGradGuard no_grad;
-  torch::Tensor output = run_layers(input, /*rng_seed=*/0);
-  if (!is_last()) return output;
+  const Chunk& chunk = chunks_.at(chunk_idx);
+  torch::Tensor output = run_layers(chunk, input, /*rng_seed=*/0);
+  if (!chunk.last_of_model) return output;
   const torch::Tensor predicted = output.argmax(-1);
   *correct += predicted.eq(target.to(predicted.device())).sum().item<int64_t>();
   *total += target.numel();

@@ -232,6 +232,38 @@ TEST(MetricsTest, StepReducerNamesStepStageAndRankOfANan) {
   }
 }
 
+// interleaved-1f1b: a micro-batch's time sums the rank's chunks (only the checkpointed one
+// recomputes); step times go to index chunk · m + micro-batch; reports keep the chunk.
+TEST(MetricsTest, ChunksOfOneMicroBatchAddUp) {
+  Recorder recorder(/*rank=*/0, /*warmup_steps=*/0);
+  recorder.begin_step(1);
+  for (int chunk = 0; chunk < 2; ++chunk)
+    for (int mb = 0; mb < 2; ++mb)
+      recorder.record(TimelineKind::kForward, mb, 0, 1 + chunk, /*peer=*/-1, chunk);
+  for (int mb = 0; mb < 2; ++mb) {
+    recorder.record(TimelineKind::kRecompute, mb, 0, 0.5, /*peer=*/-1, /*chunk=*/1);
+    for (int chunk = 0; chunk < 2; ++chunk)
+      recorder.record(TimelineKind::kBackward, mb, 0, 2 + mb, /*peer=*/-1, chunk);
+  }
+  const StepTiming timing = recorder.end_step();
+  EXPECT_DOUBLE_EQ(timing.fwd_ms, 3);        // 1 + 2 over the chunks
+  EXPECT_DOUBLE_EQ(timing.bwd_ms, 5);        // (2 + 3) · 2 chunks / 2 micro-batches
+  EXPECT_DOUBLE_EQ(timing.recompute_ms, 0.5);  // chunk 1 alone
+  EXPECT_DOUBLE_EQ(timing.compute_ms, 2 * (timing.fwd_ms + timing.bwd_ms + timing.recompute_ms));
+  const std::vector<StepEvents> steps(recorder.kept_steps().begin(), recorder.kept_steps().end());
+  const std::vector<StepTimes> times = step_times({steps}, {{1, 20}}, 1, /*num_micro_batches=*/2);
+  ASSERT_EQ(times.size(), 1u);
+  EXPECT_EQ(times[0].ranks.at(0).fwd_ms, (std::vector<double>{1, 1, 2, 2}));
+  EXPECT_EQ(times[0].ranks.at(0).bwd_ms, (std::vector<double>{2, 3, 2, 3}));
+  EXPECT_EQ(times[0].ranks.at(0).recompute_ms, (std::vector<double>{0, 0, 0.5, 0.5}));
+  RankMeasurement back;
+  std::vector<StepEvents> steps_back;
+  parse_rank_report(rank_report_json(RankMeasurement{}, steps), &back, &steps_back);
+  ASSERT_EQ(steps_back.at(0).events.size(), steps[0].events.size());
+  for (size_t idx = 0; idx < steps[0].events.size(); ++idx)
+    EXPECT_EQ(steps_back[0].events[idx].chunk, steps[0].events[idx].chunk) << idx;
+}
+
 TEST(MetricsTest, RankReportsRoundTripTheirSteps) {
   RankMeasurement measurement;
   measurement.rank = 1;

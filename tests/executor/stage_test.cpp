@@ -159,6 +159,43 @@ TEST(StageTest, BackwardWeightSumsATiedParametersUsesInOneStage) {
   expect_split_backward_matches(SplitCase{file, {}, 1, 0, false});
 }
 
+// interleaved-1f1b, pp=2, V=2 over mlp_tiny's 8 layers: stage 0 holds chunks 0 and 2 (layers
+// 0-1 and 4-5) in one flat buffer; only the model's first chunk takes data, only its last (on
+// stage 1) computes the loss; a chunk's activation goes through the next chunk's stage.
+TEST(StageTest, AnInterleavedStageHoldsItsChunksInOneFlatBuffer) {
+  testing::TestPlanSpec spec;
+  spec.model_args = {"layers=8"};
+  spec.pp = 2;
+  spec.schedule = Schedule::kInterleaved1F1B;
+  spec.virtual_stages = 2;
+  const Plan plan = testing::make_test_plan(spec);
+  const models::Model model = models::make_model("mlp_tiny", spec.model_args);
+  StageRuntime first(model, plan, 0, torch::kCPU, /*seed=*/1);
+  StageRuntime second(model, plan, 1, torch::kCPU, /*seed=*/1);
+  ASSERT_EQ(first.num_chunks(), 2);
+  ASSERT_EQ(first.layers().size(), 4u);
+  std::vector<int> indices;
+  for (size_t position = 0; position < first.layers().size(); ++position)
+    indices.push_back(first.layer_index(position));
+  EXPECT_EQ(indices, (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(first.parameters().numel() + second.parameters().numel(), models::parameter_count(model));
+  EXPECT_TRUE(first.is_first(0));
+  EXPECT_FALSE(first.is_first(1));
+  EXPECT_FALSE(first.is_last());
+  EXPECT_FALSE(second.is_last(0));
+  EXPECT_TRUE(second.is_last(1));
+  EXPECT_TRUE(second.is_last());
+  // One micro-batch through chunks 0, 1, 2, 3 (stages 0, 1, 0, 1) gives the one-stage loss.
+  const Plan whole_plan = testing::make_test_plan(testing::TestPlanSpec{"mlp_tiny", spec.model_args});
+  StageRuntime whole(model, whole_plan, 0, torch::kCPU, /*seed=*/1);
+  const auto [input, target] = models::random_batch(model, 4, /*seed=*/2);
+  for (StageRuntime* stage : {&first, &second, &whole}) stage->begin_iteration(1);
+  torch::Tensor x = input;
+  for (int chunk = 0; chunk < 4; ++chunk)
+    x = (chunk % 2 == 0 ? first : second).forward(chunk / 2, 0, x, target, /*rng_seed=*/3);
+  EXPECT_TRUE(torch::allclose(x, whole.forward(0, input, target, /*rng_seed=*/3)));
+}
+
 TEST(StageTest, MicroBatchSeedsDifferByStepAndMicroBatch) {
   EXPECT_EQ(micro_batch_seed(1, 2, 3), micro_batch_seed(1, 2, 3));
   EXPECT_NE(micro_batch_seed(1, 2, 3), micro_batch_seed(1, 3, 3));

@@ -147,12 +147,14 @@ Plan make_test_plan(const TestPlanSpec& spec) {
   plan.num_micro_batches = spec.num_micro_batches;
   plan.global_batch = spec.dp * spec.num_micro_batches * spec.micro_batch_size;
   plan.schedule = spec.schedule;
+  plan.virtual_stages = spec.virtual_stages;
   plan.optimizer = spec.optimizer;
   plan.partition = "uniform";
-  for (int stage_idx = 0; stage_idx < spec.pp; ++stage_idx) {
+  const int num_chunks = spec.pp * spec.virtual_stages;
+  for (int stage_idx = 0; stage_idx < num_chunks; ++stage_idx) {
     StagePlan stage;
-    stage.first = num_layers * stage_idx / spec.pp;
-    stage.last = num_layers * (stage_idx + 1) / spec.pp;
+    stage.first = num_layers * stage_idx / num_chunks;
+    stage.last = num_layers * (stage_idx + 1) / num_chunks;
     stage.checkpoint = !spec.checkpoint.empty() && spec.checkpoint.at(stage_idx);
     stage.input_sample_shape = stage.first == 0 ? plan.model.input_shape : outputs[stage.first - 1].first;
     stage.input_dtype = stage.first == 0 ? plan.model.input_dtype : outputs[stage.first - 1].second;
@@ -163,6 +165,9 @@ Plan make_test_plan(const TestPlanSpec& spec) {
   for (int rank = 0; rank < spec.dp * spec.pp; ++rank)
     plan.ranks.push_back({rank, rank % spec.pp, rank / spec.pp, 0, rank, "cpu"});
   plan.predictions.stages.resize(static_cast<size_t>(spec.pp));
+  if (spec.virtual_stages > 1)
+    for (StagePrediction& stage : plan.predictions.stages)
+      stage.chunks.resize(static_cast<size_t>(spec.virtual_stages));
   plan.validate("test plan");
   return plan;
 }

@@ -23,7 +23,9 @@ struct TestPlanSpec {
   int64_t micro_batch_size = 4;
   int num_micro_batches = 4;
   Schedule schedule = Schedule::kOneFOneB;
-  std::vector<bool> checkpoint;  ///< per stage; empty for none
+  /// V, the chunks per stage (interleaved-1f1b: at least 2; pp·V chunks split the layers).
+  int virtual_stages = 1;
+  std::vector<bool> checkpoint;  ///< per entry of plan.stages (pp·V of them); empty for none
   OptimizerSettings optimizer = test_optimizer();
 
   /// SGD at lr 0.05 for a global batch of 16, one warm-up step, cosine to 0.1 of it.
@@ -33,8 +35,9 @@ struct TestPlanSpec {
 /// mlp_tiny with micro-batches of 4 and a global batch of 16 over `dp` replicas of `pp` stages.
 TestPlanSpec split_spec(int dp, int pp, Schedule schedule = Schedule::kOneFOneB);
 
-/// A valid plan for `spec` on CPU: stages split as evenly as layers allow, boundary shapes and
-/// dtypes found by running the model once, rank = replica·pp + stage, predictions all zero.
+/// A valid plan for `spec` on CPU: stages (pp·V chunks under interleaved-1f1b) split as evenly as
+/// layers allow, boundary shapes and dtypes found by running the model once, rank = replica·pp +
+/// stage, predictions all zero.
 Plan make_test_plan(const TestPlanSpec& spec);
 
 /// How one rank process ended.
@@ -92,7 +95,8 @@ TrainRun train_new(const Plan& plan, const std::string& name, int steps,
 void expect_success(const std::vector<RankExit>& exits);
 void expect_success(const TrainRun& run);
 
-/// Every layer's parameters at the checkpoint of `step`, from all `pp` stage files.
+/// Every layer's parameters at the checkpoint of `step`, from all `pp` stage files (under
+/// interleaved-1f1b each holds all of its stage's chunks).
 std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp, int64_t step);
 
 /// The same per-step losses, to `relative` of the expected ones.

@@ -1,6 +1,7 @@
-// Tests for executor/trainer.h through the built `pipeplan train`: pipeline (zb-h1 too) and
-// data-parallel runs reproduce the single-process run, resume continues identically, bad plans
-// are refused, NaN stops the run, checkpointing changes nothing, and the outputs are complete.
+// Tests for executor/trainer.h through the built `pipeplan train`: pipeline (zb-h1 and
+// interleaved-1f1b too) and data-parallel runs reproduce the single-process run, resume
+// continues identically, bad plans are refused, NaN stops the run, checkpointing changes nothing,
+// and the outputs are complete.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -169,6 +170,102 @@ TEST_P(SerialZeroBubbleTrainTest, MatchesTheSingleProcessRun) {
 
 INSTANTIATE_TEST_SUITE_P(Models, SerialZeroBubbleTrainTest, ::testing::ValuesIn(kZeroBubbleCases),
                          [](const ::testing::TestParamInfo<ZeroBubbleCase>& info) {
+                           return info.param.model;
+                         });
+
+// interleaved-1f1b (V = 2 chunks per stage) on a zoo model: which extra splits run beside
+// dp=1 pp=2, as for zb-h1.
+struct InterleavedCase {
+  std::string model;
+  std::vector<std::string> model_args;
+  bool dp2 = false;         // dp=2 × pp=2 (4 ranks) against the m=8 reference
+  bool checkpoint = false;  // every chunk checkpointed, against the m=4 reference
+};
+
+void PrintTo(const InterleavedCase& test, std::ostream* out) { *out << test.model; }
+
+const std::vector<InterleavedCase> kInterleavedCases = {
+    {"mlp_tiny", {"layers=8"}, /*dp2=*/true, /*checkpoint=*/false},
+    {"gpt_tiny", {}, /*dp2=*/false, /*checkpoint=*/true}};
+constexpr int kInterleavedSteps = 4;
+constexpr int kInterleavedChunks = 2;
+
+// run.json of an interleaved run of `m` micro-batches per replica: step times of every chunk's
+// micro-batches (V·m entries), per-micro-batch times summed over the chunks, events of chunk 1.
+void expect_chunks_measured(const pipeplan::Run& run, int m, const std::string& what) {
+  for (size_t stage_idx = 0; stage_idx < run.measured.stages.size(); ++stage_idx) {
+    const StageMeasurement& stage = run.measured.stages[stage_idx];
+    const std::string where = what + " stage " + std::to_string(stage_idx);
+    EXPECT_GT(stage.fwd_ms, 0) << where;
+    EXPECT_GT(stage.bwd_ms, 0) << where;
+    EXPECT_NEAR(stage.compute_ms, m * (stage.fwd_ms + stage.bwd_ms + stage.recompute_ms),
+                1e-6 * stage.compute_ms)
+        << where;
+  }
+  ASSERT_FALSE(run.measured.step_times.empty()) << what;
+  const size_t entries = static_cast<size_t>(kInterleavedChunks * m);
+  for (const RankStepTimes& rank : run.measured.step_times.back().ranks) {
+    ASSERT_EQ(rank.fwd_ms.size(), entries) << what;
+    ASSERT_EQ(rank.bwd_ms.size(), entries) << what;
+    EXPECT_GT(*std::min_element(rank.fwd_ms.begin(), rank.fwd_ms.end()), 0) << what;
+    EXPECT_GT(*std::min_element(rank.bwd_ms.begin(), rank.bwd_ms.end()), 0) << what;
+  }
+  std::set<std::pair<int, int>> forward_chunks;  // (rank, chunk)
+  for (const TimelineEvent& event : run.measured.timeline.events)
+    if (event.kind == TimelineKind::kForward) forward_chunks.insert({event.rank, event.chunk});
+  EXPECT_EQ(forward_chunks.size(), run.measured.ranks.size() * kInterleavedChunks) << what;
+}
+
+class SerialInterleavedTrainTest : public ::testing::TestWithParam<InterleavedCase> {};
+
+// interleaved-1f1b over pp=2 with V=2 (m=4 and m=8) trains as the one-process run of the same
+// micro-batches: the same losses, parameters after the steps and test accuracy (its evaluation
+// runs chunk by chunk).
+TEST_P(SerialInterleavedTrainTest, MatchesTheSingleProcessRun) {
+  const InterleavedCase& test = GetParam();
+  for (int m : {4, 8}) {
+    TestPlanSpec reference_spec;
+    reference_spec.model = test.model;
+    reference_spec.model_args = test.model_args;
+    reference_spec.num_micro_batches = m;
+    const TrainRun reference = train_new(make_test_plan(reference_spec), "reference", kInterleavedSteps);
+    expect_success(reference);
+    const std::vector<double> reference_losses = step_losses(reference.log);
+    ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kInterleavedSteps));
+    const auto reference_parameters = final_parameters(reference, 1, kInterleavedSteps);
+    const double reference_accuracy = read_run(reference.run_json).test_accuracy.back().test_accuracy;
+    struct Split { int dp; bool checkpoint; };
+    std::vector<Split> splits = {{1, false}};
+    if (test.dp2 && m == 8) splits.push_back({2, false});
+    if (test.checkpoint && m == 4) splits.push_back({1, true});
+    for (const Split& split : splits) {
+      TestPlanSpec spec = reference_spec;
+      spec.dp = split.dp;
+      spec.pp = 2;
+      spec.schedule = Schedule::kInterleaved1F1B;
+      spec.virtual_stages = kInterleavedChunks;
+      spec.num_micro_batches = m / split.dp;
+      if (split.checkpoint) spec.checkpoint.assign(2 * kInterleavedChunks, true);
+      const std::string what = test.model + " dp=" + std::to_string(split.dp) +
+                               " pp=2 interleaved-1f1b V=2 m=" +
+                               std::to_string(spec.num_micro_batches) +
+                               (split.checkpoint ? " checkpointed" : "");
+      const TrainRun run = train_new(make_test_plan(spec), "interleaved", kInterleavedSteps);
+      expect_success(run);
+      expect_same_losses(step_losses(run.log), reference_losses, kLossRelativeTolerance, what);
+      expect_same_parameters(final_parameters(run, 2, kInterleavedSteps), reference_parameters, what);
+      const pipeplan::Run result = read_run(run.run_json);
+      EXPECT_NEAR(result.test_accuracy.back().test_accuracy, reference_accuracy, 2e-3) << what;
+      expect_chunks_measured(result, spec.num_micro_batches, what);
+      if (split.checkpoint) {
+        EXPECT_GT(result.measured.stages.at(0).recompute_ms, 0) << what;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SerialInterleavedTrainTest, ::testing::ValuesIn(kInterleavedCases),
+                         [](const ::testing::TestParamInfo<InterleavedCase>& info) {
                            return info.param.model;
                          });
 
