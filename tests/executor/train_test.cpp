@@ -180,13 +180,14 @@ struct InterleavedCase {
   std::vector<std::string> model_args;
   bool dp2 = false;         // dp=2 × pp=2 (4 ranks) against the m=8 reference
   bool checkpoint = false;  // every chunk checkpointed, against the m=4 reference
+  bool pp4 = false;         // pp=4 (middle stages, a wrap edge between distinct ranks), m=4
 };
 
 void PrintTo(const InterleavedCase& test, std::ostream* out) { *out << test.model; }
 
 const std::vector<InterleavedCase> kInterleavedCases = {
-    {"mlp_tiny", {"layers=8"}, /*dp2=*/true, /*checkpoint=*/false},
-    {"gpt_tiny", {}, /*dp2=*/false, /*checkpoint=*/true}};
+    {"mlp_tiny", {"layers=8"}, /*dp2=*/true, /*checkpoint=*/false, /*pp4=*/true},
+    {"gpt_tiny", {}, /*dp2=*/false, /*checkpoint=*/true, /*pp4=*/false}};
 constexpr int kInterleavedSteps = 4;
 constexpr int kInterleavedChunks = 2;
 
@@ -218,9 +219,9 @@ void expect_chunks_measured(const pipeplan::Run& run, int m, const std::string& 
 
 class SerialInterleavedTrainTest : public ::testing::TestWithParam<InterleavedCase> {};
 
-// interleaved-1f1b over pp=2 with V=2 (m=4 and m=8) trains as the one-process run of the same
-// micro-batches: the same losses, parameters after the steps and test accuracy (its evaluation
-// runs chunk by chunk).
+// interleaved-1f1b over pp=2 with V=2 (m=4 and m=8; pp=4 too where the case asks) trains as the
+// one-process run of the same micro-batches: the same losses, parameters after the steps and
+// test accuracy (its evaluation runs chunk by chunk).
 TEST_P(SerialInterleavedTrainTest, MatchesTheSingleProcessRun) {
   const InterleavedCase& test = GetParam();
   for (int m : {4, 8}) {
@@ -234,26 +235,28 @@ TEST_P(SerialInterleavedTrainTest, MatchesTheSingleProcessRun) {
     ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kInterleavedSteps));
     const auto reference_parameters = final_parameters(reference, 1, kInterleavedSteps);
     const double reference_accuracy = read_run(reference.run_json).test_accuracy.back().test_accuracy;
-    struct Split { int dp; bool checkpoint; };
-    std::vector<Split> splits = {{1, false}};
-    if (test.dp2 && m == 8) splits.push_back({2, false});
-    if (test.checkpoint && m == 4) splits.push_back({1, true});
+    struct Split { int dp, pp; bool checkpoint; };
+    std::vector<Split> splits = {{1, 2, false}};
+    if (test.dp2 && m == 8) splits.push_back({2, 2, false});
+    if (test.checkpoint && m == 4) splits.push_back({1, 2, true});
+    if (test.pp4 && m == 4) splits.push_back({1, 4, false});
     for (const Split& split : splits) {
       TestPlanSpec spec = reference_spec;
       spec.dp = split.dp;
-      spec.pp = 2;
+      spec.pp = split.pp;
       spec.schedule = Schedule::kInterleaved1F1B;
       spec.virtual_stages = kInterleavedChunks;
       spec.num_micro_batches = m / split.dp;
-      if (split.checkpoint) spec.checkpoint.assign(2 * kInterleavedChunks, true);
-      const std::string what = test.model + " dp=" + std::to_string(split.dp) +
-                               " pp=2 interleaved-1f1b V=2 m=" +
+      if (split.checkpoint) spec.checkpoint.assign(split.pp * kInterleavedChunks, true);
+      const std::string what = test.model + " dp=" + std::to_string(split.dp) + " pp=" +
+                               std::to_string(split.pp) + " interleaved-1f1b V=2 m=" +
                                std::to_string(spec.num_micro_batches) +
                                (split.checkpoint ? " checkpointed" : "");
       const TrainRun run = train_new(make_test_plan(spec), "interleaved", kInterleavedSteps);
       expect_success(run);
       expect_same_losses(step_losses(run.log), reference_losses, kLossRelativeTolerance, what);
-      expect_same_parameters(final_parameters(run, 2, kInterleavedSteps), reference_parameters, what);
+      expect_same_parameters(final_parameters(run, split.pp, kInterleavedSteps), reference_parameters,
+                             what);
       const pipeplan::Run result = read_run(run.run_json);
       EXPECT_NEAR(result.test_accuracy.back().test_accuracy, reference_accuracy, 2e-3) << what;
       expect_chunks_measured(result, spec.num_micro_batches, what);
