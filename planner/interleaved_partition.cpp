@@ -103,32 +103,78 @@ std::vector<ChunkRange> stage_chunks(const std::vector<int>& boundaries, int pp,
   return ranges;
 }
 
+std::vector<int> interleaved_chunk_boundaries(const PartitionSpec& spec, const LayerTable& table,
+                                              const PartitionProblem& problem) {
+  const PartitionProblem chunks = chunk_problem(problem);
+  const PartitionResult split = run_partition(spec, StageEvaluator(table, chunks));
+  PIPEPLAN_ASSERT(split.feasible, "the chunk problem has no memory limit");
+  return split.boundaries;
+}
+
+PartitionResult evaluate_interleaved(const LayerTable& table, const PartitionProblem& problem,
+                                     const std::vector<int>& boundaries) {
+  const PartitionProblem chunks = chunk_problem(problem);
+  return evaluate_chunks(table, problem, StageEvaluator(table, chunks), boundaries);
+}
+
 PartitionResult interleaved_partition(const PartitionSpec& spec, const LayerTable& table,
                                       const PartitionProblem& problem) {
-  const PartitionProblem chunks = chunk_problem(problem);
-  const StageEvaluator evaluator(table, chunks);
-  const PartitionResult split = run_partition(spec, evaluator);
-  PIPEPLAN_ASSERT(split.feasible, "the chunk problem has no memory limit");
-  return evaluate_chunks(table, problem, evaluator, split.boundaries);
+  PartitionResult proof;
+  if (interleaved_proven_infeasible(table, problem, &proof)) return proof;
+  return evaluate_interleaved(table, problem, interleaved_chunk_boundaries(spec, table, problem));
 }
 
 bool interleaved_proven_infeasible(const LayerTable& table, const PartitionProblem& problem,
                                    PartitionResult* proof) {
   const int layers = table.num_layers();
+  const int pp = problem.pp;
   const MemorySettings& memory = problem.memory;
-  int64_t total_bytes = table.param_count(0, layers) * static_bytes_per_parameter(memory) +
-                        table.buffer_bytes(0, layers) +
-                        problem.pp * memory.runtime_overhead_bytes;
-  if (problem.policy == CheckpointPolicy::kNone) total_bytes += table.retained_bytes(0, layers);
-  for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx)
-    total_bytes += memory.calibration_of(stage_idx);
-  const int64_t mean_bytes = (total_bytes + problem.pp - 1) / problem.pp;
-  if (mean_bytes <= problem.device_memory_bytes) return false;
+  // The least a chunk micro-batch in flight keeps: plain, a chunk's activations are at least one
+  // layer's (LayerTable: a layer's saved input, which the overlap with the layer before takes
+  // off, is within its retained bytes); checkpointed, a chunk input, which is an inner boundary
+  // or (stage 0's first chunk) the model input. A recomputed chunk's graph is at least a layer's.
+  int64_t least_layer_bytes = table.retained_bytes(0, 1);
+  for (int layer_idx = 1; layer_idx < layers; ++layer_idx)
+    least_layer_bytes = std::min(least_layer_bytes, table.retained_bytes(layer_idx, layer_idx + 1));
+  const int64_t inner = table.min_inner_boundary_bytes();
+  const CommBufferCounts comm = comm_buffer_counts(Schedule::kInterleaved1F1B, pp, 0);
+  int64_t sum_bytes = table.param_count(0, layers) * static_bytes_per_parameter(memory) +
+                      table.buffer_bytes(0, layers);
+  int64_t most_bytes = 0;
+  int most_stage = 0;
+  for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
+    const int64_t held = in_flight(Schedule::kInterleaved1F1B, pp, stage_idx,
+                                   memory.num_micro_batches, memory.virtual_stages);
+    const int64_t input = stage_idx == 0 ? std::min(inner, table.boundary_bytes(0)) : inner;
+    const int64_t plain = held * least_layer_bytes;
+    const int64_t checkpointed = held * input + least_layer_bytes;
+    int64_t activations = std::min(plain, checkpointed);  // kNeeded: the rank takes the smaller
+    if (problem.policy == CheckpointPolicy::kNone) activations = plain;
+    if (problem.policy == CheckpointPolicy::kAll) activations = checkpointed;
+    const int64_t bytes = activations + (comm.in + comm.out + comm.sends) * inner +
+                          memory.runtime_overhead_bytes + memory.calibration_of(stage_idx);
+    sum_bytes += bytes;
+    if (bytes > most_bytes) {
+      most_bytes = bytes;
+      most_stage = stage_idx;
+    }
+  }
+  const int64_t mean_bytes = (sum_bytes + pp - 1) / pp;
+  const int64_t device = problem.device_memory_bytes;
+  if (most_bytes <= device && mean_bytes <= device) return false;
   *proof = PartitionResult{};
-  proof->needed_bytes = mean_bytes;
-  proof->reason = detail::concat("the ", problem.pp, " stages need at least ",
-                                 needs_text(mean_bytes, problem.device_memory_bytes),
-                                 " each on average (", problem.virtual_stages, " chunks each)");
+  if (most_bytes > device) {
+    proof->needed_bytes = most_bytes;
+    proof->reason = detail::concat(
+        "stage ", most_stage, " needs at least ", needs_text(most_bytes, device),
+        " for its activations in flight and communication buffers alone (", pp, " stages of ",
+        problem.virtual_stages, " chunks)");
+  } else {
+    proof->needed_bytes = mean_bytes;
+    proof->reason = detail::concat("the ", pp, " stages need at least ",
+                                   needs_text(mean_bytes, device), " each on average (",
+                                   problem.virtual_stages, " chunks each)");
+  }
   return true;
 }
 

@@ -24,7 +24,8 @@ PartitionProblem chunk_problem(const PartitionProblem& problem);
 std::vector<ChunkRange> stage_chunks(const std::vector<int>& boundaries, int pp,
                                      int virtual_stages, int stage_idx, bool checkpoint);
 
-/// The split of an interleaved-1f1b candidate (`problem.virtual_stages` >= 2): `spec`'s method
+/// The split of an interleaved-1f1b candidate (`problem.virtual_stages` >= 2): infeasible with
+/// the proof when interleaved_proven_infeasible has one; else `spec`'s method
 /// (kExplicit: pp·V + 1 boundaries) on chunk_problem, which for kOptimal minimises the slowest
 /// chunk; then each stage's memory, interleaved_stage_memory of its V chunks, under the policy
 /// (kNeeded: the stage's chunks are all checkpointed when they do not fit without). The result
@@ -35,11 +36,23 @@ std::vector<ChunkRange> stage_chunks(const std::vector<int>& boundaries, int pp,
 PartitionResult interleaved_partition(const PartitionSpec& spec, const LayerTable& table,
                                       const PartitionProblem& problem);
 
-/// A quick proof that no split of `problem`'s chunks fits, O(1): the stages' memory together is
-/// at least every layer's parameters, buffers (and, without checkpointing, every layer's
-/// activations once: each chunk holds at least one micro-batch), the runtime overhead and the
-/// calibration of each stage, so the stage needing most needs at least their mean. True with
-/// `proof` set when that mean exceeds the device.
+/// interleaved_partition's two steps: the chunk boundaries of `spec`'s method on
+/// chunk_problem(problem) (the same for problems that differ only in kNone against kNeeded, or in
+/// device memory), and the stages of a given split evaluated under problem's policy.
+std::vector<int> interleaved_chunk_boundaries(const PartitionSpec& spec, const LayerTable& table,
+                                              const PartitionProblem& problem);
+PartitionResult evaluate_interleaved(const LayerTable& table, const PartitionProblem& problem,
+                                     const std::vector<int>& boundaries);
+
+/// A quick proof that no split of `problem`'s chunks fits, O(L + pp·V), from what every split
+/// has (interleaved_stage_memory): stage s holds in_flight(...) chunk micro-batches, each at
+/// least one layer's activations (the least retained_bytes of a layer), or checkpointed the
+/// smallest chunk input plus one layer's recompute (kNeeded: the smaller of the two), its
+/// communication buffers at least of the smallest inner boundary, the runtime overhead and its
+/// calibration; and the parameters and buffers of every layer are held by some stage. True with
+/// `proof` set when a stage needs more than the device by these terms alone, or the stages
+/// together need more than pp devices (the stage needing most needs at least their mean).
+/// interleaved_partition runs it first.
 bool interleaved_proven_infeasible(const LayerTable& table, const PartitionProblem& problem,
                                    PartitionResult* proof);
 

@@ -386,8 +386,25 @@ class Search {
 
   PartitionResult partition_with(const LayerTable& table, const Candidate& candidate) {
     const PartitionProblem problem = partition_problem(context_, candidate);
-    if (candidate.virtual_stages > 1) return interleaved_partition(options_.partition, table, problem);
+    if (candidate.virtual_stages > 1) return partition_interleaved(table, candidate, problem);
     return run_partition(options_.partition, StageEvaluator(table, problem));
+  }
+
+  // interleaved_partition, its chunk split shared by the candidates with the same chunk problem
+  // (kNone and kNeeded of one family, V and layout).
+  PartitionResult partition_interleaved(const LayerTable& table, const Candidate& candidate,
+                                        const PartitionProblem& problem) {
+    PartitionResult proof;
+    if (interleaved_proven_infeasible(table, problem, &proof)) return proof;
+    const auto key = std::make_tuple(candidate.dp, candidate.pp, candidate.micro_batch_size,
+                                     candidate.virtual_stages, candidate.layout,
+                                     candidate.policy == CheckpointPolicy::kAll);
+    auto it = chunk_splits_.find(key);
+    if (it == chunk_splits_.end())
+      it = chunk_splits_
+               .emplace(key, interleaved_chunk_boundaries(options_.partition, table, problem))
+               .first;
+    return evaluate_interleaved(table, problem, it->second);
   }
 
   // For a skipped candidate: counts it as infeasible when the quick memory proof applies.
@@ -497,6 +514,8 @@ class Search {
   std::map<FamilyKey, Family> families_;
   std::map<std::tuple<int64_t, int, int, bool, bool>, int64_t> path_ns_;  // min_path_ns by its arguments, zb-h1
   std::set<std::string> seen_;
+  // interleaved-1f1b's chunk splits by (dp, pp, b, V, layout, recompute): partition_interleaved.
+  std::map<std::tuple<int, int, int64_t, int, Layout, bool>, std::vector<int>> chunk_splits_;
   std::string interleaved_refusal_;  // why a family had no interleaved-1f1b candidate (first)
   std::vector<Entry> entries_;           // enumerated, in order of their first bound
   std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated
