@@ -33,6 +33,7 @@ struct PlanOptions {
   std::optional<std::string> inter_node_bandwidth;
   std::string optimizer = "sgd";
   std::string schedule = "auto";
+  std::optional<int> virtual_stages;
   std::optional<int> pp;
   std::optional<int> dp;
   std::optional<int64_t> micro_batch_size;
@@ -90,6 +91,14 @@ SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) 
   options.dp = o.dp;
   options.micro_batch_size = o.micro_batch_size;
   if (o.schedule != "auto") options.schedules = {parse_schedule(o.schedule, "--schedule")};
+  if (o.virtual_stages) {
+    PIPEPLAN_CHECK(options.schedules.size() == 1 &&
+                       options.schedules[0] == Schedule::kInterleaved1F1B,
+                   "--virtual-stages: ", *o.virtual_stages, ": only with --schedule ",
+                   to_string(Schedule::kInterleaved1F1B), " (the schedule is ", quote(o.schedule),
+                   ")");
+    options.virtual_stages = {*o.virtual_stages};  // its range: SearchOptions::validate
+  }
   options.policies = parse_checkpoint(o.checkpoint);
   options.partition = parse_partition(o.partition, profile.model.num_layers, "--partition");
   options.top_k = o.top;
@@ -109,11 +118,19 @@ std::string split_text(const Plan& plan) {
 }
 
 std::string checkpoint_text(const Plan& plan) {
-  int checkpointed = 0;
+  int checkpointed = 0;  // stages, or interleaved-1f1b's chunks
   for (const StagePlan& stage : plan.stages) checkpointed += stage.checkpoint;
   if (checkpointed == 0) return "none";
-  if (checkpointed == plan.pp) return "all";
-  return detail::concat(checkpointed, "/", plan.pp, " stages");
+  if (checkpointed == static_cast<int>(plan.stages.size())) return "all";
+  return detail::concat(checkpointed, "/", plan.stages.size(),
+                        plan.virtual_stages > 1 ? " chunks" : " stages");
+}
+
+// The schedule column: interleaved-1f1b with its V ("interleaved-1f1b:4").
+std::string schedule_text(const Plan& plan) {
+  return plan.virtual_stages > 1
+             ? detail::concat(to_string(plan.schedule), ":", plan.virtual_stages)
+             : to_string(plan.schedule);
 }
 
 // The bubble column: "-" for one stage, which has no pipeline and so no bubble.
@@ -122,7 +139,7 @@ std::string bubble_text(const Plan& plan) {
 }
 
 void print_table(const SearchResult& result) {
-  std::printf("%-4s %5s %5s %6s %6s %-9s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
+  std::printf("%-4s %5s %5s %6s %6s %-18s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
               "m", "schedule", "checkpoint", "stages", "iteration_ms", "samples/s", "bubble",
               "peak_memory");
   for (size_t idx = 0; idx < result.plans.size(); ++idx) {
@@ -130,9 +147,9 @@ void print_table(const SearchResult& result) {
     int64_t peak = 0;
     for (const StagePrediction& stage : plan.predictions.stages)
       peak = std::max(peak, stage.peak_memory_bytes);
-    std::printf("%-4zu %5d %5d %6lld %6d %-9s %-12s %-28s %13.3f %11.1f %7s %11s\n", idx + 1,
+    std::printf("%-4zu %5d %5d %6lld %6d %-18s %-12s %-28s %13.3f %11.1f %7s %11s\n", idx + 1,
                 plan.dp, plan.pp, static_cast<long long>(plan.micro_batch_size),
-                plan.num_micro_batches, to_string(plan.schedule).c_str(),
+                plan.num_micro_batches, schedule_text(plan).c_str(),
                 checkpoint_text(plan).c_str(), split_text(plan).c_str(),
                 plan.predictions.iteration_ms, plan.predictions.samples_per_s,
                 bubble_text(plan).c_str(), format_size(peak).c_str());
@@ -221,14 +238,19 @@ Runner add_plan_command(CLI::App& app) {
                   "Bandwidth between nodes, a size per second (default 12.5GB, assumed)");
   sub->add_option("--optimizer", o->optimizer, "sgd or adamw")->capture_default_str();
   sub->add_option("--schedule", o->schedule,
-                  "auto, gpipe, 1f1b or zb-h1 (zb-h1 needs a profile with the B/W split)")
+                  "auto, gpipe, 1f1b, interleaved-1f1b or zb-h1 (zb-h1 needs a profile with the "
+                  "B/W split)")
       ->capture_default_str();
+  sub->add_option("--virtual-stages", o->virtual_stages,
+                  detail::concat("With --schedule interleaved-1f1b: fix V, the chunks per stage "
+                                 "(2 to ", kMaxVirtualStages, "; default: search 2, 3 and 4)"));
   sub->add_option("--pp", o->pp, "Fix the number of stages");
   sub->add_option("--dp", o->dp, "Fix the number of replicas");
   sub->add_option("--micro-batch-size", o->micro_batch_size, "Fix the micro-batch size");
   sub->add_option("--checkpoint", o->checkpoint, "auto, none or all")->capture_default_str();
   sub->add_option("--partition", o->partition,
-                  "optimal, uniform, parameters, greedy-time or ranges FIRST:LAST,...")
+                  "optimal, uniform, parameters, greedy-time or ranges FIRST:LAST,... (with "
+                  "interleaved-1f1b: pp*V chunk ranges, and --virtual-stages)")
       ->capture_default_str();
   sub->add_option("--top", o->top, "Alternatives to list")->capture_default_str();
   sub->add_option("--calibrate", o->calibrate,

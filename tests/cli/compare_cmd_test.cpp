@@ -87,7 +87,8 @@ TEST_F(CliTest, CompareAndCalibrateRefuseForeignAndMalformedRuns) {
 // Issue 18: a run whose world size or configuration is not its plan's is refused by compare and
 // by plan --calibrate, naming the difference (exit 2, nothing written).
 TEST_F(CliTest, RunsOfAnotherConfigurationAreRefusedNamingTheDifference) {
-  ASSERT_EQ(run(plan_args("--pp 2 -o plan.json")).exit_code, 0);
+  // 1f1b: calibration refuses interleaved-1f1b runs before it compares configurations.
+  ASSERT_EQ(run(plan_args("--pp 2 --schedule 1f1b -o plan.json")).exit_code, 0);
   const Plan plan = read_plan((dir_ / "plan.json").string());
   write_slow_run(plan, dir_ / "run.json");
   Json wider = read_json_file((dir_ / "run.json").string());

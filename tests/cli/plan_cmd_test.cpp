@@ -99,5 +99,34 @@ TEST_F(CliTest, AFitThatFallsAsTheBatchGrowsIsWarnedOf) {
       << result.out;
 }
 
+// --schedule interleaved-1f1b with --virtual-stages: a plan of pp·V chunks; the flag alone, a V
+// out of range or a micro-batch count no multiple of pp is bad input naming the flag.
+TEST_F(CliTest, InterleavedPlansAndItsFlagsRefusals) {
+  const std::string base = "--devices 2 --device-memory 4GiB --global-batch 32 ";
+  const Outcome planned =
+      run(plan_with(base + "--schedule interleaved-1f1b --virtual-stages 2 --pp 2"));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("interleaved-1f1b:2"), std::string::npos) << planned.out;
+  const Json plan = read_json_file((dir_ / "p.json").string());
+  EXPECT_EQ(plan.at("schedule"), "interleaved-1f1b");
+  EXPECT_EQ(plan.at("virtual_stages"), 2);
+  EXPECT_EQ(plan.at("stages").size(), 4u);
+  expect_bad_input(plan_with(base + "--virtual-stages 2"),
+                   "--virtual-stages: 2: only with --schedule interleaved-1f1b (the schedule is "
+                   "'auto')");
+  expect_bad_input(plan_with(base + "--schedule 1f1b --virtual-stages 2"),
+                   "--virtual-stages: 2: only with --schedule interleaved-1f1b");
+  expect_bad_input(plan_with(base + "--schedule interleaved-1f1b --virtual-stages 9"),
+                   "--virtual-stages: 9: expected an integer in [2, 8]");
+  expect_bad_input(plan_with(base + "--schedule interleaved-1f1b --pp 2 --micro-batch-size 32"),
+                   "--schedule interleaved-1f1b: pp=2 with 1 micro-batches: expected a multiple of "
+                   "pp");
+  expect_bad_input(plan_with(base + "--schedule interleaved-1f1b --pp 2 --virtual-stages 8"),
+                   "16 chunks for a model of 10 layers");
+  expect_bad_input(
+      plan_with(base + "--schedule interleaved-1f1b --partition 0:2,2:4,4:10"),
+      "--partition: 3 ranges with --schedule interleaved-1f1b: expected --virtual-stages too");
+}
+
 }  // namespace
 }  // namespace pipeplan
