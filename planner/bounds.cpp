@@ -37,15 +37,16 @@ double tail_ms(const PlanningContext& context, const LayerTable& table, int dp) 
 
 // Whether pp stages can split the layers with every max_k (Σ_{s<k} c_s + m·c_k) <= limit:
 // each stage greedily as long as the limit allows, leaving a layer for each later stage.
-bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64_t limit) {
+bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64_t boundary_ns,
+               int64_t limit) {
   const int layers = table.num_layers();
   auto prefix = [&](int position) {  // Σ c over layers [0, position)
     return table.path_compute_ns(0, position) + (recompute ? table.fwd_ns(0, position) : 0);
   };
   int start = 0;
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
-    const int64_t chain = prefix(start);
-    auto fits = [&](int end) { return chain + m * (prefix(end) - chain) <= limit; };
+    const int64_t chain = prefix(start) + stage_idx * boundary_ns;
+    auto fits = [&](int end) { return chain + m * (prefix(end) - prefix(start)) <= limit; };
     const int last_end = layers - (pp - stage_idx - 1);
     if (!fits(start + 1)) return false;
     int end = start + 1;
@@ -83,16 +84,30 @@ double interleaved_lower_bound_ms(const SimulationInput& input) {
 
 }  // namespace
 
-int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute) {
+int64_t least_boundary_ns(const Cluster& cluster, const LayerTable& table) {
+  const LinkCosts links = link_costs(cluster);
+  const int64_t bytes = table.min_inner_boundary_bytes();
+  double least_ms =
+      transfer_ms(bytes, links.intra_node_bandwidth_bytes_per_s, links.latency_ms);
+  if (cluster.devices_per_node < cluster.devices)
+    least_ms = std::min(
+        least_ms, transfer_ms(bytes, links.inter_node_bandwidth_bytes_per_s, links.latency_ms));
+  // Whole ns rounded down (to_ns rounds): the bound must not pass the simulated transfers.
+  return std::max<int64_t>(0, 2 * to_ns(least_ms) - 2);
+}
+
+int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute,
+                    int64_t boundary_ns) {
   const int layers = table.num_layers();
-  const int64_t total = table.compute_ns(0, layers) + (recompute ? table.fwd_ns(0, layers) : 0);
+  const int64_t total = table.compute_ns(0, layers) + (recompute ? table.fwd_ns(0, layers) : 0) +
+                        (pp - 1) * boundary_ns;
   // Any split fits m · total (path_compute_ns <= compute_ns) (each path is at most that); lo = −1 stands for "nothing fits".
   int64_t lo = -1;
   int64_t hi = total * num_micro_batches;
-  PIPEPLAN_ASSERT(path_fits(table, pp, num_micro_batches, recompute, hi));
+  PIPEPLAN_ASSERT(path_fits(table, pp, num_micro_batches, recompute, boundary_ns, hi));
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (path_fits(table, pp, num_micro_batches, recompute, mid))
+    if (path_fits(table, pp, num_micro_batches, recompute, boundary_ns, mid))
       hi = mid;
     else
       lo = mid;

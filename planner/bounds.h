@@ -36,7 +36,15 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
 /// with c_s a stage's path_compute_ns per micro-batch (plus its forward again when
 /// `recompute`), in ns. Exact: bisection over the value, each probe a greedy split (stages as
 /// long as the value allows, which only loosens the stages after them). O(L · 64).
-int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute);
+/// With `boundary_ns`, each stage boundary the path crosses before stage k adds it (k of them):
+/// least_boundary_ns, the activation forward and the gradient back that every boundary costs.
+int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute,
+                    int64_t boundary_ns = 0);
+
+/// The least an activation sent forward and its gradient sent back across any stage (or chunk)
+/// boundary take over any link of `cluster`, in whole ns (at least 0): twice the transfer of the
+/// smallest inner boundary tensor (min_inner_boundary_bytes) at the faster link.
+int64_t least_boundary_ns(const Cluster& cluster, const LayerTable& table);
 
 /// iteration_lower_bound_ms(context, table, candidate) raised by `path_ns`, a min_path_ns of
 /// the candidate (over its pp·V chunks for interleaved-1f1b; recompute for

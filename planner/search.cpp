@@ -353,7 +353,8 @@ class Search {
     auto it = path_ns_.find(key);
     if (it == path_ns_.end())
       it = path_ns_
-               .emplace(key, min_path_ns(table(c), path_stages, c.num_micro_batches, recompute))
+               .emplace(key, min_path_ns(table(c), path_stages, c.num_micro_batches, recompute,
+                                         least_boundary_ns(context_.cluster, table(c))))
                .first;
     return refined_iteration_lower_bound_ms(context_, table(c), c, it->second);
   }

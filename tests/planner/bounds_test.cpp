@@ -15,8 +15,9 @@
 namespace pipeplan {
 namespace {
 
-// min over every split of max_k (Σ_{s<k} c_s + m·c_k), by enumerating the splits.
-int64_t brute_force_path_ns(const LayerTable& table, int pp, int64_t m, bool recompute) {
+// min over every split of max_k (Σ_{s<k} c_s + k·boundary_ns + m·c_k), by enumerating the splits.
+int64_t brute_force_path_ns(const LayerTable& table, int pp, int64_t m, bool recompute,
+                            int64_t boundary_ns = 0) {
   const int layers = table.num_layers();
   auto cost = [&](int first, int last) {
     return table.path_compute_ns(first, last) + (recompute ? table.fwd_ns(first, last) : 0);
@@ -28,7 +29,8 @@ int64_t brute_force_path_ns(const LayerTable& table, int pp, int64_t m, bool rec
     if (stage_idx == pp - 1) {
       int64_t worst = 0;
       for (int k = 0; k < pp; ++k)
-        worst = std::max(worst, cost(0, bounds[k]) + m * cost(bounds[k], bounds[k + 1]));
+        worst = std::max(worst, cost(0, bounds[k]) + k * boundary_ns +
+                                    m * cost(bounds[k], bounds[k + 1]));
       best = std::min(best, worst);
       return;
     }
@@ -53,9 +55,11 @@ TEST(BoundsTest, MinPathMatchesEverySplit) {
     for (int pp = 1; pp <= layers; ++pp)
       for (int m : {1, 2, 5})
         for (bool recompute : {false, true})
-          EXPECT_EQ(min_path_ns(table, pp, m, recompute),
-                    brute_force_path_ns(table, pp, m, recompute))
-              << "case " << case_idx << " pp=" << pp << " m=" << m << " recompute=" << recompute;
+          for (int64_t boundary_ns : {int64_t{0}, int64_t{1'300'000}})
+            EXPECT_EQ(min_path_ns(table, pp, m, recompute, boundary_ns),
+                      brute_force_path_ns(table, pp, m, recompute, boundary_ns))
+                << "case " << case_idx << " pp=" << pp << " m=" << m
+                << " recompute=" << recompute << " boundary_ns=" << boundary_ns;
   }
 }
 
@@ -96,8 +100,9 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
                                 Layout::kReplicaMajor,
                                 plan.virtual_stages};
       interleaved_plans += plan.virtual_stages > 1;
-      const int64_t path_ns = min_path_ns(table, plan.pp * plan.virtual_stages,
-                                          plan.num_micro_batches, all_checkpointed);
+      const int64_t path_ns =
+          min_path_ns(table, plan.pp * plan.virtual_stages, plan.num_micro_batches,
+                      all_checkpointed, least_boundary_ns(context.cluster, table));
       EXPECT_LE(refined_iteration_lower_bound_ms(context, table, candidate, path_ns),
                 plan.predictions.iteration_ms * (1 + 1e-9))
           << "case " << case_idx << " dp=" << plan.dp << " pp=" << plan.pp;
