@@ -34,7 +34,8 @@ struct IterationOutcome {
   bool step_applied = true;      ///< false when fp16 loss scaling skipped the step
 };
 
-/// Runs action lists for one rank.
+/// Runs action lists for one rank. Under interleaved-1f1b every action names the local chunk it
+/// runs on; tensors received and to be sent are kept per (chunk, micro-batch).
 ///
 /// Receive policy: each kind (activations, gradients) keeps up to kRecvLookahead receives posted
 /// ahead of the one the schedule waits for next: the first ones when the pass starts, the next
@@ -63,7 +64,10 @@ class Interpreter {
   /// rate `lr`. Timed into the recorder's current step.
   IterationOutcome train(const std::vector<Action>& actions, const PassData& data, double lr);
   /// A forward-only pass (expand_forward_only); the last stage adds correct predictions and
-  /// predictions made to `correct` and `total`. Not timed.
+  /// predictions made to `correct` and `total`. Not timed. Under interleaved-1f1b a pass of more
+  /// than kRecvLookahead + kMaxOutstandingSends micro-batches deadlocks (the chunk-by-chunk order
+  /// has stage pp − 1 send all of chunk v before stage 0 posts receives beyond its lookahead):
+  /// the caller splits longer evaluations into passes (Trainer does).
   void evaluate(const std::vector<Action>& actions, const PassData& data, int64_t* correct,
                 int64_t* total);
 

@@ -195,6 +195,31 @@ TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
   }
 }
 
+// tied_gpt under interleaved-1f1b (pp=2, V=2): its embedding (chunk 0, stage 0) and head (the
+// last chunk, stage 1) sum the tied weight's gradient over the tie's group, made after the wrap
+// edge; the same losses and parameters as one process.
+TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeUnderInterleaved1F1B) {
+  TestPlanSpec spec;
+  spec.model = file("tied_gpt.pt");
+  const TrainRun whole = train_new(make_test_plan(spec), "whole", /*steps=*/3);
+  expect_success(whole.exits);
+  spec.pp = 2;
+  spec.schedule = Schedule::kInterleaved1F1B;
+  spec.virtual_stages = 2;
+  const TrainRun split = train_new(make_test_plan(spec), "interleaved", /*steps=*/3);
+  expect_success(split.exits);
+  ASSERT_EQ(step_losses(whole.log).size(), 3u);
+  expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
+                     "tied_gpt interleaved-1f1b");
+  const auto whole_parameters = final_parameters(whole, 1, /*step=*/3);
+  const auto split_parameters = final_parameters(split, 2, /*step=*/3);
+  ASSERT_EQ(split_parameters.size(), whole_parameters.size());
+  for (const auto& [key, tensor] : whole_parameters) {
+    ASSERT_EQ(split_parameters.count(key), 1u) << key;
+    EXPECT_TRUE(torch::allclose(split_parameters.at(key), tensor, 1e-5, 1e-6)) << key;
+  }
+}
+
 // The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the
 // memory model's prediction of each stage's peak is within 5% of the run's, wherever the planner
 // cuts (its split moves with the profile's noise; the embedding alone on stage 0 and a cut after
