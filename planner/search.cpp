@@ -258,6 +258,7 @@ class Search {
             for (CheckpointPolicy policy : options_.policies) {
               if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
               if (schedule == Schedule::kZeroBubbleH1 && !zero_bubble_searched_) continue;
+              if (virtual_stages > 1 && same_as_needed(policy)) continue;
               Candidate c{dp,     pp, b, num_micro_batches, schedule, policy, Layout::kReplicaMajor,
                           virtual_stages};
               entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
@@ -340,6 +341,15 @@ class Search {
     return schedule != Schedule::kOneFOneB &&
            std::find(options_.schedules.begin(), options_.schedules.end(),
                      Schedule::kOneFOneB) != options_.schedules.end();
+  }
+
+  // interleaved-1f1b splits its chunks for time alone, the same split under kNone and kNeeded
+  // (interleaved_partition): kNeeded gives kNone's plan when every stage fits without
+  // checkpointing, and kNone none otherwise. Only kNeeded is listed when both are searched.
+  bool same_as_needed(CheckpointPolicy policy) const {
+    return policy == CheckpointPolicy::kNone &&
+           std::find(options_.policies.begin(), options_.policies.end(),
+                     CheckpointPolicy::kNeeded) != options_.policies.end();
   }
 
   // The candidate's bound with whole layers per stage (refined_iteration_lower_bound_ms),
