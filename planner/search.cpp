@@ -434,8 +434,12 @@ class Search {
 
   void record_infeasible(Family* family, const Candidate& candidate, const PartitionResult& split) {
     if (family->reason.empty() || split.needed_bytes < family->needed_bytes) {
-      family->reason = detail::concat(split.reason, " (", to_string(candidate.schedule),
-                                      ", checkpoint ", to_string(candidate.policy), ")");
+      const std::string schedule =
+          candidate.virtual_stages > 1
+              ? detail::concat(to_string(candidate.schedule), " V=", candidate.virtual_stages)
+              : to_string(candidate.schedule);
+      family->reason = detail::concat(split.reason, " (", schedule, ", checkpoint ",
+                                      to_string(candidate.policy), ")");
       family->needed_bytes = split.needed_bytes;
     }
   }

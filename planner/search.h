@@ -61,7 +61,8 @@ struct SearchResult {
 /// interleaved-1f1b with each V of options.virtual_stages where pp >= 2, m is a multiple of pp,
 /// pp·V <= layers and m·pp·V <= kMaxPipelineMicroBatches (asked for alone, a search with no such
 /// candidate is refused, saying why), split by interleaved_partition (an explicit --partition
-/// then gives pp·V ranges and needs one V);
+/// then gives pp·V ranges and needs one V), without kNone when kNeeded is searched (the same
+/// chunk split: kNone's plan is kNeeded's or none);
 /// duplicates (a policy giving the same split and flags as another) are dropped.
 /// Each is partitioned with `options.partition`; its ranks are placed replica-major, or
 /// stage-major when its replicas' all-reduce bytes exceed its pipeline's p2p bytes
