@@ -264,7 +264,8 @@ void Comm::Impl::warm_up_all_reduce(const GroupPtr& group, const std::string& wh
 // The edge activations enter this rank by (as group rank 1): activations in, gradients out.
 void Comm::Impl::connect_prev(const std::string& edge) {
   act_from_prev = make_group("act/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
-  warm_up_edge(act_from_prev, 1, /*sender=*/false, "activations from rank " + std::to_string(prev_rank));
+  warm_up_edge(act_from_prev, 1, /*sender=*/false,
+               "activations from rank " + std::to_string(prev_rank));
   grad_to_prev = make_group("grad/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
   warm_up_edge(grad_to_prev, 1, /*sender=*/true, "gradients to rank " + std::to_string(prev_rank));
 }
@@ -274,7 +275,8 @@ void Comm::Impl::connect_next(const std::string& edge) {
   act_to_next = make_group("act/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
   warm_up_edge(act_to_next, 0, /*sender=*/true, "activations to rank " + std::to_string(next_rank));
   grad_from_next = make_group("grad/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
-  warm_up_edge(grad_from_next, 0, /*sender=*/false, "gradients from rank " + std::to_string(next_rank));
+  warm_up_edge(grad_from_next, 0, /*sender=*/false,
+               "gradients from rank " + std::to_string(next_rank));
 }
 
 // Edges are created in one order on every rank, edge s -> s + 1 for s = 0 .. pp − 2 and then
@@ -357,10 +359,11 @@ std::string chunk_suffix(int chunk) {
 // (the micro-batch itself when V = 1).
 int Comm::Impl::tag(const Action& action) const {
   const int global_chunk = chunk_index(pp, stage, action.chunk);
-  const bool from_below = action.kind == ActionKind::kRecvActivation ||
-                          action.kind == ActionKind::kSendGradient;
+  const bool from_below =
+      action.kind == ActionKind::kRecvActivation || action.kind == ActionKind::kSendGradient;
   const int boundary = from_below ? global_chunk - 1 : global_chunk;
-  PIPEPLAN_ASSERT(boundary >= 0, "no boundary below the model's first chunk at ", to_string(action));
+  PIPEPLAN_ASSERT(boundary >= 0, "no boundary below the model's first chunk at ",
+                  to_string(action));
   const int64_t tag = static_cast<int64_t>(action.micro_batch) * virtual_stages + boundary / pp;
   PIPEPLAN_ASSERT(tag <= std::numeric_limits<int>::max(), "tag of ", to_string(action),
                   " beyond 32 bits");
@@ -389,8 +392,7 @@ torch::Tensor Comm::wait_recv(const Action& action) {
   Impl& d = *impl_;
   std::vector<PostedRecv>& posted = d.posted[action.kind == ActionKind::kRecvActivation ? 0 : 1];
   auto it = posted.begin();
-  while (it != posted.end() &&
-         (it->micro_batch != action.micro_batch || it->chunk != action.chunk))
+  while (it != posted.end() && (it->micro_batch != action.micro_batch || it->chunk != action.chunk))
     ++it;
   PIPEPLAN_ASSERT(it != posted.end(), "no receive posted for ", to_string(action));
   wait_work(it->work, d.device_wait_timeout(), [&] {

@@ -23,8 +23,8 @@ const Action kWholeStage{ActionKind::kOptimizerStep, /*micro_batch=*/-1, /*peer=
 }  // namespace
 
 Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
-                         runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler, Recorder& recorder,
-                         uint64_t seed)
+                         runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler,
+                         Recorder& recorder, uint64_t seed)
     : plan_(plan),
       rank_(rank),
       replica_(plan.ranks.at(rank).replica),
@@ -90,7 +90,8 @@ void Interpreter::receive(const Action& action, const PassData& data) {
   RecvQueue& queue = queues_[queue_index(action.kind)];
   PIPEPLAN_ASSERT(queue.waited < queue.order.size() && *queue.order[queue.waited] == action,
                   "receives out of schedule order at ", to_string(action));
-  timed(TimelineKind::kRecvWait, action, [&] { received_[slot(action)] = comm_.wait_recv(action); });
+  timed(TimelineKind::kRecvWait, action,
+        [&] { received_[slot(action)] = comm_.wait_recv(action); });
   ++queue.waited;
   post_ahead(queue, data);
 }
@@ -202,9 +203,8 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: send(action); break;
       case ActionKind::kAllReduce:
-        timed(TimelineKind::kAllReduce, kWholeStage, [&] {
-          comm_.average_over_replicas(stage_.gradients(), kGradientBucketBytes);
-        });
+        timed(TimelineKind::kAllReduce, kWholeStage,
+              [&] { comm_.average_over_replicas(stage_.gradients(), kGradientBucketBytes); });
         break;
       case ActionKind::kOptimizerStep: optimizer_step(lr, &outcome); break;
     }

@@ -104,7 +104,7 @@ class Interpreter {
   uint64_t seed_;
   bool timing_ = false;
   RecvQueue queues_[2];                    // [0] activations, [1] gradients
-  size_t num_micro_batches_ = 0;          // of the current pass
+  size_t num_micro_batches_ = 0;           // of the current pass
   std::vector<torch::Tensor> received_;    // by slot(): activation or gradient in
   std::vector<torch::Tensor> outgoing_;    // by slot(): activation or gradient out
   torch::Tensor loss_sum_;

@@ -94,7 +94,8 @@ class Recorder {
     void add(double ms, int chunk) {
       total_ms += ms;
       ++count;
-      if (chunks.size() <= static_cast<size_t>(chunk)) chunks.resize(static_cast<size_t>(chunk) + 1);
+      if (chunks.size() <= static_cast<size_t>(chunk))
+        chunks.resize(static_cast<size_t>(chunk) + 1);
       chunks[static_cast<size_t>(chunk)] = true;
     }
     // Per micro-batch: each ran once through every chunk that has this kind of action.

@@ -62,8 +62,8 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
       device_(device) {
   const int num_chunks = static_cast<int>(plan.stages.size()) / plan.pp;
   PIPEPLAN_ASSERT(num_chunks == plan.virtual_stages && stage_idx >= 0 && stage_idx < plan.pp,
-                  "stage ", stage_idx, " of a plan of ", plan.stages.size(), " chunks over pp=",
-                  plan.pp);
+                  "stage ", stage_idx, " of a plan of ", plan.stages.size(),
+                  " chunks over pp=", plan.pp);
   for (int local = 0; local < num_chunks; ++local) {
     const int index = chunk_index(plan.pp, stage_idx, local);
     const StagePlan& range = plan.stages.at(static_cast<size_t>(index));
@@ -74,8 +74,8 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
     chunk.last_of_model = index + 1 == static_cast<int>(plan.stages.size());
     chunk.checkpoint = range.checkpoint;
     chunk.output_sample_shape = range.output_sample_shape;
-    chunk.output_dtype = boundary_dtype(range.output_dtype,
-                                        "stages[" + std::to_string(index) + "].output_dtype");
+    chunk.output_dtype =
+        boundary_dtype(range.output_dtype, "stages[" + std::to_string(index) + "].output_dtype");
     for (models::LayerPtr& layer : models::build_layers(model, range.first, range.last, seed)) {
       layer->to(device_);
       layers_.push_back(std::move(layer));
@@ -169,9 +169,9 @@ void StageRuntime::begin_iteration(int num_micro_batches) {
 }
 
 StageRuntime::InFlight& StageRuntime::in_flight(int chunk, int micro_batch) {
-  PIPEPLAN_ASSERT(chunk >= 0 && chunk < num_chunks() && micro_batch >= 0 &&
-                      micro_batch < num_micro_batches_,
-                  "micro-batch ", micro_batch, " of chunk ", chunk, " outside the iteration");
+  PIPEPLAN_ASSERT(
+      chunk >= 0 && chunk < num_chunks() && micro_batch >= 0 && micro_batch < num_micro_batches_,
+      "micro-batch ", micro_batch, " of chunk ", chunk, " outside the iteration");
   return in_flight_[static_cast<size_t>(chunk * num_micro_batches_ + micro_batch)];
 }
 
@@ -265,7 +265,8 @@ torch::Tensor StageRuntime::chunk_output_gradient(const Chunk& chunk, const InFl
 torch::Tensor StageRuntime::backward(int chunk_idx, int micro_batch,
                                      const torch::Tensor& output_gradient, double loss_factor) {
   if (split_backward_) {
-    torch::Tensor input_gradient = backward_input(chunk_idx, micro_batch, output_gradient, loss_factor);
+    torch::Tensor input_gradient =
+        backward_input(chunk_idx, micro_batch, output_gradient, loss_factor);
     backward_weight(chunk_idx, micro_batch);
     return input_gradient;
   }

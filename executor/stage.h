@@ -103,7 +103,8 @@ class StageRuntime {
   /// split_backward() stage: backward_input then backward_weight.
   torch::Tensor backward(int chunk, int micro_batch, const torch::Tensor& output_gradient,
                          double loss_factor);
-  torch::Tensor backward(int micro_batch, const torch::Tensor& output_gradient, double loss_factor) {
+  torch::Tensor backward(int micro_batch, const torch::Tensor& output_gradient,
+                         double loss_factor) {
     return backward(/*chunk=*/0, micro_batch, output_gradient, loss_factor);
   }
   /// zb-h1's B of `micro_batch` (split_backward() stages only), from `output_gradient` or the

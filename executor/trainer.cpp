@@ -338,7 +338,8 @@ void Trainer::evaluate(int64_t step, int64_t epoch) {
   const int64_t begin = size * replica() / plan_.dp;
   const int64_t count = size * (replica() + 1) / plan_.dp - begin;
   const int64_t rows = plan_.micro_batch_size;
-  const int64_t pass_rows = plan_.virtual_stages > 1 ? kInterleavedEvaluationMicroBatches * rows : count;
+  const int64_t pass_rows =
+      plan_.virtual_stages > 1 ? kInterleavedEvaluationMicroBatches * rows : count;
   int64_t correct = 0, total = 0;
   for (int64_t pass_begin = 0; pass_begin < count; pass_begin += pass_rows) {
     const int64_t pass_count = std::min(pass_rows, count - pass_begin);

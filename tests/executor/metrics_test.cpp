@@ -246,8 +246,8 @@ TEST(MetricsTest, ChunksOfOneMicroBatchAddUp) {
       recorder.record(TimelineKind::kBackward, mb, 0, 2 + mb, /*peer=*/-1, chunk);
   }
   const StepTiming timing = recorder.end_step();
-  EXPECT_DOUBLE_EQ(timing.fwd_ms, 3);        // 1 + 2 over the chunks
-  EXPECT_DOUBLE_EQ(timing.bwd_ms, 5);        // (2 + 3) · 2 chunks / 2 micro-batches
+  EXPECT_DOUBLE_EQ(timing.fwd_ms, 3);          // 1 + 2 over the chunks
+  EXPECT_DOUBLE_EQ(timing.bwd_ms, 5);          // (2 + 3) · 2 chunks / 2 micro-batches
   EXPECT_DOUBLE_EQ(timing.recompute_ms, 0.5);  // chunk 1 alone
   EXPECT_DOUBLE_EQ(timing.compute_ms, 2 * (timing.fwd_ms + timing.bwd_ms + timing.recompute_ms));
   const std::vector<StepEvents> steps(recorder.kept_steps().begin(), recorder.kept_steps().end());

@@ -178,7 +178,8 @@ TEST(StageTest, AnInterleavedStageHoldsItsChunksInOneFlatBuffer) {
   for (size_t position = 0; position < first.layers().size(); ++position)
     indices.push_back(first.layer_index(position));
   EXPECT_EQ(indices, (std::vector<int>{0, 1, 4, 5}));
-  EXPECT_EQ(first.parameters().numel() + second.parameters().numel(), models::parameter_count(model));
+  EXPECT_EQ(first.parameters().numel() + second.parameters().numel(),
+            models::parameter_count(model));
   EXPECT_TRUE(first.is_first(0));
   EXPECT_FALSE(first.is_first(1));
   EXPECT_FALSE(first.is_last());
@@ -186,7 +187,9 @@ TEST(StageTest, AnInterleavedStageHoldsItsChunksInOneFlatBuffer) {
   EXPECT_TRUE(second.is_last(1));
   EXPECT_TRUE(second.is_last());
   // One micro-batch through chunks 0, 1, 2, 3 (stages 0, 1, 0, 1) gives the one-stage loss.
-  const Plan whole_plan = testing::make_test_plan(testing::TestPlanSpec{"mlp_tiny", spec.model_args});
+  testing::TestPlanSpec whole_spec;
+  whole_spec.model_args = spec.model_args;
+  const Plan whole_plan = testing::make_test_plan(whole_spec);
   StageRuntime whole(model, whole_plan, 0, torch::kCPU, /*seed=*/1);
   const auto [input, target] = models::random_batch(model, 4, /*seed=*/2);
   for (StageRuntime* stage : {&first, &second, &whole}) stage->begin_iteration(1);

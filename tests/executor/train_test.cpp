@@ -229,13 +229,18 @@ TEST_P(SerialInterleavedTrainTest, MatchesTheSingleProcessRun) {
     reference_spec.model = test.model;
     reference_spec.model_args = test.model_args;
     reference_spec.num_micro_batches = m;
-    const TrainRun reference = train_new(make_test_plan(reference_spec), "reference", kInterleavedSteps);
+    const TrainRun reference =
+        train_new(make_test_plan(reference_spec), "reference", kInterleavedSteps);
     expect_success(reference);
     const std::vector<double> reference_losses = step_losses(reference.log);
     ASSERT_EQ(reference_losses.size(), static_cast<size_t>(kInterleavedSteps));
     const auto reference_parameters = final_parameters(reference, 1, kInterleavedSteps);
-    const double reference_accuracy = read_run(reference.run_json).test_accuracy.back().test_accuracy;
-    struct Split { int dp, pp; bool checkpoint; };
+    const double reference_accuracy =
+        read_run(reference.run_json).test_accuracy.back().test_accuracy;
+    struct Split {
+      int dp, pp;
+      bool checkpoint;
+    };
     std::vector<Split> splits = {{1, 2, false}};
     if (test.dp2 && m == 8) splits.push_back({2, 2, false});
     if (test.checkpoint && m == 4) splits.push_back({1, 2, true});
@@ -248,15 +253,15 @@ TEST_P(SerialInterleavedTrainTest, MatchesTheSingleProcessRun) {
       spec.virtual_stages = kInterleavedChunks;
       spec.num_micro_batches = m / split.dp;
       if (split.checkpoint) spec.checkpoint.assign(split.pp * kInterleavedChunks, true);
-      const std::string what = test.model + " dp=" + std::to_string(split.dp) + " pp=" +
-                               std::to_string(split.pp) + " interleaved-1f1b V=2 m=" +
-                               std::to_string(spec.num_micro_batches) +
+      const std::string what = test.model + " dp=" + std::to_string(split.dp) +
+                               " pp=" + std::to_string(split.pp) +
+                               " interleaved-1f1b V=2 m=" + std::to_string(spec.num_micro_batches) +
                                (split.checkpoint ? " checkpointed" : "");
       const TrainRun run = train_new(make_test_plan(spec), "interleaved", kInterleavedSteps);
       expect_success(run);
       expect_same_losses(step_losses(run.log), reference_losses, kLossRelativeTolerance, what);
-      expect_same_parameters(final_parameters(run, split.pp, kInterleavedSteps), reference_parameters,
-                             what);
+      expect_same_parameters(final_parameters(run, split.pp, kInterleavedSteps),
+                             reference_parameters, what);
       const pipeplan::Run result = read_run(run.run_json);
       EXPECT_NEAR(result.test_accuracy.back().test_accuracy, reference_accuracy, 2e-3) << what;
       expect_chunks_measured(result, spec.num_micro_batches, what);
