@@ -33,8 +33,8 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   terms.master_copy_bytes =
       settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
   terms.buffers_bytes = table.buffer_bytes(first, last);
-  terms.in_flight =
-      in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
+  terms.in_flight = in_flight(settings.schedule, settings.pp, stage_idx,
+                              settings.num_micro_batches, settings.virtual_stages);
   terms.activation_bytes_per_micro_batch = checkpoint ? table.boundary_bytes(first) : activations;
   terms.activations_bytes = terms.in_flight * terms.activation_bytes_per_micro_batch;
   const int deferred =

@@ -210,7 +210,8 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
                                         int stage_idx, int first, int last, bool checkpoint) {
   const int64_t params = table.param_count(first, last);
   const int64_t activations = table.retained_bytes(first, last);
-  const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches);
+  const int held = in_flight(settings.schedule, settings.pp, stage_idx, settings.num_micro_batches,
+                             settings.virtual_stages);
   const int deferred =
       deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
   const int64_t smallest = table.min_inner_boundary_bytes();

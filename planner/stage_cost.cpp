@@ -47,7 +47,8 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
   const int64_t smallest = table.min_inner_boundary_bytes();
   for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx) {
     StageConstants stage;
-    stage.in_flight = in_flight(memory.schedule, memory.pp, stage_idx, memory.num_micro_batches);
+    stage.in_flight = in_flight(memory.schedule, memory.pp, stage_idx, memory.num_micro_batches,
+                                memory.virtual_stages);
     stage.deferred = deferred_weight_passes(memory.schedule, stage_idx, memory.num_micro_batches);
     stage.last = stage_idx == memory.pp - 1;
     stage.comm = comm_buffer_counts(memory.schedule, memory.pp, stage_idx);
