@@ -35,13 +35,6 @@ constexpr int kTimingWarmupSteps = 3;
 // Measured steps each rank reports to rank 0 (the last ones the recorder kept): run.json's
 // step_times, for compare's replay, and --trace.
 constexpr size_t kReportedSteps = 20;
-// interleaved-1f1b evaluates in passes of at most this many micro-batches. A forward-only pass
-// runs every micro-batch of chunk v before any of chunk v + 1, so stage 0 posts no receive of
-// chunk v + 1 while stage pp − 1 sends chunk v's outputs; the last stage starts
-// kRecvLookahead + kMaxSendsInFlight of those sends without waiting (the receives stage 0 posted
-// ahead, then the sends allowed in flight) and would wait on the next one, while stage 0 waits
-// on it to take the rest of chunk v: a longer pass deadlocks.
-constexpr int kInterleavedEvaluationMicroBatches = kRecvLookahead + kMaxSendsInFlight;
 // Complete checkpoints kept in --checkpoint-dir; older ones are removed.
 constexpr int kCheckpointsKept = 2;
 // Test hook: every rank stops with a runtime error when it is about to run this step.
@@ -331,32 +324,26 @@ void Trainer::flush_reports() {
 }
 
 // Forward-only pass over the test split, sharded over replicas; counts summed over all ranks.
-// interleaved-1f1b: in passes of kInterleavedEvaluationMicroBatches micro-batches.
 void Trainer::evaluate(int64_t step, int64_t epoch) {
   flush_reports();
   const int64_t size = data_->size(Split::kTest);
   const int64_t begin = size * replica() / plan_.dp;
   const int64_t count = size * (replica() + 1) / plan_.dp - begin;
   const int64_t rows = plan_.micro_batch_size;
-  const int64_t pass_rows =
-      plan_.virtual_stages > 1 ? kInterleavedEvaluationMicroBatches * rows : count;
+  PassData pass;
+  pass.step = step;
+  for (int64_t offset = 0; offset < count; offset += rows)
+    pass.rows.push_back(std::min(rows, count - offset));
+  pass.load = [&](int micro_batch) {
+    std::vector<int64_t> indices(static_cast<size_t>(pass.rows[micro_batch]));
+    for (size_t idx = 0; idx < indices.size(); ++idx)
+      indices[idx] = begin + micro_batch * rows + static_cast<int64_t>(idx);
+    return load(Split::kTest, indices);
+  };
+  const std::vector<Action> actions =
+      expand_forward_only(plan_, static_cast<int>(pass.rows.size()))[env_.rank];
   int64_t correct = 0, total = 0;
-  for (int64_t pass_begin = 0; pass_begin < count; pass_begin += pass_rows) {
-    const int64_t pass_count = std::min(pass_rows, count - pass_begin);
-    PassData pass;
-    pass.step = step;
-    for (int64_t offset = 0; offset < pass_count; offset += rows)
-      pass.rows.push_back(std::min(rows, pass_count - offset));
-    pass.load = [&](int micro_batch) {
-      std::vector<int64_t> indices(static_cast<size_t>(pass.rows[micro_batch]));
-      for (size_t idx = 0; idx < indices.size(); ++idx)
-        indices[idx] = begin + pass_begin + micro_batch * rows + static_cast<int64_t>(idx);
-      return load(Split::kTest, indices);
-    };
-    const std::vector<Action> actions =
-        expand_forward_only(plan_, static_cast<int>(pass.rows.size()))[env_.rank];
-    interpreter_->evaluate(actions, pass, &correct, &total);
-  }
+  interpreter_->evaluate(actions, pass, &correct, &total);
   torch::Tensor counts = torch::tensor({static_cast<double>(correct), static_cast<double>(total)}, torch::kFloat64);
   comm_->world_sum(counts);
   const double accuracy = counts[0].item<double>() / std::max(counts[1].item<double>(), 1.0);

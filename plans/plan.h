@@ -130,7 +130,10 @@ struct ChunkPrediction {
   double fwd_ms = 0;        ///< one micro-batch through the chunk
   double bwd_ms = 0;        ///< one micro-batch
   double recompute_ms = 0;  ///< extra forward per micro-batch when the chunk is checkpointed
-  double p2p_ms = 0;        ///< sending one micro-batch's output (0 for the model's last chunk)
+  /// sending one micro-batch's boundary tensors: its output forward and its input's gradient
+  /// back (each 0 at the model's ends), so that the stage's p2p_ms, their sum, means what it
+  /// means without chunks
+  double p2p_ms = 0;
 };
 
 /// Predicted behaviour of one stage (the same for each of its replicas). A stage is one rank of

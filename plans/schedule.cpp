@@ -270,15 +270,23 @@ std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_m
   for (const RankAssignment& assignment : plan.ranks) {
     std::vector<Action>& actions = per_rank[assignment.rank];
     const int s = assignment.stage;
-    for (int v = 0; v < plan.virtual_stages && num_micro_batches > 0; ++v) {
-      // GPipe's first half, chunk by chunk: every micro-batch's forward with its receive and
-      // send. A chunk waits only on chunks before it, so no rank waits on itself.
-      const bool has_in = s > 0 || v > 0;
-      const bool has_out = s < plan.pp - 1 || v < plan.virtual_stages - 1;
-      for (int mb = 0; mb < num_micro_batches; ++mb) {
-        if (has_in) actions.push_back({ActionKind::kRecvActivation, mb, (s + plan.pp - 1) % plan.pp, v});
-        actions.push_back({ActionKind::kForward, mb, -1, v});
-        if (has_out) actions.push_back({ActionKind::kSendActivation, mb, (s + 1) % plan.pp, v});
+    const int pp = plan.pp;
+    // Rounds of pp micro-batches (the last may be short), each through local chunk 0, then 1,
+    // ...: interleaved-1f1b's forward order. Every rank runs the same sequence and stage 0's
+    // chunk v + 1 waits on stage pp − 1's chunk v a round's worth of forwards earlier, so a link
+    // never holds more than a few messages the receiver has not taken (with all of chunk 0
+    // first, stage pp − 1 could send only the receives posted ahead plus the sends in flight of
+    // the chunk-0 outputs stage 0 takes after its whole chunk 0: a deadlock).
+    for (int round = 0; round * pp < num_micro_batches; ++round) {
+      const int end = std::min(num_micro_batches, (round + 1) * pp);
+      for (int v = 0; v < plan.virtual_stages; ++v) {
+        const bool has_in = s > 0 || v > 0;
+        const bool has_out = s < pp - 1 || v < plan.virtual_stages - 1;
+        for (int mb = round * pp; mb < end; ++mb) {
+          if (has_in) actions.push_back({ActionKind::kRecvActivation, mb, (s + pp - 1) % pp, v});
+          actions.push_back({ActionKind::kForward, mb, -1, v});
+          if (has_out) actions.push_back({ActionKind::kSendActivation, mb, (s + 1) % pp, v});
+        }
       }
     }
     for (Action& action : actions)

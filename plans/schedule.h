@@ -245,7 +245,8 @@ std::string to_string(const Action& action);
 
 /// A forward-only pass over `num_micro_batches` (evaluation): for every rank of `plan`, each
 /// micro-batch's receive (stage > 0), forward, and send (stage < pp-1), in micro-batch order
-/// (interleaved-1f1b: every micro-batch of local chunk 0, then of chunk 1, ...); no backward,
+/// (interleaved-1f1b: rounds of pp micro-batches, each through local chunk 0, then 1, ..., as
+/// its training order runs forwards; without chunks that is micro-batch order). No backward,
 /// all-reduce or optimizer step. Peers are ranks of the same replica.
 std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_micro_batches);
 
