@@ -77,6 +77,7 @@ int PipelinePlayer::neighbour(const SimRank& rank, int direction) const {
 void PipelinePlayer::reset() {
   for (SimRank& rank : ranks_) {
     rank.block = 0;
+    rank.next_forward = rank.next_backward = ChunkCursor{};
     rank.tail = 0;
     rank.clock_ms = 0;
     rank.busy_ms = 0;
@@ -201,7 +202,16 @@ void PipelinePlayer::run(int idx) {
   const LogNormal& fwd_shape = fwd_shape_[rank.stage];
   const LogNormal& bwd_shape = bwd_shape_[rank.stage];
   for (const int num_blocks = list.num_blocks(); rank.block < num_blocks; ++rank.block) {
-    const ComputeBlock block = list.block(rank.block);
+    ComputeBlock block;
+    if (chunked) {  // from the cursors; advanced below once the block has run
+      block.kind = list.block_kind(rank.block);
+      const ChunkCursor& at =
+          block.kind == BlockKind::kForward ? rank.next_forward : rank.next_backward;
+      block.micro_batch = at.base + at.pos;
+      block.chunk = block.kind == BlockKind::kForward ? at.chunk : virtual_stages_ - 1 - at.chunk;
+    } else {
+      block = list.block(rank.block);
+    }
     const int mb = block.micro_batch;
     const int v = block.chunk;
     // The block's costs and whether it has neighbours: its stage's, or under interleaved-1f1b
@@ -243,6 +253,9 @@ void PipelinePlayer::run(int idx) {
                        mb, bwd_ms, v);
       if (upstream) send<kRecord>(rank, kGradient, mb, v);
     }
+    if (chunked)
+      (block.kind == BlockKind::kForward ? rank.next_forward : rank.next_backward)
+          .advance(pp_, virtual_stages_);
   }
   run_tail<kRecord>(rank);
 }

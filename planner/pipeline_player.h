@@ -74,6 +74,22 @@ class PipelinePlayer {
     void grow();
   };
 
+  // interleaved-1f1b: where a rank's next forward (or backward) is in the order of
+  // plans/schedule.h — its micro-batch base + pos and its chunk — advanced as blocks finish, so
+  // that the hot loop divides nothing (StageActionList::block works each one out anew).
+  struct ChunkCursor {
+    int pos = 0;    // k mod pp
+    int chunk = 0;  // ⌊k / pp⌋ mod V (a backward runs chunk V − 1 − this)
+    int base = 0;   // ⌊k / (pp·V)⌋ · pp
+    void advance(int pp, int virtual_stages) {
+      if (++pos < pp) return;
+      pos = 0;
+      if (++chunk < virtual_stages) return;
+      chunk = 0;
+      base += pp;
+    }
+  };
+
   struct SimRank {
     const RankStepTimes* times = nullptr;  // its own action times, or null: the stage's
     double clock_ms = 0;
@@ -88,6 +104,7 @@ class PipelinePlayer {
     // interleaved-1f1b: the replica's transfer times by chunk boundary (SimulationInput).
     const std::vector<double>* activation_ms = nullptr;
     const std::vector<double>* gradient_ms = nullptr;
+    ChunkCursor next_forward, next_backward;  // interleaved-1f1b
   };
 
   int sim_index(int pipeline_idx, int stage) const { return pipeline_idx * pp_ + stage; }

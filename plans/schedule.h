@@ -162,6 +162,12 @@ class StageActionList {
                                                   : virtual_stages_ - 1 - round % virtual_stages_;
     return {kind, micro_batch, chunk};
   }
+  /// block(block_idx).kind alone: no chunk or micro-batch to work out (the simulator follows
+  /// interleaved-1f1b's with counters).
+  BlockKind block_kind(int block_idx) const {
+    const Segment& seg = segments_[segment_of_block(block_idx)];
+    return seg.kinds[(block_idx - seg.first_block) % seg.period];
+  }
   /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
   size_t first_action(int block_idx) const;
   /// Actions of one block of `kind` on this stage: the compute plus its transfers (for

@@ -124,6 +124,35 @@ TEST(SimulatorTest, InterleavedByHand) {
   EXPECT_GT(simulate(in).iteration_ms, 18);
 }
 
+// The simulator plays exactly the expansion's order: each rank's compute events, in time order,
+// are its list's forwards and backwards (micro-batch and chunk), unequal chunks and all.
+TEST(SimulatorTest, InterleavedPlaysTheExpansionsOrder) {
+  for (int pp : {2, 3, 4})
+    for (int v : {2, 3})
+      for (int m : {pp, 3 * pp}) {
+        SimulationInput in = interleaved(pp, v, m, StageCosts{1, 2, 0, 0, 0}, 0.25);
+        for (size_t c = 0; c < in.chunks.size(); ++c) in.chunks[c].fwd_ms = 0.5 + 0.1 * c;
+        const SimulationResult result = simulate(in);
+        for (int stage = 0; stage < pp; ++stage) {
+          std::vector<std::tuple<double, std::string>> played;
+          for (const TimelineEvent& e : result.timeline.events)
+            if (e.rank == stage &&
+                (e.kind == TimelineKind::kForward || e.kind == TimelineKind::kBackward))
+              played.emplace_back(e.start_ms, (e.kind == TimelineKind::kForward ? "F" : "B") +
+                                                  std::to_string(e.micro_batch) + "v" +
+                                                  std::to_string(e.chunk));
+          std::sort(played.begin(), played.end());
+          std::string order, expected;
+          for (const auto& [start, name] : played) order += name + " ";
+          for (const Action& a : stage_actions(Schedule::kInterleaved1F1B, pp, stage, m, false, v))
+            if (a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward)
+              expected += (a.kind == ActionKind::kForward ? "F" : "B") +
+                          std::to_string(a.micro_batch) + "v" + std::to_string(a.chunk) + " ";
+          EXPECT_EQ(order, expected) << "pp=" << pp << " V=" << v << " m=" << m;
+        }
+      }
+}
+
 // Varying chunk times are drawn like a stage's (fwd_cv and bwd_cv of the stage), by every mode.
 TEST(SimulatorTest, InterleavedDrawsVaryingChunkTimes) {
   SimulationInput in = interleaved(2, 2, 4, StageCosts{1, 2, 0, 0, 0}, 0.1);
