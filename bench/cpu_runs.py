@@ -179,16 +179,18 @@ def scheduling():
 
 
 def schedules():
-    """Issue 21: 1f1b against zb-h1 on one balanced model, simulated and measured, runs of the
-    two schedules alternating so that the host's drift falls on both."""
-    section("Schedules: 1f1b against zb-h1, pp=2, m=8, a balanced MLP (8 x 1024x1024)")
+    """Issue 21: 1f1b against interleaved-1f1b (V=2) and zb-h1 on one balanced model, simulated
+    and measured, runs of the three schedules alternating so that the host's drift falls on all."""
+    section("Schedules: 1f1b, interleaved-1f1b (V=2) and zb-h1, pp=2, m=8, a balanced MLP "
+            "(8 x 1024x1024)")
     margs = ["--model-arg", "hidden=1024", "--model-arg", "layers=8"]
     prof, _ = profile("mlp_tiny", "schedules_profile.json", "16,32", co_located=2, extra=margs)
     plans = {}
-    for schedule in ("1f1b", "zb-h1"):
+    for schedule in ("1f1b", "interleaved-1f1b", "zb-h1"):
+        extra = ["--virtual-stages", 2] if schedule == "interleaved-1f1b" else []
         path, _ = plan(prof, f"schedules_plan_{schedule}.json", 2, "8GiB", 256, "--pp", 2,
                        "--dp", 1, "--micro-batch-size", 32, "--schedule", schedule,
-                       "--checkpoint", "none")
+                       "--checkpoint", "none", *extra)
         _, text = pipeplan("simulate", "--plan", path, "--svg", out(f"schedules_{schedule}.svg"))
         plans[schedule] = path
     rows = []
@@ -213,10 +215,24 @@ def schedules():
           "error | compute part | schedule part | memory, stage 0 / 1 | steal |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    ratios = [zb / base for zb, base in zip(measured["zb-h1"], measured["1f1b"])]
-    print(f"\nzb-h1 / 1f1b measured iteration, repeat by repeat: "
-          + ", ".join(f"{x:.3f}" for x in ratios)
-          + f"; median {statistics.median(ratios):.3f}")
+    simulated = {name: load(path)["predictions"]["iteration_ms"] for name, path in plans.items()}
+    for name in ("interleaved-1f1b", "zb-h1"):
+        ratios = [x / base for x, base in zip(measured[name], measured["1f1b"])]
+        print(f"\n{name} / 1f1b measured iteration, repeat by repeat: "
+              + ", ".join(f"{x:.3f}" for x in ratios)
+              + f"; median {statistics.median(ratios):.3f} (simulated "
+              + f"{simulated[name] / simulated['1f1b']:.3f})")
+    simulated_order = sorted(plans, key=lambda name: simulated[name])
+    for repeat in range(ARGS.repeat):
+        order = sorted(plans, key=lambda name: measured[name][repeat])
+        print(f"repeat {repeat}: measured order {' < '.join(order)}; simulated "
+              f"{' < '.join(simulated_order)}; {'agree' if order == simulated_order else 'DIFFER'}")
+    # Each schedule against the 1f1b run of its own repeat (the host's drift cancels), by median.
+    paired = {name: statistics.median(x / base for x, base in zip(measured[name], measured["1f1b"]))
+              for name in plans}
+    order = sorted(plans, key=lambda name: paired[name])
+    print(f"median of the repeat-by-repeat ratios to 1f1b: measured order {' < '.join(order)}; "
+          f"{'agrees' if order == simulated_order else 'differs'} with the simulated one")
 
 
 def plain_loop():

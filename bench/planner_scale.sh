@@ -93,15 +93,18 @@ print(f"{statistics.median(cols[0]):.2f} {statistics.median(cols[1]):.2f} "
       f"{statistics.median(cols[2]) / 1024:.0f}")'
 }
 
-# "dp=.. pp=.. b=.. m=.. schedule, checkpoint k/pp, N ms" of a plan file.
+# "dp=.. pp=.. b=.. m=.. schedule, checkpoint k/stages, N ms" of a plan file (interleaved-1f1b:
+# "interleaved-1f1b V=2", checkpointed chunks out of pp·V).
 chosen() {
   python3 - "$1" <<'EOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))
 checkpointed = sum(1 for stage in plan["stages"] if stage.get("checkpoint"))
-print("dp={} pp={} b={} m={} {}, checkpoint {}/{}, {:.3f} ms".format(
+v = plan.get("virtual_stages", 1)
+print("dp={} pp={} b={} m={} {}{}, checkpoint {}/{}, {:.3f} ms".format(
     plan["dp"], plan["pp"], plan["micro_batch_size"], plan["num_micro_batches"],
-    plan["schedule"], checkpointed, plan["pp"], plan["predictions"]["iteration_ms"]))
+    plan["schedule"], f" V={v}" if v > 1 else "", checkpointed, len(plan["stages"]),
+    plan["predictions"]["iteration_ms"]))
 EOF
 }
 

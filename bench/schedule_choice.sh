@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Which schedule the planner picks on a synthetic GPT-like profile, over a grid of global
 # batches and device memories, and the predicted throughput gain of its pick over the best
-# 1f1b plan of the same search (issue 21). Prints a markdown table.
+# 1f1b plan of the same search (issue 21). Prints a markdown table; an interleaved-1f1b pick
+# shows its virtual stages, "interleaved-1f1b(V=2)".
 set -euo pipefail
 
 usage() {
@@ -61,8 +62,9 @@ describe() {
   python3 - "$1" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
-print(p["schedule"], f'{p["predictions"]["samples_per_s"]:.1f}', p["dp"], p["pp"],
-      p["micro_batch_size"], p["num_micro_batches"])
+v = p.get("virtual_stages", 1)
+print(p["schedule"] + (f"(V={v})" if v > 1 else ""), f'{p["predictions"]["samples_per_s"]:.1f}',
+      p["dp"], p["pp"], p["micro_batch_size"], p["num_micro_batches"])
 PY
 }
 
