@@ -6,6 +6,31 @@
 #include "common/error.h"
 
 namespace pipeplan {
+namespace {
+
+// The terms of `params` parameters that do not depend on the micro-batch: weights, gradients,
+// optimizer state and, under autocast, the low-precision copy.
+void set_parameter_terms(int64_t params, const MemorySettings& settings, MemoryTerms* terms) {
+  terms->parameters_bytes = params * kWeightBytesPerParameter;
+  terms->gradients_bytes = params * kGradientBytesPerParameter;
+  terms->optimizer_state_bytes = params * optimizer_state_bytes_per_parameter(settings.optimizer);
+  terms->master_copy_bytes =
+      settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
+}
+
+// The predicted peak: every term summed (at least 0), the runtime overhead and the stage's
+// calibration set first.
+void set_total(const MemorySettings& settings, int stage_idx, MemoryTerms* terms) {
+  terms->runtime_overhead_bytes = settings.runtime_overhead_bytes;
+  terms->calibration_bytes = settings.calibration_of(stage_idx);
+  terms->total_bytes = std::max<int64_t>(
+      0, terms->parameters_bytes + terms->gradients_bytes + terms->optimizer_state_bytes +
+             terms->master_copy_bytes + terms->buffers_bytes + terms->activations_bytes +
+             terms->recompute_bytes + terms->deferred_gradients_bytes + terms->transient_bytes +
+             terms->comm_buffers_bytes + terms->runtime_overhead_bytes + terms->calibration_bytes);
+}
+
+}  // namespace
 
 int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                           int first, int last) {
@@ -27,11 +52,7 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   const int64_t params = table.param_count(first, last);
   const int64_t activations = table.retained_bytes(first, last);
   MemoryTerms terms;
-  terms.parameters_bytes = params * kWeightBytesPerParameter;
-  terms.gradients_bytes = params * kGradientBytesPerParameter;
-  terms.optimizer_state_bytes = params * optimizer_state_bytes_per_parameter(settings.optimizer);
-  terms.master_copy_bytes =
-      settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
+  set_parameter_terms(params, settings, &terms);
   terms.buffers_bytes = table.buffer_bytes(first, last);
   terms.in_flight = in_flight(settings.schedule, settings.pp, stage_idx,
                               settings.num_micro_batches, settings.virtual_stages);
@@ -43,13 +64,7 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   terms.deferred_gradients_bytes = deferred_gradient_bytes(table, settings, stage_idx, first, last);
   terms.transient_bytes = table.transient_bytes(first, last);
   terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
-  terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
-  terms.calibration_bytes = settings.calibration_of(stage_idx);
-  terms.total_bytes = std::max<int64_t>(
-      0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
-             terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
-             terms.recompute_bytes + terms.deferred_gradients_bytes + terms.transient_bytes +
-             terms.comm_buffers_bytes + terms.runtime_overhead_bytes + terms.calibration_bytes);
+  set_total(settings, stage_idx, &terms);
   return terms;
 }
 
@@ -105,19 +120,9 @@ MemoryTerms interleaved_stage_memory(const LayerTable& table, const MemorySettin
     terms.activations_bytes += held * per_micro_batch[chunk];
     left -= held;
   }
-  terms.parameters_bytes = params * kWeightBytesPerParameter;
-  terms.gradients_bytes = params * kGradientBytesPerParameter;
-  terms.optimizer_state_bytes = params * optimizer_state_bytes_per_parameter(settings.optimizer);
-  terms.master_copy_bytes =
-      settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
+  set_parameter_terms(params, settings, &terms);
   terms.comm_buffers_bytes = interleaved_comm_buffer_bytes(table, settings, stage_idx, chunks);
-  terms.runtime_overhead_bytes = settings.runtime_overhead_bytes;
-  terms.calibration_bytes = settings.calibration_of(stage_idx);
-  terms.total_bytes = std::max<int64_t>(
-      0, terms.parameters_bytes + terms.gradients_bytes + terms.optimizer_state_bytes +
-             terms.master_copy_bytes + terms.buffers_bytes + terms.activations_bytes +
-             terms.recompute_bytes + terms.transient_bytes + terms.comm_buffers_bytes +
-             terms.runtime_overhead_bytes + terms.calibration_bytes);
+  set_total(settings, stage_idx, &terms);
   return terms;
 }
 
