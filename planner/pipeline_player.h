@@ -7,6 +7,7 @@
 #include "planner/lognormal.h"
 #include "planner/simulator.h"
 #include "plans/schedule.h"
+#include "plans/stage_action_list.h"
 
 namespace pipeplan {
 
@@ -14,7 +15,7 @@ namespace pipeplan {
 /// uses) as simulate() describes: compute in list order, sends that occupy their directed link
 /// (and, with send_occupies_sender, their rank), receives that block until the data arrives,
 /// an all-reduce per stage that starts when every played pipeline's rank of the stage reached
-/// it, then the optimizer step. Holds no action list (plans/schedule.h: StageActionList) and
+/// it, then the optimizer step. Holds no action list (plans/stage_action_list.h: StageActionList) and
 /// only the messages in flight: with 1f1b at most a stage's warm-up, pp − s, on the links of
 /// stage s, whatever the micro-batches (gpipe sends all forwards first: up to m per link).
 /// Under interleaved-1f1b a link carries the messages of every chunk boundary it serves, in one

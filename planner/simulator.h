@@ -108,7 +108,7 @@ struct SimulationResult {
 /// the iteration (and with it idle time and bubble) is the mean over options.variability_draws
 /// draws, each action's time drawn independently with a fixed seed: the same input gives the
 /// same result (planner/variability.h: drawn_iteration, with options.replica_draws). No rank's
-/// action list is built (plans/schedule.h: StageActionList); memory holds per-rank results,
+/// action list is built (plans/stage_action_list.h: StageActionList); memory holds per-rank results,
 /// the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 

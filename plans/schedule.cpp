@@ -1,23 +1,18 @@
-// Schedule expansion for gpipe, 1f1b and zb-h1.
+// Schedule expansion for gpipe, 1f1b, zb-h1 and interleaved-1f1b.
 #include "plans/schedule.h"
 
 #include <algorithm>
 
 #include "common/error.h"
+#include "plans/stage_action_list.h"
 
 namespace pipeplan {
 
-namespace {
-
-// h(t): of the first t slots of a period of pp·V whose first pp slots belong to one chunk, those
-// that do (interleaved_in_flight); 0 for t <= 0.
-int64_t chunk_slots(int64_t slots, int pp, int virtual_stages) {
+int64_t interleaved_chunk_slots(int64_t slots, int pp, int virtual_stages) {
   if (slots <= 0) return 0;
   const int64_t period = int64_t{pp} * virtual_stages;
   return slots / period * pp + std::min<int64_t>(slots % period, pp);
 }
-
-}  // namespace
 
 int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
                           int num_micro_batches) {
@@ -25,7 +20,7 @@ int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
   const int warmup = interleaved_warmup(pp, virtual_stages, stage_idx, num_micro_batches);
   const int64_t window = warmup + 1 + int64_t{virtual_stages - 1 - 2 * chunk} * pp;
   return static_cast<int>(
-      std::min<int64_t>(num_micro_batches, chunk_slots(window, pp, virtual_stages)));
+      std::min<int64_t>(num_micro_batches, interleaved_chunk_slots(window, pp, virtual_stages)));
 }
 
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
@@ -36,190 +31,6 @@ std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int 
   actions.reserve(list.size());
   for (size_t idx = 0; idx < list.size(); ++idx) actions.push_back(list[idx]);
   return actions;
-}
-
-StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                 bool all_reduce, int virtual_stages)
-    : stage_idx_(stage_idx),
-      pp_(pp),
-      virtual_stages_(virtual_stages),
-      has_in_(stage_idx > 0 || virtual_stages > 1),
-      has_out_(stage_idx < pp - 1 || virtual_stages > 1),
-      all_reduce_(all_reduce) {
-  PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
-  PIPEPLAN_ASSERT((schedule == Schedule::kInterleaved1F1B) == (virtual_stages > 1),
-                  "interleaved-1f1b needs V >= 2 chunks, the other schedules one");
-  using K = BlockKind;
-  const int m = num_micro_batches;
-  const int warmup = std::min(pp - stage_idx - 1, m);  // 1f1b, zb-h1: forwards before the first B
-  switch (schedule) {
-    case Schedule::kGpipe:
-      add_segment(0, m, {K::kForward}, {0});
-      add_segment(0, m, {K::kBackward}, {0});
-      break;
-    case Schedule::kOneFOneB:
-      add_segment(0, warmup, {K::kForward}, {0});
-      add_segment(0, m - warmup, {K::kForward, K::kBackward}, {warmup, 0});
-      add_segment(m - warmup, m, {K::kBackward}, {0});
-      break;
-    case Schedule::kZeroBubbleH1: {
-      // Step i is 1f1b's F(w + i) B(i) with B split; W(i − s) joins it from step s on, and the
-      // s Ws still owed close the list.
-      const int lag = stage_idx;
-      const int steady_split = std::clamp(lag, 0, m - warmup);
-      const int cooldown_split = std::clamp(lag, m - warmup, m);
-      add_segment(0, warmup, {K::kForward}, {0});
-      add_segment(0, steady_split, {K::kForward, K::kBackwardInput}, {warmup, 0});
-      add_segment(steady_split, m - warmup, {K::kForward, K::kBackwardInput, K::kBackwardWeight},
-                  {warmup, 0, -lag});
-      add_segment(m - warmup, cooldown_split, {K::kBackwardInput}, {0});
-      add_segment(cooldown_split, m, {K::kBackwardInput, K::kBackwardWeight}, {0, -lag});
-      add_segment(std::max(0, m - lag), m, {K::kBackwardWeight}, {0});
-      break;
-    }
-    case Schedule::kInterleaved1F1B: {
-      // 1f1b's three runs over the rank's m·V forwards and backwards; block() maps each count
-      // to its chunk and micro-batch.
-      PIPEPLAN_ASSERT(pp >= 2 && m % pp == 0, "interleaved-1f1b needs pp >= 2 and m a multiple");
-      const int total = m * virtual_stages;
-      warmup_ = interleaved_warmup(pp, virtual_stages, stage_idx, m);
-      add_segment(0, warmup_, {K::kForward}, {0});
-      add_segment(0, total - warmup_, {K::kForward, K::kBackward}, {warmup_, 0});
-      add_segment(total - warmup_, total, {K::kBackward}, {0});
-      break;
-    }
-  }
-  const Segment& last = segments_[num_segments_ - 1];  // m >= 1: some segment is not empty
-  size_ = last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step -
-          static_cast<size_t>(missing_transfers(num_blocks_)) + (all_reduce ? 2 : 1);
-}
-
-int64_t StageActionList::forwards_of_chunk(int64_t count, int chunk) const {
-  return chunk_slots(count - int64_t{chunk} * pp_, pp_, virtual_stages_);
-}
-
-int64_t StageActionList::backwards_of_chunk(int64_t count, int chunk) const {
-  return chunk_slots(count - int64_t{virtual_stages_ - 1 - chunk} * pp_, pp_, virtual_stages_);
-}
-
-int64_t StageActionList::missing_transfers(int block_idx) const {
-  if (virtual_stages_ == 1) return 0;
-  // Forwards and backwards among the first block_idx blocks: warm-up forwards, then pairs.
-  const int total = num_blocks_ / 2;
-  int64_t forwards = 0, backwards = 0;
-  if (block_idx <= warmup_) {
-    forwards = block_idx;
-  } else if (block_idx <= 2 * total - warmup_) {
-    const int steady = block_idx - warmup_;
-    forwards = warmup_ + (steady + 1) / 2;
-    backwards = steady / 2;
-  } else {
-    forwards = total;
-    backwards = block_idx - total;
-  }
-  int64_t missing = 0;
-  if (stage_idx_ == 0) missing += forwards_of_chunk(forwards, 0) + backwards_of_chunk(backwards, 0);
-  if (stage_idx_ == pp_ - 1)
-    missing += forwards_of_chunk(forwards, virtual_stages_ - 1) +
-               backwards_of_chunk(backwards, virtual_stages_ - 1);
-  return missing;
-}
-
-void StageActionList::add_segment(int first_step, int end_step,
-                                  std::initializer_list<BlockKind> kinds,
-                                  std::initializer_list<int> offsets) {
-  if (end_step <= first_step) return;
-  PIPEPLAN_ASSERT(num_segments_ < kMaxSegments && kinds.size() == offsets.size() &&
-                  kinds.size() <= 3);
-  Segment seg;
-  if (num_segments_ > 0) {
-    const Segment& before = segments_[num_segments_ - 1];
-    seg.first_block = before.first_block + before.steps * before.period;
-    seg.first_action =
-        before.first_action + static_cast<size_t>(before.steps) * before.actions_per_step;
-  }
-  seg.first_step = first_step;
-  seg.steps = end_step - first_step;
-  seg.period = static_cast<int>(kinds.size());
-  int elem = 0;
-  for (BlockKind kind : kinds) {
-    seg.kinds[elem++] = kind;
-    seg.actions_per_step += block_actions(kind);
-  }
-  std::copy(offsets.begin(), offsets.end(), seg.offsets);
-  segments_[num_segments_++] = seg;
-  num_blocks_ = seg.first_block + seg.steps * seg.period;
-}
-
-size_t StageActionList::first_action(int block_idx) const {
-  if (block_idx >= num_blocks_) return size_ - (all_reduce_ ? 2 : 1);
-  const Segment& seg = segments_[segment_of_block(block_idx)];
-  const int rel = block_idx - seg.first_block;
-  size_t idx = seg.first_action + static_cast<size_t>(rel / seg.period) * seg.actions_per_step;
-  for (int elem = 0; elem < rel % seg.period; ++elem) idx += block_actions(seg.kinds[elem]);
-  return idx - static_cast<size_t>(missing_transfers(block_idx));
-}
-
-Action StageActionList::operator[](size_t idx) const {
-  const size_t compute_end = size_ - (all_reduce_ ? 2 : 1);
-  if (idx >= compute_end)
-    return {idx + 1 == size_ ? ActionKind::kOptimizerStep : ActionKind::kAllReduce, -1, -1};
-  if (virtual_stages_ > 1) return interleaved_action(idx);
-  int seg_idx = 0;
-  while (idx >= segments_[seg_idx].first_action + static_cast<size_t>(segments_[seg_idx].steps) *
-                                                      segments_[seg_idx].actions_per_step)
-    ++seg_idx;
-  const Segment& seg = segments_[seg_idx];
-  const size_t rel = idx - seg.first_action;
-  const int step = seg.first_step + static_cast<int>(rel / seg.actions_per_step);
-  int offset = static_cast<int>(rel % seg.actions_per_step);
-  int elem = 0;
-  while (offset >= block_actions(seg.kinds[elem])) offset -= block_actions(seg.kinds[elem++]);
-  const BlockKind kind = seg.kinds[elem];
-  const int mb = step + seg.offsets[elem];
-  if (kind == BlockKind::kBackwardWeight) return {ActionKind::kBackwardWeight, mb, -1};
-  const bool forward = kind == BlockKind::kForward;
-  const int upstream = stage_idx_ - 1;
-  const int downstream = stage_idx_ + 1;
-  const int compute_offset = (forward ? has_in_ : has_out_) ? 1 : 0;
-  if (offset < compute_offset)
-    return forward ? Action{ActionKind::kRecvActivation, mb, upstream}
-                   : Action{ActionKind::kRecvGradient, mb, downstream};
-  if (offset == compute_offset) {
-    const ActionKind compute = forward                        ? ActionKind::kForward
-                               : kind == BlockKind::kBackward ? ActionKind::kBackward
-                                                              : ActionKind::kBackwardInput;
-    return {compute, mb, -1};
-  }
-  return forward ? Action{ActionKind::kSendActivation, mb, downstream}
-                 : Action{ActionKind::kSendGradient, mb, upstream};
-}
-
-Action StageActionList::interleaved_action(size_t idx) const {
-  int low = 0, high = num_blocks_ - 1;  // the last block whose first action is at most idx
-  while (low < high) {
-    const int mid = low + (high - low + 1) / 2;
-    if (first_action(mid) <= idx)
-      low = mid;
-    else
-      high = mid - 1;
-  }
-  const ComputeBlock block = this->block(low);
-  const int offset = static_cast<int>(idx - first_action(low));
-  const int mb = block.micro_batch;
-  const int v = block.chunk;
-  const int upstream = (stage_idx_ + pp_ - 1) % pp_;
-  const int downstream = (stage_idx_ + 1) % pp_;
-  if (block.kind == BlockKind::kForward) {
-    const int compute_offset = chunk_has_input(v) ? 1 : 0;
-    if (offset < compute_offset) return {ActionKind::kRecvActivation, mb, upstream, v};
-    if (offset == compute_offset) return {ActionKind::kForward, mb, -1, v};
-    return {ActionKind::kSendActivation, mb, downstream, v};
-  }
-  const int compute_offset = chunk_has_output(v) ? 1 : 0;
-  if (offset < compute_offset) return {ActionKind::kRecvGradient, mb, downstream, v};
-  if (offset == compute_offset) return {ActionKind::kBackward, mb, -1, v};
-  return {ActionKind::kSendGradient, mb, upstream, v};
 }
 
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {

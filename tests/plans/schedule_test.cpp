@@ -1,6 +1,7 @@
 // Tests for plans/schedule.h: all ranks' action lists, played against each other, never
 // deadlock; sends pair with receives; forwards precede backwards; in-flight peaks.
 #include "plans/schedule.h"
+#include "plans/stage_action_list.h"
 
 #include <gtest/gtest.h>
 
