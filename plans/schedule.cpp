@@ -36,9 +36,9 @@ std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int 
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
   std::vector<std::vector<Action>> per_rank(plan.ranks.size());
   for (const RankAssignment& assignment : plan.ranks) {
-    std::vector<Action> actions = stage_actions(plan.schedule, plan.pp, assignment.stage,
-                                                plan.num_micro_batches, plan.dp > 1,
-                                                plan.virtual_stages);
+    std::vector<Action> actions =
+        stage_actions(plan.schedule, plan.pp, assignment.stage, plan.num_micro_batches, plan.dp > 1,
+                      plan.virtual_stages);
     for (Action& action : actions)
       if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
     per_rank[assignment.rank] = std::move(actions);

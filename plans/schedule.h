@@ -124,7 +124,6 @@ int64_t interleaved_chunk_slots(int64_t slots, int pp, int virtual_stages);
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
                                   bool all_reduce, int virtual_stages = 1);
 
-
 /// The actions of every rank of `plan` (indexed by rank), peers as ranks of the same replica.
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 

@@ -69,7 +69,8 @@ int64_t StageActionList::forwards_of_chunk(int64_t count, int chunk) const {
 }
 
 int64_t StageActionList::backwards_of_chunk(int64_t count, int chunk) const {
-  return interleaved_chunk_slots(count - int64_t{virtual_stages_ - 1 - chunk} * pp_, pp_, virtual_stages_);
+  return interleaved_chunk_slots(count - int64_t{virtual_stages_ - 1 - chunk} * pp_, pp_,
+                                 virtual_stages_);
 }
 
 int64_t StageActionList::missing_transfers(int block_idx) const {
