@@ -236,8 +236,8 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptMemoryIsPredictedWithinFivePercentPerS
   EXPECT_GT(profile.device.runtime_overhead_bytes, 10'000);
   expect_success(run_ranks(
       0, {"plan", "--profile", dir + "/profile.json", "--devices", "2", "--device-memory", "1GiB",
-          "--global-batch", "16", "--pp", "2", "--micro-batch-size", "4", "-o",
-          dir + "/plan.json"}));
+          "--global-batch", "16", "--pp", "2", "--micro-batch-size", "4", "--schedule", "1f1b",
+          "-o", dir + "/plan.json"}));  // one range per stage (interleaved: SerialTiedGptTrains...)
   const Plan plan = read_plan(dir + "/plan.json");
   ASSERT_EQ(plan.pp, 2);
   ASSERT_EQ(plan.stages[0].first, 0);
