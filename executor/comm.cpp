@@ -346,7 +346,7 @@ const char* boundary_name(ActionKind kind) {
   return activation ? "activation" : "gradient";
 }
 
-// " of chunk v" for a local chunk above 0 (interleaved-1f1b), else "".
+// " of local chunk v" for a local chunk above 0 (interleaved-1f1b), else "".
 std::string chunk_suffix(int chunk) {
   return chunk > 0 ? detail::concat(" of local chunk ", chunk) : std::string();
 }

@@ -33,7 +33,15 @@ Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& 
       optimizer_(optimizer),
       scaler_(scaler),
       recorder_(recorder),
-      seed_(seed) {}
+      seed_(seed) {
+  for (int chunk = 0; chunk < stage_.num_chunks(); ++chunk) {
+    const StagePlan& me = plan_.stages.at(chunk_index(plan_.pp, stage_.stage(), chunk));
+    queues_[0].sample_shapes.push_back(&me.input_sample_shape);  // activations into the chunk
+    queues_[0].dtypes.push_back(boundary_dtype(me.input_dtype, "dtype"));
+    queues_[1].sample_shapes.push_back(&me.output_sample_shape);  // gradients of its output
+    queues_[1].dtypes.push_back(boundary_dtype(me.output_dtype, "dtype"));
+  }
+}
 
 template <typename Body>
 void Interpreter::timed(TimelineKind kind, const Action& action, Body&& body) {
@@ -69,20 +77,14 @@ void Interpreter::begin_pass(const std::vector<Action>& actions, const PassData&
   for (RecvQueue& queue : queues_) post_ahead(queue, data);
 }
 
-// Posts receives until kRecvLookahead are outstanding beyond those already waited. What arrives
-// is the receiving chunk's input (activations) or output (gradients) as its StagePlan says.
+// Posts receives until kRecvLookahead are outstanding beyond those already waited.
 void Interpreter::post_ahead(RecvQueue& queue, const PassData& data) {
   while (queue.posted < queue.order.size() && queue.posted < queue.waited + kRecvLookahead) {
     const Action& action = *queue.order[queue.posted++];
-    const size_t index = static_cast<size_t>(chunk_index(plan_.pp, stage_.stage(), action.chunk));
-    const StagePlan& chunk = plan_.stages.at(index);
-    const bool activation = action.kind == ActionKind::kRecvActivation;
-    const std::vector<int64_t>& sample_shape =
-        activation ? chunk.input_sample_shape : chunk.output_sample_shape;
+    const std::vector<int64_t>& sample_shape = *queue.sample_shapes.at(action.chunk);
     std::vector<int64_t> shape{data.rows.at(static_cast<size_t>(action.micro_batch))};
     shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-    comm_.post_recv(action, shape,
-                    boundary_dtype(activation ? chunk.input_dtype : chunk.output_dtype, "dtype"));
+    comm_.post_recv(action, shape, queue.dtypes.at(action.chunk));
   }
 }
 
@@ -151,6 +153,8 @@ void Interpreter::send(const Action& action) {
   outgoing = torch::Tensor();
 }
 
+// Sums tied parameters' gradients over their stages, unscales (fp16), checks the gradients,
+// steps unless loss scaling skips, zeroes the gradients.
 void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
   timed(TimelineKind::kOptimizer, kWholeStage, [&] {
     torch::Tensor& gradients = stage_.gradients();

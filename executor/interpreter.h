@@ -77,6 +77,10 @@ class Interpreter {
     std::vector<const Action*> order;
     size_t posted = 0;
     size_t waited = 0;
+    // By local chunk: the sample shape and dtype of what arrives, from the plan (an activation
+    // is the chunk's input, a gradient that of its output).
+    std::vector<const std::vector<int64_t>*> sample_shapes;
+    std::vector<torch::Dtype> dtypes;
   };
   void begin_pass(const std::vector<Action>& actions, const PassData& data);
   void post_ahead(RecvQueue& queue, const PassData& data);
