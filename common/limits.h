@@ -49,6 +49,9 @@ inline constexpr int kMaxPipelineMicroBatches = 1 << 20;
 /// rarely goes past 4; each chunk adds two boundary transfers per micro-batch.
 inline constexpr int kMaxVirtualStages = 8;
 
+/// The smallest gradient bucket a plan may ask for: one float32 gradient.
+inline constexpr int64_t kMinBucketBytes = 4;
+
 /// The longest time a file may hold for a whole iteration (an iteration, a stage's compute over
 /// its micro-batches): kMaxMicroBatches micro-batches of four actions of kMaxTimeMs, 6.6e12 ms,
 /// still below the 9.2e12 ms of 64-bit nanoseconds.

@@ -19,13 +19,16 @@ namespace pipeplan::executor {
 
 /// Median one-way times of messages between the two ranks of a job, as the executor would
 /// carry them on `device`: for each size in `sizes` (bytes), a point-to-point send/recv (half a
-/// ping-pong) and a two-rank all-reduce of float32 tensors.
+/// ping-pong), a two-rank all-reduce of float32 tensors, and the reduce-scatter and all-gather of
+/// ZeRO-1 as Comm runs them (`bytes` the whole tensor: each rank ends with, or contributes, half).
 struct LinkTimings {
   std::string backend;  ///< "gloo", "nccl" or "gloo-host-staging"
   struct Point {
     int64_t bytes = 0;
     double p2p_ms = 0;
     double allreduce_ms = 0;
+    double reduce_scatter_ms = 0;
+    double all_gather_ms = 0;
   };
   std::vector<Point> points;
 };

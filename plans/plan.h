@@ -79,6 +79,25 @@ struct Cluster {
   double latency_ms = 0;  ///< per message, point-to-point
 };
 
+/// DDP's default gradient bucket (torch.nn.parallel.DistributedDataParallel's bucket_cap_mb).
+inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
+/// How the replicas of a stage combine their gradients and keep their optimizer state (dp > 1;
+/// plan.json's optional "data_parallel" object, written only when dp > 1 so that other plans
+/// keep their hashes; absent: no overlap, 25 MiB buckets, no sharding).
+struct DataParallelSettings {
+  /// Each gradient bucket's all-reduce (ZeRO-1: reduce-scatter) starts as soon as the last
+  /// micro-batch's weight gradients of its layers are complete, during that backward, instead of
+  /// all at once after the last backward (PyTorch DDP, Megatron's overlap_grad_reduce).
+  bool overlap = false;
+  /// Gradient bytes per bucket: each chunk's layers, last first, close a bucket once it holds at
+  /// least this much (plans/buckets.h).
+  int64_t bucket_bytes = kDefaultBucketBytes;
+  /// 1: ZeRO-1. Each replica keeps 1/dp of the stage's optimizer state (its shard): gradients are
+  /// reduce-scattered, each replica steps its shard, parameters are all-gathered. 0: replicated.
+  int zero = 0;
+};
+
 /// One pipeline stage: layers [first, last) and what crosses its boundaries.
 struct StagePlan {
   int first = 0;
@@ -206,6 +225,8 @@ struct Plan {
   Predictions predictions;
   /// The corrections from a measured run the predictions were made with; none by default.
   std::optional<Calibration> calibration;
+  /// The gradient all-reduce's overlap and buckets, and ZeRO-1 (meaningful with dp > 1).
+  DataParallelSettings data_parallel = {};
 
   /// Meaning, not only syntax (plan_validate.cpp): sizes within common/limits.h (at most
   /// kMaxDevices devices, kMaxMicroBatches micro-batches, kMaxBatchSize samples);

@@ -226,6 +226,10 @@ Json to_json(const Plan& plan) {
               {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
   // Optional: written only for interleaved-1f1b, so that other plans keep their hashes.
   if (plan.virtual_stages == 1) json.erase("virtual_stages");
+  if (plan.dp > 1)  // optional likewise: nothing to combine over one replica
+    json["data_parallel"] = {{"overlap", plan.data_parallel.overlap},
+                             {"bucket_bytes", plan.data_parallel.bucket_bytes},
+                             {"zero", plan.data_parallel.zero}};
   return json;
 }
 
@@ -250,6 +254,12 @@ Plan plan_from_json(const Json& json, const std::string& document) {
   plan.partition = r.string("partition");
   if (r.has("virtual_stages"))  // optional: 1 when absent
     plan.virtual_stages = r.int_in("virtual_stages", 1, kMaxVirtualStages);
+  if (r.has("data_parallel")) {  // optional: the defaults when absent
+    const JsonReader dp = r.object("data_parallel");
+    plan.data_parallel.overlap = dp.boolean("overlap");
+    plan.data_parallel.bucket_bytes = dp.integer_in("bucket_bytes", kMinBucketBytes, kMaxBytes);
+    plan.data_parallel.zero = dp.int_in("zero", 0, 1);
+  }
   for (const JsonReader& stage : r.objects("stages")) plan.stages.push_back(stage_from(stage));
   for (const JsonReader& rank : r.objects("ranks")) plan.ranks.push_back(rank_from(rank));
   plan.predictions = predictions_from(r.object("predictions"));

@@ -54,6 +54,19 @@ void validate_virtual_stages(const Plan& plan, std::string_view document) {
                  " micro-batches times chunks)");
 }
 
+// Buckets of at least kMinBucketBytes; ZeRO-1 shards over two replicas or more.
+void validate_data_parallel(const Plan& plan, std::string_view document) {
+  const DataParallelSettings& settings = plan.data_parallel;
+  PIPEPLAN_CHECK(settings.bucket_bytes >= kMinBucketBytes && settings.bucket_bytes <= kMaxBytes,
+                 document, ": data_parallel.bucket_bytes: ", settings.bucket_bytes,
+                 ": expected an integer in [", kMinBucketBytes, ", ", kMaxBytes, "]");
+  PIPEPLAN_CHECK(settings.zero == 0 || settings.zero == 1, document, ": data_parallel.zero: ",
+                 settings.zero, ": expected 0 or 1");
+  PIPEPLAN_CHECK(settings.zero == 0 || plan.dp >= 2, document, ": data_parallel.zero: ",
+                 settings.zero, ": expected 0 with dp = 1 (ZeRO-1 shards the optimizer state "
+                 "over a stage's replicas)");
+}
+
 // dp, pp, devices, batch sizes and micro-batches: each in range, then their products.
 void validate_sizes(const Plan& plan, std::string_view document) {
   PIPEPLAN_CHECK(plan.dp >= 1 && plan.dp <= kMaxDevices, document, ": dp: ", plan.dp,
@@ -77,6 +90,7 @@ void validate_sizes(const Plan& plan, std::string_view document) {
                  kMaxPipelineMicroBatches / plan.pp, " with pp=", plan.pp,
                  " (at most ", kMaxPipelineMicroBatches, " micro-batches times stages)");
   validate_virtual_stages(plan, document);
+  validate_data_parallel(plan, document);
   const int64_t batch = plan.dp * int64_t{plan.num_micro_batches} * plan.micro_batch_size;
   PIPEPLAN_CHECK(plan.global_batch == batch, document, ": global_batch: ", plan.global_batch,
                  ": expected dp*num_micro_batches*micro_batch_size = ", batch);

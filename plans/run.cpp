@@ -29,6 +29,7 @@ const std::pair<const char*, double MeasuredTimes::*> kTimeFields[] = {
 // Times written only where they apply (zb-h1's W), read as 0 when absent.
 const std::pair<const char*, double MeasuredTimes::*> kOptionalTimeFields[] = {
     {"bwd_weight_ms", &MeasuredTimes::bwd_weight_ms},
+    {"allgather_ms", &MeasuredTimes::allgather_ms},
 };
 
 void write_optional_times(const MeasuredTimes& t, Json* json) {

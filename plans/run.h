@@ -34,6 +34,9 @@ struct MeasuredTimes {
   double busy_ms = 0;
   /// The run's iteration_ms - busy_ms: receive and send waits, data loading, gaps.
   double idle_ms = 0;
+  /// ZeRO-1: gathering the updated parameter shards after the step, per iteration (optional
+  /// key); 0 otherwise. Counted in busy_ms as the all-reduce is.
+  double allgather_ms = 0;
 
   /// Adds `weight` times every time of `other` to this one's.
   void add(const MeasuredTimes& other, double weight);

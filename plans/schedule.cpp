@@ -24,9 +24,9 @@ int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
 }
 
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                  bool all_reduce, int virtual_stages) {
+                                  bool all_reduce, int virtual_stages, bool all_gather) {
   const StageActionList list(schedule, pp, stage_idx, num_micro_batches, all_reduce,
-                             virtual_stages);
+                             virtual_stages, all_gather);
   std::vector<Action> actions;
   actions.reserve(list.size());
   for (size_t idx = 0; idx < list.size(); ++idx) actions.push_back(list[idx]);
@@ -38,7 +38,7 @@ std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
   for (const RankAssignment& assignment : plan.ranks) {
     std::vector<Action> actions =
         stage_actions(plan.schedule, plan.pp, assignment.stage, plan.num_micro_batches, plan.dp > 1,
-                      plan.virtual_stages);
+                      plan.virtual_stages, plan.dp > 1 && plan.data_parallel.zero == 1);
     for (Action& action : actions)
       if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
     per_rank[assignment.rank] = std::move(actions);
@@ -71,6 +71,8 @@ std::string to_string(const Action& action) {
       return "all-reduce";
     case ActionKind::kOptimizerStep:
       return "step";
+    case ActionKind::kAllGather:
+      return "all-gather";
   }
   return "?";
 }

@@ -28,6 +28,9 @@ enum class ActionKind {
   kBackwardInput,
   /// zb-h1's W: the weight gradients of a micro-batch whose B has run; frees its activations.
   kBackwardWeight,
+  /// ZeRO-1, after the optimizer step: every replica gathers the others' updated parameter
+  /// shards (dp > 1 with data_parallel.zero = 1 only).
+  kAllGather,
 };
 
 /// How many transfers a rank keeps going at once — the executor's policy, which the memory
@@ -39,7 +42,7 @@ inline constexpr int kRecvLookahead = 2;
 /// it sends alive until it completes.
 inline constexpr int kMaxSendsInFlight = 2;
 
-/// One action. `micro_batch` is -1 for kAllReduce and kOptimizerStep; `peer` is the rank (or,
+/// One action. `micro_batch` is -1 for kAllReduce, kOptimizerStep and kAllGather; `peer` is the rank (or,
 /// from stage_actions, the stage) on the other end of a send or receive, else -1; `chunk` the
 /// rank's local chunk the action belongs to (interleaved-1f1b: v of global chunk v·pp + stage;
 /// 0 under the other schedules and for kAllReduce and kOptimizerStep). A transfer's chunk is
@@ -97,7 +100,15 @@ inline int interleaved_rank_in_flight(int pp, int virtual_stages, int stage_idx,
 int64_t interleaved_chunk_slots(int64_t slots, int pp, int virtual_stages);
 
 /// The actions of stage `stage_idx` of a `pp`-stage pipeline over `num_micro_batches`, with
-/// peers given as stage indices; ends with kAllReduce when `all_reduce`, then kOptimizerStep.
+/// peers given as stage indices; ends with kAllReduce when `all_reduce`, then kOptimizerStep,
+/// then kAllGather when `all_gather` (ZeRO-1).
+///
+/// The data-parallel tail. Under ZeRO-1 kAllReduce reduce-scatters instead of all-reducing (each
+/// replica gets the sum of its shard). With data_parallel.overlap the all-reduce of each gradient
+/// bucket (plans/buckets.h) starts inside the last weight-gradient action of its chunk (the
+/// backward, or zb-h1's W, of micro-batch m − 1) as soon as the bucket's gradients are complete,
+/// and kAllReduce starts the buckets not yet started and waits for them all; without overlap
+/// kAllReduce runs every bucket then.
 ///
 /// gpipe, stage s:  F0 F1 .. F(m-1)  B0 B1 .. B(m-1)            in flight: m
 /// 1f1b,  stage s:  w = min(pp-s-1, m) warm-up forwards, then alternating F(w+i) B(i),
@@ -122,13 +133,14 @@ int64_t interleaved_chunk_slots(int64_t slots, int pp, int virtual_stages);
 /// Peers of the last stage's activation sends and the first stage's gradient sends wrap around
 /// (stage pp − 1 sends chunk v's output to stage 0's chunk v + 1).
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                  bool all_reduce, int virtual_stages = 1);
+                                  bool all_reduce, int virtual_stages = 1,
+                                  bool all_gather = false);
 
 /// The actions of every rank of `plan` (indexed by rank), peers as ranks of the same replica.
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 
 /// Short text for logs and tests: "F3", "B0", "Bi0", "W0", "recv-act 2 <- r1", "all-reduce",
-/// "step"; an action of local chunk v > 0 adds "v<chunk>" after its micro-batch ("F3v1",
+/// "step", "all-gather"; an action of local chunk v > 0 adds "v<chunk>" after its micro-batch ("F3v1",
 /// "send-act 3v1 -> r0").
 std::string to_string(const Action& action);
 

@@ -9,13 +9,14 @@
 namespace pipeplan {
 
 StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                 bool all_reduce, int virtual_stages)
+                                 bool all_reduce, int virtual_stages, bool all_gather)
     : stage_idx_(stage_idx),
       pp_(pp),
       virtual_stages_(virtual_stages),
       has_in_(stage_idx > 0 || virtual_stages > 1),
       has_out_(stage_idx < pp - 1 || virtual_stages > 1),
-      all_reduce_(all_reduce) {
+      all_reduce_(all_reduce),
+      all_gather_(all_gather) {
   PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
   PIPEPLAN_ASSERT((schedule == Schedule::kInterleaved1F1B) == (virtual_stages > 1),
                   "interleaved-1f1b needs V >= 2 chunks, the other schedules one");
@@ -61,7 +62,7 @@ StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int n
   }
   const Segment& last = segments_[num_segments_ - 1];  // m >= 1: some segment is not empty
   size_ = last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step -
-          static_cast<size_t>(missing_transfers(num_blocks_)) + (all_reduce ? 2 : 1);
+          static_cast<size_t>(missing_transfers(num_blocks_)) + tail_size();
 }
 
 int64_t StageActionList::forwards_of_chunk(int64_t count, int chunk) const {
@@ -123,7 +124,7 @@ void StageActionList::add_segment(int first_step, int end_step,
 }
 
 size_t StageActionList::first_action(int block_idx) const {
-  if (block_idx >= num_blocks_) return size_ - (all_reduce_ ? 2 : 1);
+  if (block_idx >= num_blocks_) return compute_end();
   const Segment& seg = segments_[segment_of_block(block_idx)];
   const int rel = block_idx - seg.first_block;
   size_t idx = seg.first_action + static_cast<size_t>(rel / seg.period) * seg.actions_per_step;
@@ -132,9 +133,13 @@ size_t StageActionList::first_action(int block_idx) const {
 }
 
 Action StageActionList::operator[](size_t idx) const {
-  const size_t compute_end = size_ - (all_reduce_ ? 2 : 1);
-  if (idx >= compute_end)
-    return {idx + 1 == size_ ? ActionKind::kOptimizerStep : ActionKind::kAllReduce, -1, -1};
+  if (idx >= compute_end()) {
+    size_t tail_idx = idx - compute_end();
+    if (!all_reduce_) ++tail_idx;  // the tail is [all-reduce], step, [all-gather]
+    constexpr ActionKind kTail[] = {ActionKind::kAllReduce, ActionKind::kOptimizerStep,
+                                    ActionKind::kAllGather};
+    return {kTail[tail_idx], -1, -1};
+  }
   if (virtual_stages_ > 1) return interleaved_action(idx);
   int seg_idx = 0;
   while (idx >= segments_[seg_idx].first_action + static_cast<size_t>(segments_[seg_idx].steps) *

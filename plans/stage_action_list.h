@@ -28,10 +28,14 @@ struct ComputeBlock {
 class StageActionList {
  public:
   StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce,
-                  int virtual_stages = 1);
-  /// stage_actions(...).size(): the blocks' actions, then the all-reduce (when asked for) and
-  /// the optimizer step.
+                  int virtual_stages = 1, bool all_gather = false);
+  /// stage_actions(...).size(): the blocks' actions, then the tail: the all-reduce (when asked
+  /// for), the optimizer step and the all-gather (when asked for).
   size_t size() const { return size_; }
+  /// The index of the tail's first action: the number of the blocks' actions.
+  size_t compute_end() const { return size_ - tail_size(); }
+  /// The tail's length: 1 to 3.
+  size_t tail_size() const { return 1 + (all_reduce_ ? 1 : 0) + (all_gather_ ? 1 : 0); }
   /// stage_actions(...)[idx]; idx < size().
   Action operator[](size_t idx) const;
   /// 2 · num_micro_batches (zb-h1: 3 · num_micro_batches; interleaved-1f1b: 2 · V · m).
@@ -80,6 +84,8 @@ class StageActionList {
   }
   /// Whether the list ends with an all-reduce before the optimizer step.
   bool all_reduce() const { return all_reduce_; }
+  /// Whether the optimizer step is followed by an all-gather of the parameters (ZeRO-1).
+  bool all_gather() const { return all_gather_; }
 
   /// Runs of repeated block patterns; gpipe has 2, 1f1b 3, zb-h1 up to 5.
   static constexpr int kMaxSegments = 6;
@@ -123,6 +129,7 @@ class StageActionList {
   bool has_in_;     // stage > 0: receives activations, sends gradients (interleaved: true)
   bool has_out_;    // stage < pp − 1 (interleaved: true)
   bool all_reduce_;
+  bool all_gather_;
   int num_blocks_ = 0;
   int num_segments_ = 0;
   size_t size_ = 0;

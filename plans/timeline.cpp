@@ -17,7 +17,8 @@ constexpr TimelineKind kAllKinds[] = {
     TimelineKind::kForward,   TimelineKind::kBackward,  TimelineKind::kBackwardInput,
     TimelineKind::kBackwardWeight, TimelineKind::kRecompute,
     TimelineKind::kSend,      TimelineKind::kRecvWait,  TimelineKind::kAllReduce,
-    TimelineKind::kOptimizer, TimelineKind::kLoad,      TimelineKind::kSendWait};
+    TimelineKind::kOptimizer, TimelineKind::kLoad,      TimelineKind::kSendWait,
+    TimelineKind::kAllGather};
 
 std::string event_name(const TimelineEvent& event) {
   // Chunks as the action lists name them (plans/schedule.h: "F3v1").
@@ -46,6 +47,8 @@ std::string event_name(const TimelineEvent& event) {
       return "load " + mb;
     case TimelineKind::kSendWait:
       return event.micro_batch >= 0 ? "send-wait before " + mb : "send-wait";
+    case TimelineKind::kAllGather:
+      return "all-gather";
   }
   return "?";
 }
@@ -82,6 +85,8 @@ std::string to_string(TimelineKind kind) {
       return "load";
     case TimelineKind::kSendWait:
       return "send-wait";
+    case TimelineKind::kAllGather:
+      return "all-gather";
   }
   return "?";
 }
@@ -120,6 +125,7 @@ bool is_busy(TimelineKind kind) {
     case TimelineKind::kRecompute:
     case TimelineKind::kAllReduce:
     case TimelineKind::kOptimizer:
+    case TimelineKind::kAllGather:
       return true;
     case TimelineKind::kSend:
     case TimelineKind::kRecvWait:

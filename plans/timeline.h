@@ -26,15 +26,16 @@ enum class TimelineKind {
   kOptimizer,
   kLoad,      ///< measured only: reading a micro-batch's samples (not modelled: overhead)
   kSendWait,  ///< measured only: blocked until earlier sends completed (idle)
+  kAllGather,  ///< ZeRO-1: gathering the updated parameter shards after the optimizer step
 };
 
 /// "forward", "backward", "backward-input", "backward-weight", "recompute", "send", "recv-wait", "all-reduce", "optimizer", "load",
-/// "send-wait".
+/// "send-wait", "all-gather".
 std::string to_string(TimelineKind kind);
 /// The kind named by to_string; throws Error(kBadInput) naming `field` for any other word.
 TimelineKind parse_timeline_kind(std::string_view word, std::string_view field);
-/// Whether time spent in `kind` counts as busy: forward, backward (B and W too), recompute, all-reduce and
-/// optimizer, as the simulator counts it. Everything else (waits, loading, handing sends to
+/// Whether time spent in `kind` counts as busy: forward, backward (B and W too), recompute,
+/// all-reduce, optimizer and all-gather, as the simulator counts it. Everything else (waits, loading, handing sends to
 /// the backend) is idle from the models' point of view.
 bool is_busy(TimelineKind kind);
 

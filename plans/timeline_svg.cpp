@@ -125,6 +125,7 @@ class SvgPanelWriter {
             " stroke=\"#333\" stroke-dasharray=\"3,2\" stroke-width=\"0.8\"");
         break;
       case TimelineKind::kAllReduce:
+      case TimelineKind::kAllGather:
         box(left, top, width, "#9a9a9a");
         return;
       case TimelineKind::kOptimizer:
