@@ -144,6 +144,8 @@ CommProfile comm_from(const JsonReader& reader) {
 InterconnectProfile interconnect_from(const JsonReader& link) {
   InterconnectProfile result{link.string("backend"), link.int_in("ranks", 2, kMaxDevices),
                              comm_from(link.object("p2p")), comm_from(link.object("allreduce"))};
+  if (link.has("reduce_scatter")) result.reduce_scatter = comm_from(link.object("reduce_scatter"));
+  if (link.has("all_gather")) result.all_gather = comm_from(link.object("all_gather"));
   if (result.backend != "gloo" && result.backend != "nccl" && result.backend != "gloo-host-staging")
     link.fail("backend", detail::concat(quote(result.backend),
                                         ": expected gloo, nccl or gloo-host-staging"));
@@ -259,10 +261,13 @@ CommProfile fit_comm(std::vector<CommProfile::Point> points) {
 }
 
 Json to_json(const InterconnectProfile& link) {
-  return Json{{"backend", link.backend},
-              {"ranks", link.ranks},
-              {"p2p", comm_json(link.p2p)},
-              {"allreduce", comm_json(link.allreduce)}};
+  Json json{{"backend", link.backend},
+            {"ranks", link.ranks},
+            {"p2p", comm_json(link.p2p)},
+            {"allreduce", comm_json(link.allreduce)}};
+  if (!link.reduce_scatter.points.empty()) json["reduce_scatter"] = comm_json(link.reduce_scatter);
+  if (!link.all_gather.points.empty()) json["all_gather"] = comm_json(link.all_gather);
+  return json;
 }
 
 InterconnectProfile interconnect_from_json(const Json& json, const std::string& document) {

@@ -129,6 +129,11 @@ struct InterconnectProfile {
   int ranks = 2;
   CommProfile p2p;        ///< one send/recv
   CommProfile allreduce;  ///< all-reduce over `ranks`
+  /// ZeRO-1's collectives over `ranks` as the executor runs them, `bytes` the whole tensor
+  /// (optional keys "reduce_scatter" and "all_gather"; no points when not measured, as in
+  /// profiles from before they were).
+  CommProfile reduce_scatter = {};
+  CommProfile all_gather = {};
 };
 
 /// Fits time = latency + bytes / bandwidth to `points` (>= 2 sizes), minimising the relative
