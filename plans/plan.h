@@ -155,6 +155,17 @@ struct ChunkPrediction {
   double p2p_ms = 0;
 };
 
+/// One gradient bucket of a stage with dp > 1 (plans/buckets.h), what the simulator overlaps.
+struct BucketPrediction {
+  int chunk = 0;      ///< the stage's local chunk whose layers it holds
+  int64_t bytes = 0;  ///< its gradients
+  /// The share of the chunk's last weight-gradient action (micro-batch m − 1's backward, or its
+  /// W) done when the bucket's gradients are complete: the backward time of its layers and of
+  /// the chunk's layers after them, over the chunk's.
+  double ready_fraction = 1;
+  double comm_ms = 0;  ///< its all-reduce, or under ZeRO-1 its reduce-scatter
+};
+
 /// Predicted behaviour of one stage (the same for each of its replicas). A stage is one rank of
 /// a pipeline: under interleaved-1f1b it runs V chunks, and its times and memory are theirs
 /// together (times summed over the chunks, memory the rank's).
@@ -164,7 +175,9 @@ struct StagePrediction {
   double recompute_ms = 0;  ///< extra forward per micro-batch when checkpointed
   double p2p_ms = 0;        ///< sending one micro-batch's boundary tensors
   double compute_ms = 0;    ///< all micro-batches of one iteration
-  double allreduce_ms = 0;  ///< the gradient all-reduce over the stage's replicas (0 if dp = 1)
+  /// The gradient all-reduce over the stage's replicas (ZeRO-1: the reduce-scatter), every bucket's
+  /// summed, whether or not a backward hides it (0 if dp = 1)
+  double allreduce_ms = 0;
   double optimizer_ms = 0;  ///< one optimizer step over the stage's parameters
   double busy_ms = 0;       ///< simulated, per iteration
   double idle_ms = 0;       ///< simulated, per iteration
@@ -183,6 +196,15 @@ struct StagePrediction {
   /// v·pp + stage) at index v; fwd_ms, bwd_ms, recompute_ms and p2p_ms are their sums. Empty
   /// under the other schedules (optional key "chunks").
   std::vector<ChunkPrediction> chunks = {};
+  /// dp > 1: the stage's gradient buckets in the order they are started (optional key "buckets";
+  /// allreduce_ms is their comm_ms summed). Empty with one replica.
+  std::vector<BucketPrediction> buckets = {};
+  /// ZeRO-1: gathering the updated parameters after the optimizer step; 0 otherwise (optional
+  /// key).
+  double allgather_ms = 0;
+  /// Simulated: the time the stage waits at its all-reduce (the part of the collectives no
+  /// backward hides), per iteration; what a run measures as its allreduce_ms (optional key).
+  double allreduce_exposed_ms = 0;
 };
 
 /// Whole-plan predictions.

@@ -136,6 +136,17 @@ Json stage_prediction_json(const StagePrediction& s) {
                         {"p2p_ms", chunk.p2p_ms}});
     json["chunks"] = chunks;
   }
+  if (!s.buckets.empty()) {  // dp > 1 only
+    Json buckets = Json::array();
+    for (const BucketPrediction& bucket : s.buckets)
+      buckets.push_back({{"chunk", bucket.chunk},
+                         {"bytes", bucket.bytes},
+                         {"ready_fraction", bucket.ready_fraction},
+                         {"comm_ms", bucket.comm_ms}});
+    json["buckets"] = buckets;
+  }
+  if (s.allgather_ms > 0) json["allgather_ms"] = s.allgather_ms;  // ZeRO-1 only
+  if (s.allreduce_exposed_ms > 0) json["allreduce_exposed_ms"] = s.allreduce_exposed_ms;
   return json;
 }
 
@@ -153,6 +164,14 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
                           chunk.number_in("bwd_ms", 0, kMaxTimeMs),
                           chunk.number_in("recompute_ms", 0, kMaxTimeMs),
                           chunk.number_in("p2p_ms", 0, kMaxTimeMs)});
+  if (r.has("buckets"))  // dp > 1 only
+    for (const JsonReader& bucket : r.objects("buckets"))
+      s.buckets.push_back({bucket.int_in("chunk", 0, kMaxVirtualStages - 1),
+                           bucket.byte_count("bytes"), bucket.number_in("ready_fraction", 0, 1),
+                           bucket.number_in("comm_ms", 0, kMaxIterationMs)});
+  if (r.has("allgather_ms")) s.allgather_ms = r.number_in("allgather_ms", 0, kMaxIterationMs);
+  if (r.has("allreduce_exposed_ms"))
+    s.allreduce_exposed_ms = r.number_in("allreduce_exposed_ms", 0, kMaxIterationMs);
   s.peak_memory_bytes = r.byte_count("peak_memory_bytes");
   const JsonReader memory = r.object("memory");
   // interleaved-1f1b counts each chunk's micro-batches: up to V·m (validate() checks).

@@ -297,6 +297,34 @@ void validate_chunks(const Plan& plan, const StagePrediction& s, const std::stri
                    ": expected the sum over the stage's chunks, ", sum);
 }
 
+// dp > 1: buckets of the stage's chunks whose collectives sum to the stage's all-reduce; none
+// with one replica. ZeRO-1 alone gathers parameters.
+void validate_buckets(const Plan& plan, const StagePrediction& s, const std::string& where) {
+  PIPEPLAN_CHECK(plan.dp > 1 || s.buckets.empty(), where, "buckets: ", s.buckets.size(),
+                 " entries: expected none with dp = 1");
+  PIPEPLAN_CHECK(s.allgather_ms == 0 || (plan.dp > 1 && plan.data_parallel.zero == 1), where,
+                 "allgather_ms: ", s.allgather_ms, ": expected 0 (only ZeRO-1 gathers parameters)");
+  check_time(s.allgather_ms, kMaxIterationMs, where + "allgather_ms");
+  check_time(s.allreduce_exposed_ms, kMaxIterationMs, where + "allreduce_exposed_ms");
+  if (s.buckets.empty()) return;
+  double sum = 0;
+  for (size_t idx = 0; idx < s.buckets.size(); ++idx) {
+    const BucketPrediction& b = s.buckets[idx];
+    const std::string at = detail::concat(where, "buckets[", idx, "].");
+    PIPEPLAN_CHECK(b.chunk >= 0 && b.chunk < plan.virtual_stages, at, "chunk: ", b.chunk,
+                   ": expected a local chunk in [0, ", plan.virtual_stages, ")");
+    PIPEPLAN_CHECK(b.bytes >= 0 && b.bytes <= kMaxBytes, at, "bytes: ", b.bytes,
+                   ": expected a byte count in [0, ", kMaxBytes, "]");
+    PIPEPLAN_CHECK(std::isfinite(b.ready_fraction) && b.ready_fraction >= 0 &&
+                       b.ready_fraction <= 1,
+                   at, "ready_fraction: ", b.ready_fraction, ": expected a fraction in [0, 1]");
+    check_time(b.comm_ms, kMaxIterationMs, at + "comm_ms");
+    sum += b.comm_ms;
+  }
+  PIPEPLAN_CHECK(about_equal(s.allreduce_ms, sum), where, "allreduce_ms: ", s.allreduce_ms,
+                 ": expected the sum of the buckets' comm_ms, ", sum);
+}
+
 void validate_stage_prediction(const Plan& plan, size_t stage_idx, std::string_view document) {
   const StagePrediction& s = plan.predictions.stages[stage_idx];
   const std::string where = detail::concat(document, ": predictions.stages[", stage_idx, "].");
@@ -323,6 +351,7 @@ void validate_stage_prediction(const Plan& plan, size_t stage_idx, std::string_v
                    kMaxCoefficientOfVariation, "]");
   validate_memory(s.memory, plan.num_micro_batches, plan.virtual_stages, where + "memory.");
   validate_chunks(plan, s, where);
+  validate_buckets(plan, s, where);
   PIPEPLAN_CHECK(s.peak_memory_bytes == s.memory.total_bytes, where, "peak_memory_bytes: ",
                  s.peak_memory_bytes, ": expected memory.total_bytes = ", s.memory.total_bytes);
 }
