@@ -14,11 +14,16 @@ constexpr size_t kInitialChannelCapacity = 8;  // messages; a power of two
 
 }  // namespace
 
+// Doubles the ring, keeping every message a receiver or a send limit may still look at: the
+// last `capacity` sent.
 void PipelinePlayer::Channel::grow() {
-  std::vector<double> larger(std::max(kInitialChannelCapacity, 2 * ring.size()));
-  for (size_t idx = 0; idx < count; ++idx) larger[idx] = ring[(head + idx) & (ring.size() - 1)];
+  const size_t old_capacity = ring.size();
+  std::vector<Message> larger(std::max(kInitialChannelCapacity, 2 * old_capacity));
+  const int kept = static_cast<int>(std::min<size_t>(old_capacity, static_cast<size_t>(sent)));
+  for (int seq = sent - kept; seq < sent; ++seq)
+    larger[static_cast<size_t>(seq) & (larger.size() - 1)] =
+        ring[static_cast<size_t>(seq) & (old_capacity - 1)];
   ring.swap(larger);
-  head = 0;
 }
 
 PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pipelines,
@@ -37,6 +42,7 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
     bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
   }
   channels_.resize(pipelines_.size() * std::max(num_boundaries_, 0) * 2);
+  for (Channel& channel : channels_) channel.grow();
   arrived_at_allreduce_.assign(pp_, 0);
   ranks_.resize(pipelines_.size() * pp_);
   if (record_timeline_) events_.resize(ranks_.size());
@@ -66,12 +72,11 @@ void PipelinePlayer::connect(int pipeline_idx, int stage) {
     rank.outbox[kGradient] = channel(link, kGradient);
     if (!wraps) rank.transfer_ms[kGradient] = in_.gradient_ms[replica][stage - 1];
   }
-}
-
-int PipelinePlayer::neighbour(const SimRank& rank, int direction) const {
-  const int idx = static_cast<int>(&rank - ranks_.data());
-  const int stage = (rank.stage + (direction == kActivation ? 1 : pp_ - 1)) % pp_;
-  return idx - rank.stage + stage;
+  const int idx = sim_index(pipeline_idx, stage);
+  for (int direction : {kActivation, kGradient}) {
+    if (rank.outbox[direction] >= 0) channels_[rank.outbox[direction]].sender = idx;
+    if (rank.inbox[direction] >= 0) channels_[rank.inbox[direction]].receiver = idx;
+  }
 }
 
 void PipelinePlayer::reset() {
@@ -81,29 +86,34 @@ void PipelinePlayer::reset() {
     rank.tail = 0;
     rank.clock_ms = 0;
     rank.busy_ms = 0;
-    rank.waits_for_message = false;
+    rank.computed = rank.deciding = rank.not_posted = false;
+    rank.sends = 0;
   }
   for (std::vector<TimelineEvent>& events : events_) events.clear();
   for (Channel& channel : channels_) {
-    channel.head = 0;
-    channel.count = 0;
+    channel.sent = channel.placed = channel.received = 0;
+    std::fill(std::begin(channel.post_ms), std::end(channel.post_ms), 0.0);
     channel.link_free_ms = 0;
+    channel.sender_waits = channel.receiver_waits = false;
   }
   std::fill(arrived_at_allreduce_.begin(), arrived_at_allreduce_.end(), 0);
   ready_.clear();
+  decisions_ = {};
 }
 
 double PipelinePlayer::play() {
   reset();
   for (size_t idx = 0; idx < ranks_.size(); ++idx) ready_.push_back(static_cast<int>(idx));
-  while (!ready_.empty()) {
-    const int idx = ready_.back();
-    ready_.pop_back();
-    if (record_timeline_)
-      run<true>(idx);
-    else
-      run<false>(idx);
-  }
+  do {
+    while (!ready_.empty()) {
+      const int idx = ready_.back();
+      ready_.pop_back();
+      if (record_timeline_)
+        run<true>(idx);
+      else
+        run<false>(idx);
+    }
+  } while (release_earliest_decision());
   check_finished();
   double iteration_ms = 0;
   for (const SimRank& rank : ranks_) iteration_ms = std::max(iteration_ms, rank.clock_ms);
@@ -123,8 +133,8 @@ void PipelinePlayer::check_finished() const {
 }
 
 template <bool kRecord>
-void PipelinePlayer::compute(SimRank& rank, TimelineKind kind, int micro_batch,
-                             double duration_ms, int chunk) {
+void PipelinePlayer::compute(SimRank& rank, TimelineKind kind, int micro_batch, double duration_ms,
+                             int chunk) {
   const double end_ms = rank.clock_ms + duration_ms;
   if (kRecord && end_ms > rank.clock_ms)
     events_[&rank - ranks_.data()].push_back(
@@ -133,43 +143,137 @@ void PipelinePlayer::compute(SimRank& rank, TimelineKind kind, int micro_batch,
   rank.busy_ms += duration_ms;
 }
 
+// Places (fixes the transfer of) every message that is sent and whose receive is posted, in
+// order: it starts when both have happened and the link is free.
 template <bool kRecord>
-void PipelinePlayer::send(SimRank& rank, int direction, int micro_batch, int chunk) {
-  Channel& channel = channels_[rank.outbox[direction]];
-  const double start_ms = std::max(rank.clock_ms, channel.link_free_ms);
-  double transfer_ms = rank.transfer_ms[direction];
-  if (virtual_stages_ > 1) {  // by the chunk boundary crossed
-    const int from = chunk_index(pp_, rank.stage, chunk);
-    transfer_ms = direction == kActivation ? (*rank.activation_ms)[from]
-                                           : (*rank.gradient_ms)[from - 1];
+void PipelinePlayer::place_pending(Channel& channel) {
+  do {
+    Message& message = channel.at(channel.placed);
+    message.posted_ms = channel.post_ms[channel.placed % kRecvLookahead];
+    const double start_ms = std::max({message.sent_ms, message.posted_ms, channel.link_free_ms});
+    message.end_ms = channel.link_free_ms = start_ms + message.transfer_ms;
+    if (kRecord && message.end_ms > start_ms)
+      events_[channel.sender].push_back({ranks_[channel.sender].stage, TimelineKind::kSend,
+                                         message.micro_batch, start_ms, message.end_ms,
+                                         ranks_[channel.receiver].stage, message.chunk});
+    ++channel.placed;
+  } while (channel.placed < channel.sent && channel.placed < channel.posted());
+  if (channel.sender_waits) {
+    channel.sender_waits = false;
+    wake(channel.sender);
   }
-  channel.link_free_ms = start_ms + transfer_ms;
-  channel.push(channel.link_free_ms);
-  const int receiver = neighbour(rank, direction);
-  if (kRecord && channel.link_free_ms > start_ms)
-    events_[&rank - ranks_.data()].push_back({rank.stage, TimelineKind::kSend, micro_batch,
-                                              start_ms, channel.link_free_ms,
-                                              ranks_[receiver].stage, chunk});
-  if (in_.send_occupies_sender) rank.clock_ms = channel.link_free_ms;
-  if (ranks_[receiver].waits_for_message) {
-    ranks_[receiver].waits_for_message = false;
-    ready_.push_back(receiver);
+  if (channel.receiver_waits) {
+    channel.receiver_waits = false;
+    wake(channel.receiver);
   }
+}
+
+// The executor's Comm::wait_sends(kMaxSendsInFlight − 1) before each send: the rank waits
+// (idle) until its send kMaxSendsInFlight back has completed. False while that send's
+// transfer is not placed yet (its receive is not posted).
+template <bool kRecord>
+bool PipelinePlayer::wait_for_send_limit(SimRank& rank, int micro_batch, int chunk) {
+  if (rank.sends < kMaxSendsInFlight) return true;
+  const SentMessage& oldest = rank.last_sends[rank.sends % kMaxSendsInFlight];
+  Channel& channel = channels_[oldest.channel];
+  if (channel.placed <= oldest.seq) {
+    channel.sender_waits = true;
+    return false;
+  }
+  const double done_ms = channel.at(oldest.seq).end_ms;
+  if (done_ms > rank.clock_ms) {
+    if (kRecord)
+      events_[&rank - ranks_.data()].push_back(
+          {rank.stage, TimelineKind::kSendWait, micro_batch, rank.clock_ms, done_ms, -1, chunk});
+    rank.clock_ms = done_ms;
+  }
+  return true;
+}
+
+template <bool kRecord>
+bool PipelinePlayer::send(SimRank& rank, int direction, int micro_batch, int chunk) {
+  if (!rank.deciding) {
+    if (!wait_for_send_limit<kRecord>(rank, micro_batch, chunk)) return false;
+    const int channel_idx = rank.outbox[direction];
+    Channel& channel = channels_[channel_idx];
+    double transfer_ms = rank.transfer_ms[direction];
+    if (virtual_stages_ > 1) {  // by the chunk boundary crossed
+      const int from = chunk_index(pp_, rank.stage, chunk);
+      transfer_ms =
+          direction == kActivation ? (*rank.activation_ms)[from] : (*rank.gradient_ms)[from - 1];
+    }
+    if (channel.sent - channel.received == static_cast<int>(channel.ring.size())) channel.grow();
+    channel.at(channel.sent) = {rank.clock_ms, 0, transfer_ms, 0, micro_batch, chunk};
+    rank.last_sends[rank.sends % kMaxSendsInFlight] = {channel_idx, channel.sent};
+    ++rank.sends;
+    ++channel.sent;
+    place<kRecord>(channel);
+    if (!in_.send_occupies_sender) return true;
+    rank.deciding = true;
+  }
+  return decide_occupancy(rank);
+}
+
+// Gloo writes a message on the sender's thread when its receive was posted before the send
+// call (plans/comm_backend.h), and in the background once it is posted otherwise. The
+// receiver posts it at or after its own clock, so a receiver already past the send did not.
+bool PipelinePlayer::decide_occupancy(SimRank& rank) {
+  const SentMessage& last = rank.last_sends[(rank.sends - 1) % kMaxSendsInFlight];
+  Channel& channel = channels_[last.channel];
+  const Message& message = channel.at(last.seq);
+  if (channel.placed > last.seq) {
+    if (message.posted_ms < message.sent_ms)
+      rank.clock_ms = std::max(rank.clock_ms, message.end_ms);
+  } else if (!rank.not_posted && ranks_[channel.receiver].clock_ms < message.sent_ms) {
+    channel.sender_waits = true;
+    decisions_.emplace(message.sent_ms, static_cast<int>(&rank - ranks_.data()));
+    return false;
+  }
+  rank.deciding = rank.not_posted = false;
+  return true;
+}
+
+// Every rank is blocked, so whatever happens next follows a rank resuming: a deciding sender
+// at its send time, the others on what those send. No receive still to be posted is posted
+// before the earliest open send, which therefore goes on unheld.
+bool PipelinePlayer::release_earliest_decision() {
+  while (!decisions_.empty()) {
+    const auto [sent_ms, idx] = decisions_.top();
+    decisions_.pop();
+    SimRank& rank = ranks_[idx];
+    if (!rank.deciding || rank.not_posted) continue;
+    const SentMessage& last = rank.last_sends[(rank.sends - 1) % kMaxSendsInFlight];
+    Channel& channel = channels_[last.channel];
+    if (channel.placed > last.seq || channel.at(last.seq).sent_ms != sent_ms) continue;
+    rank.not_posted = true;
+    channel.sender_waits = false;
+    wake(idx);
+    return true;
+  }
+  return false;
 }
 
 // False when the message has not been sent yet (the rank blocks).
 template <bool kRecord>
 bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch, int chunk) {
   Channel& channel = channels_[rank.inbox[direction]];
-  if (channel.count == 0) return false;
-  const double at_ms = channel.pop();
+  // Receive `received` is posted, so it is placed as soon as it is sent.
+  if (channel.placed == channel.received) {
+    channel.receiver_waits = true;
+    return false;
+  }
+  const double at_ms = channel.at(channel.received).end_ms;
   if (at_ms > rank.clock_ms) {
     if (kRecord)
-      events_[&rank - ranks_.data()].push_back(
-          {rank.stage, TimelineKind::kRecvWait, micro_batch, rank.clock_ms, at_ms,
-           ranks_[neighbour(rank, 1 - direction)].stage, chunk});
+      events_[&rank - ranks_.data()].push_back({rank.stage, TimelineKind::kRecvWait, micro_batch,
+                                                rank.clock_ms, at_ms, ranks_[channel.sender].stage,
+                                                chunk});
     rank.clock_ms = at_ms;
   }
+  // The executor posts receive j + kRecvLookahead as its wait for receive j returns.
+  channel.post_ms[channel.received % kRecvLookahead] = rank.clock_ms;
+  ++channel.received;
+  place<kRecord>(channel);
   return true;
 }
 
@@ -192,7 +296,8 @@ bool PipelinePlayer::all_reduce(SimRank& rank) {
   return true;
 }
 
-// Runs rank `idx` through its compute blocks until it blocks at a receive, then its tail.
+// Runs rank `idx` through its compute blocks until it blocks at a receive or a send, then its
+// tail.
 template <bool kRecord>
 void PipelinePlayer::run(int idx) {
   SimRank& rank = ranks_[idx];
@@ -221,38 +326,41 @@ void PipelinePlayer::run(int idx) {
     const int slot = v * in_.num_micro_batches + mb;
     const bool upstream = list.chunk_has_input(v);
     const bool downstream = list.chunk_has_output(v);
+    // A block blocks at its receive (before its compute) or at its send (after it; then
+    // `computed` keeps the compute from running again when the rank resumes).
     if (block.kind == BlockKind::kBackwardWeight) {
       double weight_ms = times ? times->bwd_weight_ms[slot] : costs.bwd_weight_ms;
       if (multipliers_) weight_ms *= multipliers_->draw(bwd_shape);
       compute<kRecord>(rank, TimelineKind::kBackwardWeight, mb, weight_ms, v);
     } else if (block.kind == BlockKind::kForward) {
-      if (upstream && !receive<kRecord>(rank, kActivation, mb, v)) {
-        rank.waits_for_message = true;
-        return;
+      if (!rank.computed) {
+        if (upstream && !receive<kRecord>(rank, kActivation, mb, v)) return;
+        double fwd_ms = times ? times->fwd_ms[slot] : costs.fwd_ms;
+        if (multipliers_) fwd_ms *= multipliers_->draw(fwd_shape);
+        compute<kRecord>(rank, TimelineKind::kForward, mb, fwd_ms, v);
+        rank.computed = true;
       }
-      double fwd_ms = times ? times->fwd_ms[slot] : costs.fwd_ms;
-      if (multipliers_) fwd_ms *= multipliers_->draw(fwd_shape);
-      compute<kRecord>(rank, TimelineKind::kForward, mb, fwd_ms, v);
-      if (downstream) send<kRecord>(rank, kActivation, mb, v);
+      if (downstream && !send<kRecord>(rank, kActivation, mb, v)) return;
     } else {
-      if (downstream && !receive<kRecord>(rank, kGradient, mb, v)) {
-        rank.waits_for_message = true;
-        return;
+      if (!rank.computed) {
+        if (downstream && !receive<kRecord>(rank, kGradient, mb, v)) return;
+        double recompute_ms = times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[slot])
+                                    : costs.recompute_ms;
+        if (recompute_ms > 0) {
+          if (multipliers_) recompute_ms *= multipliers_->draw(fwd_shape);
+          compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms, v);
+        }
+        double bwd_ms = times ? times->bwd_ms[slot] : costs.bwd_ms;
+        if (multipliers_) bwd_ms *= multipliers_->draw(bwd_shape);
+        compute<kRecord>(rank,
+                         block.kind == BlockKind::kBackward ? TimelineKind::kBackward
+                                                            : TimelineKind::kBackwardInput,
+                         mb, bwd_ms, v);
+        rank.computed = true;
       }
-      double recompute_ms = times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[slot])
-                                  : costs.recompute_ms;
-      if (recompute_ms > 0) {
-        if (multipliers_) recompute_ms *= multipliers_->draw(fwd_shape);
-        compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms, v);
-      }
-      double bwd_ms = times ? times->bwd_ms[slot] : costs.bwd_ms;
-      if (multipliers_) bwd_ms *= multipliers_->draw(bwd_shape);
-      compute<kRecord>(rank,
-                       block.kind == BlockKind::kBackward ? TimelineKind::kBackward
-                                                          : TimelineKind::kBackwardInput,
-                       mb, bwd_ms, v);
-      if (upstream) send<kRecord>(rank, kGradient, mb, v);
+      if (upstream && !send<kRecord>(rank, kGradient, mb, v)) return;
     }
+    rank.computed = false;
     if (chunked)
       (block.kind == BlockKind::kForward ? rank.next_forward : rank.next_backward)
           .advance(pp_, virtual_stages_);

@@ -2,6 +2,9 @@
 // pipelines that meet only at their stages' all-reduces.
 #pragma once
 
+#include <functional>
+#include <queue>
+#include <utility>
 #include <vector>
 
 #include "planner/lognormal.h"
@@ -12,15 +15,30 @@
 namespace pipeplan {
 
 /// Plays one iteration of `pipelines` (each a replica of the input, whose transfer times it
-/// uses) as simulate() describes: compute in list order, sends that occupy their directed link
-/// (and, with send_occupies_sender, their rank), receives that block until the data arrives,
-/// an all-reduce per stage that starts when every played pipeline's rank of the stage reached
-/// it, then the optimizer step. Holds no action list (plans/stage_action_list.h: StageActionList) and
-/// only the messages in flight: with 1f1b at most a stage's warm-up, pp − s, on the links of
-/// stage s, whatever the micro-batches (gpipe sends all forwards first: up to m per link).
-/// Under interleaved-1f1b a link carries the messages of every chunk boundary it serves, in one
-/// order both ends share (schedule_test checks it), so one channel per link still pairs them.
-/// Reusable: play() starts every iteration afresh.
+/// uses) as simulate() describes: compute in list order, receives that block until the data
+/// arrives, an all-reduce per stage that starts when every played pipeline's rank of the stage
+/// reached it, then the optimizer step. Transfers follow the executor's policy
+/// (plans/schedule.h, executor/interpreter.h): a receiver posts its first kRecvLookahead
+/// receives of each kind when the iteration starts and receive j + kRecvLookahead when its
+/// wait for receive j returns; a transfer starts once the send is made, its receive is posted
+/// and its directed link is free. A rank keeps at most kMaxSendsInFlight sends outstanding:
+/// before a further send it waits (idle) for the oldest to complete. With
+/// send_occupies_sender (Gloo) a send whose receive was posted before the call holds its rank
+/// until the transfer ends; one made earlier is written later in the background.
+///
+///   gpipe, pp=2, 1.5 ms transfers, stage 1's F0 slow (simulator_test has it by hand):
+///   stage 0: F0 F1 F2 F3        act 3 sent at 4 moves at [7.5, 9], once it is posted
+///   stage 1:    F0 [2.5, 7.5] F1 F2 wait F3   (act 3 posted as its wait for act 1 returns)
+/// Holds no action list (plans/stage_action_list.h: StageActionList) and only the messages in
+/// flight: with 1f1b at most a stage's warm-up, pp − s, on the links of stage s, whatever the
+/// micro-batches (gpipe sends all forwards first: up to m per link). Under interleaved-1f1b a
+/// link carries the messages of every chunk boundary it serves, in one order both ends share
+/// (schedule_test checks it), so one channel per link pairs them and is one of the executor's
+/// receive queues. Ranks run until they block, in dataflow order. Whether a Gloo send found
+/// its receive posted can hang on a receiver not played that far: the sender waits (in the
+/// play) until the receiver posts it or is past the send, or until all ranks are blocked,
+/// when the earliest such send cannot have found it posted (all that is left happens after
+/// it). Reusable: play() starts every iteration afresh.
 class PipelinePlayer {
  public:
   /// `input` must outlive the player; `pipelines` lists replica indices (not empty).
@@ -54,30 +72,42 @@ class PipelinePlayer {
   }
 
  private:
-  // Messages on one directed link in the order sent, which is the order they are received
-  // (schedule_test checks the pairing): the arrival time of each one not yet received, in a
-  // ring whose capacity is a power of two.
+  // One message on a link: its send, post and transfer times, and what it carries.
+  struct Message {
+    double sent_ms = 0;
+    double posted_ms = 0;  // its receive's post time, once placed
+    double transfer_ms = 0;
+    double end_ms = 0;
+    int micro_batch = 0;
+    int chunk = 0;
+  };
+
+  // One directed link, one receive queue of its receiver: messages in the order sent, which
+  // is the order received (schedule_test checks it); message `seq` at ring[seq & (capacity −
+  // 1)]. A message is placed (its transfer fixed) in order, once sent and posted.
   struct Channel {
-    std::vector<double> ring;
-    size_t head = 0;
-    size_t count = 0;
-    double link_free_ms = 0;  // when the link can start the next transfer
-    void push(double at_ms) {
-      if (count == ring.size()) grow();
-      ring[(head + count++) & (ring.size() - 1)] = at_ms;
-    }
-    double pop() {
-      const double at_ms = ring[head];
-      head = (head + 1) & (ring.size() - 1);
-      --count;
-      return at_ms;
-    }
+    std::vector<Message> ring;
+    int sent = 0;      // messages sent
+    int placed = 0;    // messages whose transfer is placed (end_ms known)
+    int received = 0;  // receives waited; receives [0, received + kRecvLookahead) are posted
+    double post_ms[kRecvLookahead] = {};  // receive seq's post time at seq % kRecvLookahead
+    double link_free_ms = 0;              // when the last placed transfer ends
+    int sender = -1;                      // sim ranks at its two ends
+    int receiver = -1;
+    bool sender_waits = false;    // blocked on this channel: at its send limit or a decision
+    bool receiver_waits = false;  // blocked at a receive of this channel
+    int posted() const { return received + kRecvLookahead; }
+    Message& at(int seq) { return ring[static_cast<size_t>(seq) & (ring.size() - 1)]; }
     void grow();
   };
 
-  // interleaved-1f1b: where a rank's next forward (or backward) is in the order of
-  // plans/schedule.h — its micro-batch base + pos and its chunk — advanced as blocks finish, so
-  // that the hot loop divides nothing (StageActionList::block works each one out anew).
+  struct SentMessage {  // a send a rank made
+    int channel = 0;
+    int seq = 0;  // its number on the channel
+  };
+
+  // interleaved-1f1b: a rank's next forward (backward) in plans/schedule.h's order, advanced
+  // as blocks finish so that the hot loop divides nothing (StageActionList::block does).
   struct ChunkCursor {
     int pos = 0;    // k mod pp
     int chunk = 0;  // ⌊k / pp⌋ mod V (a backward runs chunk V − 1 − this)
@@ -96,16 +126,20 @@ class PipelinePlayer {
     double clock_ms = 0;
     double busy_ms = 0;
     int stage = 0;
-    int block = 0;                   // next ComputeBlock of its list
-    int tail = 0;                    // after the blocks: 0 all-reduce, 1 step, 2 done
-    bool waits_for_message = false;  // blocked at a receive
-    int inbox[2] = {-1, -1};         // channel by direction: activations in, gradients in
-    int outbox[2] = {-1, -1};        // activations out, gradients out
-    double transfer_ms[2] = {};      // one message on each outgoing link (one chunk per stage)
+    int block = 0;               // next ComputeBlock of its list
+    int tail = 0;                // after the blocks: 0 all-reduce, 1 step, 2 done
+    bool computed = false;       // the block's compute has run; its send remains
+    bool deciding = false;       // Gloo: its last send is made; whether it was posted is open
+    bool not_posted = false;     // the play found that send's receive not posted before it
+    int inbox[2] = {-1, -1};     // channel by direction: activations in, gradients in
+    int outbox[2] = {-1, -1};    // activations out, gradients out
+    double transfer_ms[2] = {};  // one message on each outgoing link (one chunk per stage)
     // interleaved-1f1b: the replica's transfer times by chunk boundary (SimulationInput).
     const std::vector<double>* activation_ms = nullptr;
     const std::vector<double>* gradient_ms = nullptr;
-    ChunkCursor next_forward, next_backward;  // interleaved-1f1b
+    ChunkCursor next_forward, next_backward;    // interleaved-1f1b
+    int sends = 0;                              // sends made so far
+    SentMessage last_sends[kMaxSendsInFlight];  // send k at k % kMaxSendsInFlight
   };
 
   int sim_index(int pipeline_idx, int stage) const { return pipeline_idx * pp_ + stage; }
@@ -113,11 +147,25 @@ class PipelinePlayer {
   void reset();
   template <bool kRecord>
   void run(int idx);
-  // The rank a message of `direction` from `rank` goes to: the next (previous) stage of its
-  // pipeline, the first (last) one after the last (first) under interleaved-1f1b.
-  int neighbour(const SimRank& rank, int direction) const;
+  // The current block's send: false when the rank blocks (send limit, or Gloo's decision).
   template <bool kRecord>
-  void send(SimRank& rank, int direction, int micro_batch, int chunk);
+  bool send(SimRank& rank, int direction, int micro_batch, int chunk);
+  template <bool kRecord>
+  bool wait_for_send_limit(SimRank& rank, int micro_batch, int chunk);
+  bool decide_occupancy(SimRank& rank);  // Gloo: false while undecided
+  // Places the channel's messages that are sent and posted; wakes whoever waits on it.
+  template <bool kRecord>
+  void place(Channel& channel) {
+    if (channel.placed < channel.sent && channel.placed < channel.posted())
+      place_pending<kRecord>(channel);
+  }
+  template <bool kRecord>
+  void place_pending(Channel& channel);
+  void wake(int idx) { ready_.push_back(idx); }
+  // With every rank blocked: decides the earliest open send as not posted. False if none.
+  bool release_earliest_decision();
+  // Waits for the next message of the rank's inbox `direction` and posts the receive
+  // kRecvLookahead on: false when it has not been sent yet (the rank blocks).
   template <bool kRecord>
   bool receive(SimRank& rank, int direction, int micro_batch, int chunk);
   template <bool kRecord>
@@ -143,6 +191,9 @@ class PipelinePlayer {
   std::vector<Channel> channels_;                   // [pipeline][link][direction]
   std::vector<int> arrived_at_allreduce_;           // by stage
   std::vector<int> ready_;
+  // Open Gloo send decisions: (send time, sim rank), earliest first; stale entries skipped.
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
+      decisions_;
 };
 
 }  // namespace pipeplan

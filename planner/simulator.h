@@ -48,8 +48,9 @@ struct SimulationInput {
   /// time, replacing its stage's (compare replays measured steps with them). The all-reduce
   /// keeps the stage's time. With them, every replica is simulated.
   std::vector<RankStepTimes> rank_times;
-  /// Whether a send keeps its rank until the transfer ends (send_occupies_sender of the plan's
-  /// backend: Gloo). Otherwise the rank goes on at once and only the link is occupied.
+  /// Whether a send keeps its rank until the transfer ends when its receive is already posted
+  /// (send_occupies_sender of the plan's backend: Gloo). Otherwise, and for a send made before
+  /// its receive is posted, the rank goes on at once and only the link is occupied.
   bool send_occupies_sender = false;
   /// V, the chunks each stage runs: 1, or >= 2 under interleaved-1f1b.
   int virtual_stages = 1;
@@ -97,19 +98,24 @@ struct SimulationResult {
 };
 
 /// Plays stage_actions(schedule, pp, s, m, dp > 1, V) on every rank: compute actions run one at
-/// a time in list order; a send starts when the rank reaches it and the directed link from
-/// that rank to its peer is free, occupies the link for its transfer time, and its data
-/// arrives at the end of it; the rank goes on at once, or with input.send_occupies_sender
-/// when the transfer ends (idle time, not busy: the executor counts sends as neither compute
-/// nor optimizer); a receive blocks the rank until the data
+/// a time in list order. Transfers follow the executor's policy (plans/schedule.h): a rank posts
+/// its first kRecvLookahead receives of each kind (activations, gradients) when the iteration
+/// starts and each further one as its wait for the receive kRecvLookahead before it returns; a
+/// transfer starts once its send is made, its receive is posted and the directed link from the
+/// sender to its peer is free, occupies the link for its transfer time, and its data arrives
+/// at the end of it. Before a send the rank waits (idle; a send-wait event) until at most
+/// kMaxSendsInFlight − 1 of its sends are incomplete. A send then lets the rank go on at once,
+/// or with input.send_occupies_sender (Gloo), when its receive was posted before it, when the
+/// transfer ends (idle time, not busy: the executor counts sends as neither compute nor
+/// optimizer); a receive blocks the rank until the data
 /// has arrived (a recv-wait event when it had to wait); an all-reduce starts when every
 /// replica of the stage has reached it; then the optimizer step. A schedule that deadlocks
 /// is a bug (PIPEPLAN_ASSERT). When a stage's action times vary and input.rank_times is empty,
 /// the iteration (and with it idle time and bubble) is the mean over options.variability_draws
 /// draws, each action's time drawn independently with a fixed seed: the same input gives the
 /// same result (planner/variability.h: drawn_iteration, with options.replica_draws). No rank's
-/// action list is built (plans/stage_action_list.h: StageActionList); memory holds per-rank results,
-/// the messages in flight and, when recorded, the timeline.
+/// action list is built (plans/stage_action_list.h: StageActionList); memory holds per-rank
+/// results, the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 
 /// The draws step of simulate(), for a `result` of `input` with every action at its mean time

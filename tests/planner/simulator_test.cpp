@@ -277,6 +277,84 @@ TEST(SimulatorTest, SendsThatOccupyTheSenderDelayItsNextAction) {
   EXPECT_LE(iteration_lower_bound_ms(in), result.iteration_ms);
 }
 
+// The executor posts a receive only when its wait for the one kRecvLookahead (2) before it
+// returns, and a transfer starts no earlier. gpipe, pp=2, m=4, transfers 1.5 ms; stage 0 f = b
+// = 1; stage 1's first forward takes 5 ms, the others 0.5, its backwards 1:
+//   stage 0: F0 [0,1] F1 [1,2] F2 [2,3] F3 [3,4]   act 0 [1,2.5] 1 [2.5,4] 2 [4,5.5]
+//            act 3 [7.5,9]: stage 1 posts it at 7.5, when its wait for act 1 returns
+//   stage 1: F0 [2.5,7.5] F1 [7.5,8] F2 [8,8.5] wait [8.5,9] F3 [9,9.5] B0..B3 [9.5,13.5]
+//            grads [10.5,12] [12,13.5] [13.5,15] [15,16.5]: the link is busy, posts early
+//   stage 0: B0 [12,13] B1 [13.5,14.5] B2 [15,16] B3 [16.5,17.5]
+// Without the post, act 3 would move at [5.5,7] and the iteration end at 17.
+TEST(SimulatorTest, ATransferWaitsForItsReceiveToBePosted) {
+  SimulationInput in =
+      pipeline(Schedule::kGpipe, 2, 4, std::vector<StageCosts>(2, StageCosts{1, 1, 0, 0, 0}), 1.5);
+  in.rank_times = {{{1, 1, 1, 1}, {1, 1, 1, 1}, {}, 0, 0},
+                   {{5, 0.5, 0.5, 0.5}, {1, 1, 1, 1}, {}, 0, 0}};
+  const SimulationResult result = simulate(in);
+  EXPECT_DOUBLE_EQ(result.iteration_ms, 17.5);
+  EXPECT_EQ(events(result, 0, TimelineKind::kSend),
+            (Spans{{0, 1, 2.5}, {1, 2.5, 4}, {2, 4, 5.5}, {3, 7.5, 9}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kRecvWait), (Spans{{0, 0, 2.5}, {3, 8.5, 9}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kBackward),
+            (Spans{{0, 12, 13}, {1, 13.5, 14.5}, {2, 15, 16}, {3, 16.5, 17.5}}));
+  EXPECT_TRUE(events(result, 0, TimelineKind::kSendWait).empty());
+}
+
+// A rank keeps at most kMaxSendsInFlight (2) sends outstanding: before a third it waits for
+// the first to complete. gpipe, pp=2, m=4, f = b = 1, transfers 2.5 ms:
+//   stage 0: F0 [0,1] F1 [1,2] F2 [2,3] send-wait [3,3.5] F3 [3.5,4.5] send-wait [4.5,6]
+//            act 0 [1,3.5] 1 [3.5,6] 2 [6,8.5] 3 [8.5,11]
+//   stage 1: F0 [3.5,4.5] F1 [6,7] F2 [8.5,9.5] F3 [11,12] B0 [12,13] B1 [13,14] B2 [14,15]
+//            send-wait [15,15.5] B3 [15.5,16.5] send-wait [16.5,18]
+//            grads [13,15.5] [15.5,18] [18,20.5] [20.5,23]
+//   stage 0: B0 [15.5,16.5] B1 [18,19] B2 [20.5,21.5] B3 [23,24]
+// The link is the bottleneck, so the iteration is 24 ms either way; the waits are idle time.
+TEST(SimulatorTest, ARankWaitsWhenItsSendsInFlightAreAtTheLimit) {
+  const SimulationResult result = simulate(
+      pipeline(Schedule::kGpipe, 2, 4, std::vector<StageCosts>(2, StageCosts{1, 1, 0, 0, 0}), 2.5));
+  EXPECT_DOUBLE_EQ(result.iteration_ms, 24);
+  EXPECT_EQ(events(result, 0, TimelineKind::kSendWait), (Spans{{2, 3, 3.5}, {3, 4.5, 6}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kForward),
+            (Spans{{0, 0, 1}, {1, 1, 2}, {2, 2, 3}, {3, 3.5, 4.5}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kSendWait), (Spans{{2, 15, 15.5}, {3, 16.5, 18}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kBackward),
+            (Spans{{0, 12, 13}, {1, 13, 14}, {2, 14, 15}, {3, 15.5, 16.5}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kBackward),
+            (Spans{{0, 15.5, 16.5}, {1, 18, 19}, {2, 20.5, 21.5}, {3, 23, 24}}));
+  EXPECT_DOUBLE_EQ(result.busy_ms[0], 8);
+  EXPECT_DOUBLE_EQ(result.busy_ms[1], 8);
+}
+
+// On Gloo a send whose receive is posted holds its rank until the transfer ends; one whose
+// receive is not posted yet returns at once, and the data moves when it is. As
+// ATransferWaitsForItsReceiveToBePosted with sends that occupy the sender and a 10 ms first
+// forward on stage 1:
+//   stage 0: F0 [0,1] act 0 [1,2.5] F1 [2.5,3.5] act 1 [3.5,5] F2 [5,6] act 2 [6,7.5]
+//            (posted at 2.5) F3 [7.5,8.5], act 3 made at 8.5, posted at 12.5: [12.5,14]
+//   stage 1: F0 [2.5,12.5] F1 [12.5,13] F2 [13,13.5] wait [13.5,14] F3 [14,14.5]
+//            B0 [14.5,15.5] grad 0 [15.5,17] B1 [17,18] grad 1 [18,19.5] B2 [19.5,20.5]
+//            grad 2 [20.5,22] B3 [22,23] grad 3 [23,24.5] (each posted before it is sent)
+//   stage 0: B0 [17,18] B1 [19.5,20.5] B2 [22,23] B3 [24.5,25.5]
+// Held for act 3 too, stage 0 would send it at [8.5,10] and the iteration end at 25.
+TEST(SimulatorTest, AGlooSendBeforeItsReceiveIsPostedDoesNotHoldTheSender) {
+  SimulationInput in =
+      pipeline(Schedule::kGpipe, 2, 4, std::vector<StageCosts>(2, StageCosts{1, 1, 0, 0, 0}), 1.5);
+  in.send_occupies_sender = true;
+  in.rank_times = {{{1, 1, 1, 1}, {1, 1, 1, 1}, {}, 0, 0},
+                   {{10, 0.5, 0.5, 0.5}, {1, 1, 1, 1}, {}, 0, 0}};
+  const SimulationResult result = simulate(in);
+  EXPECT_DOUBLE_EQ(result.iteration_ms, 25.5);
+  EXPECT_EQ(events(result, 0, TimelineKind::kSend),
+            (Spans{{0, 1, 2.5}, {1, 3.5, 5}, {2, 6, 7.5}, {3, 12.5, 14}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kForward),
+            (Spans{{0, 0, 1}, {1, 2.5, 3.5}, {2, 5, 6}, {3, 7.5, 8.5}}));
+  EXPECT_EQ(events(result, 1, TimelineKind::kSend),
+            (Spans{{0, 15.5, 17}, {1, 18, 19.5}, {2, 20.5, 22}, {3, 23, 24.5}}));
+  EXPECT_EQ(events(result, 0, TimelineKind::kBackward),
+            (Spans{{0, 17, 18}, {1, 19.5, 20.5}, {2, 22, 23}, {3, 24.5, 25.5}}));
+}
+
 TEST(SimulatorTest, TransfersOnOneLinkAreSerialised) {
   // Each activation takes 1.5 ms, longer than a forward: the second waits for the first.
   //   stage 0 sends mb 0 at [1, 2.5] and mb 1 at [2.5, 4] (not [2, 3.5]).
