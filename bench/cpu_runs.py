@@ -304,9 +304,65 @@ def accuracy():
                       f"{STEAL[prof] * 100:.1f}% / {STEAL[r] * 100:.1f}% |", flush=True)
 
 
+def data_parallel():
+    """Issue 22: dp=2, pp=1 on the 2 CPU ranks this machine runs, the gradient
+    all-reduce after the last backward against overlapped buckets, and ZeRO-1; the variants'
+    runs alternate so that the host's drift falls on all."""
+    section("Data parallelism: dp=2 pp=1, an MLP of 8 x 1024x1024 (33.6 MB of gradients), "
+            "4 MiB buckets; overlap off / on, ZeRO-1")
+    margs = ["--model-arg", "hidden=1024", "--model-arg", "layers=8"]
+    prof, _ = profile("mlp_tiny", "dp_profile.json", "16,32", co_located=2, extra=margs)
+    link = load(prof)["interconnect"]
+    for key in ("p2p", "allreduce", "reduce_scatter", "all_gather"):
+        if key in link:
+            print(f"- {key}: latency {link[key]['latency_ms']:.3f} ms, "
+                  f"{link[key]['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
+    print()
+    variants = {"no-overlap": ["--no-overlap", "--zero", 0], "overlap": ["--zero", 0],
+                "zero-1": ["--zero", 1]}
+    plans = {}
+    for name, flags in variants.items():
+        path, _ = plan(prof, f"dp_plan_{name}.json", 2, "8GiB", 128, "--pp", 1, "--dp", 2,
+                       "--micro-batch-size", 16, "--schedule", "1f1b", "--checkpoint", "none",
+                       "--bucket-size", "4MiB", *flags)
+        plans[name] = path
+    rows = []
+    measured = {name: [] for name in plans}
+    for repeat in range(ARGS.repeat):
+        for name, path in plans.items():
+            run_path, _ = train(path, f"dp_run_{name}_{repeat}.json", 2, 40)
+            c, table = compare(path, run_path)
+            if repeat == 0:
+                print(f"{name}:\n```\n" + table.strip() + "\n```\n")
+            p = load(path)["predictions"]
+            r = load(run_path)["measured"]
+            st = c["stages"][0]
+            measured[name].append(r["iteration_ms"])
+            rows.append(f"| {repeat} | {name} | {p['iteration_ms']:.2f} | {r['iteration_ms']:.2f} | "
+                        f"{c['iteration_split']['error_percent']:+.1f}% | "
+                        f"{st['allreduce_ms']['predicted']:.2f} / {st['allreduce_ms']['measured']:.2f} | "
+                        f"{st['allgather_ms']['predicted']:.2f} / {st['allgather_ms']['measured']:.2f} | "
+                        f"{st['optimizer_ms']['predicted']:.2f} / {st['optimizer_ms']['measured']:.2f} | "
+                        f"{st['memory_terms']['optimizer_state_bytes'] / 2**20:.1f} MiB | "
+                        f"{st['peak_memory_bytes']['error_percent']:+.1f}% | "
+                        f"{STEAL[run_path] * 100:.1f}% |")
+    print("| repeat | variant | predicted ms | measured ms | error | all-reduce waited pred / meas ms "
+          "| all-gather pred / meas ms | optimizer pred / meas ms | opt_state (pred) | "
+          "memory error | steal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    simulated = {name: load(path)["predictions"]["iteration_ms"] for name, path in plans.items()}
+    for name in ("overlap", "zero-1"):
+        ratios = [x / base for x, base in zip(measured[name], measured["no-overlap"])]
+        print(f"\n{name} / no-overlap measured iteration, repeat by repeat: "
+              + ", ".join(f"{x:.3f}" for x in ratios)
+              + f"; median {statistics.median(ratios):.3f} (simulated "
+              + f"{simulated[name] / simulated['no-overlap']:.3f})")
+
+
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
                 "scheduling": scheduling, "schedules": schedules, "plain_loop": plain_loop, "plan_quality": plan_quality,
-                "accuracy": accuracy}
+                "accuracy": accuracy, "data_parallel": data_parallel}
 
 
 def main():

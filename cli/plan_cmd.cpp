@@ -34,6 +34,9 @@ struct PlanOptions {
   std::string optimizer = "sgd";
   std::string schedule = "auto";
   std::optional<int> virtual_stages;
+  std::optional<int> zero;
+  bool no_overlap = false;
+  std::optional<std::string> bucket_size;
   std::optional<int> pp;
   std::optional<int> dp;
   std::optional<int64_t> micro_batch_size;
@@ -82,6 +85,13 @@ PlanningContext make_context(const PlanOptions& o, const Profile& profile,
   context.precision =
       parse_precision(profile.settings.precision, o.profile + ": settings.precision");
   context.notes = planning_notes(profile, context.cluster, o.inter_node_bandwidth.has_value());
+  context.data_parallel.overlap = !o.no_overlap;
+  if (o.bucket_size) {
+    context.data_parallel.bucket_bytes = parse_size(*o.bucket_size, "--bucket-size");
+    PIPEPLAN_CHECK(context.data_parallel.bucket_bytes >= kMinBucketBytes, "--bucket-size: ",
+                   quote(*o.bucket_size), ": expected at least ", kMinBucketBytes,
+                   " bytes (one float32 gradient)");
+  }
   return context;
 }
 
@@ -99,6 +109,7 @@ SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) 
                    ")");
     options.virtual_stages = {*o.virtual_stages};  // its range: SearchOptions::validate
   }
+  if (o.zero) options.zero = {*o.zero};  // its range: SearchOptions::validate
   options.policies = parse_checkpoint(o.checkpoint);
   options.partition = parse_partition(o.partition, profile.model.num_layers, "--partition");
   options.top_k = o.top;
@@ -133,13 +144,18 @@ std::string schedule_text(const Plan& plan) {
              : to_string(plan.schedule);
 }
 
+// The dp column: "2", or with ZeRO-1 "2/z1".
+std::string dp_text(const Plan& plan) {
+  return plan.data_parallel.zero == 1 ? detail::concat(plan.dp, "/z1") : std::to_string(plan.dp);
+}
+
 // The bubble column: "-" for one stage, which has no pipeline and so no bubble.
 std::string bubble_text(const Plan& plan) {
   return plan.pp == 1 ? "-" : format_fixed(plan.predictions.bubble_fraction * 100, 1) + "%";
 }
 
 void print_table(const SearchResult& result) {
-  std::printf("%-4s %5s %5s %6s %6s %-18s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
+  std::printf("%-4s %6s %5s %6s %6s %-18s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
               "m", "schedule", "checkpoint", "stages", "iteration_ms", "samples/s", "bubble",
               "peak_memory");
   for (size_t idx = 0; idx < result.plans.size(); ++idx) {
@@ -147,8 +163,8 @@ void print_table(const SearchResult& result) {
     int64_t peak = 0;
     for (const StagePrediction& stage : plan.predictions.stages)
       peak = std::max(peak, stage.peak_memory_bytes);
-    std::printf("%-4zu %5d %5d %6lld %6d %-18s %-12s %-28s %13.3f %11.1f %7s %11s\n", idx + 1,
-                plan.dp, plan.pp, static_cast<long long>(plan.micro_batch_size),
+    std::printf("%-4zu %6s %5d %6lld %6d %-18s %-12s %-28s %13.3f %11.1f %7s %11s\n", idx + 1,
+                dp_text(plan).c_str(), plan.pp, static_cast<long long>(plan.micro_batch_size),
                 plan.num_micro_batches, schedule_text(plan).c_str(),
                 checkpoint_text(plan).c_str(), split_text(plan).c_str(),
                 plan.predictions.iteration_ms, plan.predictions.samples_per_s,
@@ -244,6 +260,14 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--virtual-stages", o->virtual_stages,
                   detail::concat("With --schedule interleaved-1f1b: fix V, the chunks per stage "
                                  "(2 to ", kMaxVirtualStages, "; default: search 2, 3 and 4)"));
+  sub->add_option("--zero", o->zero,
+                  "Fix ZeRO-1: 1 shards the optimizer state over each stage's replicas, 0 does "
+                  "not (default: search both where dp > 1)");
+  sub->add_flag("--no-overlap", o->no_overlap,
+                "All-reduce the gradients after the last backward instead of each bucket as soon "
+                "as its gradients are complete");
+  sub->add_option("--bucket-size", o->bucket_size,
+                  "Gradient bytes per all-reduce bucket (default 25MiB, as PyTorch DDP)");
   sub->add_option("--pp", o->pp, "Fix the number of stages");
   sub->add_option("--dp", o->dp, "Fix the number of replicas");
   sub->add_option("--micro-batch-size", o->micro_batch_size, "Fix the micro-batch size");

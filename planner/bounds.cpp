@@ -11,15 +11,9 @@
 namespace pipeplan {
 namespace {
 
-// The cheapest all-reduce of `bytes` over dp replicas on any link the cluster has.
-double cheapest_allreduce_ms(const Cluster& cluster, int64_t bytes, int dp) {
-  const LinkCosts links = link_costs(cluster);
-  double cheapest =
-      allreduce_ms(bytes, dp, links.intra_node_bandwidth_bytes_per_s, links.latency_ms);
-  if (cluster.devices_per_node < cluster.devices)
-    cheapest = std::min(cheapest, allreduce_ms(bytes, dp, links.inter_node_bandwidth_bytes_per_s,
-                                               links.latency_ms));
-  return cheapest;
+// The collective that reduces a candidate's gradients: ZeRO-1 reduce-scatters them.
+Collective gradient_reduction(const Candidate& candidate) {
+  return candidate.zero == 1 ? Collective::kReduceScatter : Collective::kAllReduce;
 }
 
 // min over t >= 0 with Σ t = total of max_k (Σ_{s<k} t_s + m·t_k): total / (1 − (1 − 1/m)^pp).
@@ -28,11 +22,20 @@ double path_bound(double total, int num_micro_batches, int pp) {
   return total / (1.0 - std::pow(keep, pp));
 }
 
-// Stage 0's all-reduce and optimizer step over at least layer 0, which end every path.
-double tail_ms(const PlanningContext& context, const LayerTable& table, int dp) {
-  return cheapest_allreduce_ms(context.cluster,
-                               table.param_count(0, 1) * kGradientBytesPerParameter, dp) +
-         to_ms(table.optimizer_ns(0, 1));
+// Stage 0's gradient reduction, optimizer step (ZeRO-1: over 1/dp of the parameters) and
+// all-gather (ZeRO-1) over at least layer 0, which end every path: layer 0's gradients complete
+// last, so the bucket holding them is reduced after the last backward even with overlap.
+double tail_ms(const PlanningContext& context, const LayerTable& table,
+               const Candidate& candidate) {
+  const CollectiveCosts costs = collective_costs(*context.profile);
+  const int64_t bytes = table.param_count(0, 1) * kGradientBytesPerParameter;
+  const int dp = candidate.dp;
+  const double gather =
+      candidate.zero == 1
+          ? cheapest_collective_ms(costs, Collective::kAllGather, bytes, dp, context.cluster)
+          : 0;
+  return cheapest_collective_ms(costs, gradient_reduction(candidate), bytes, dp, context.cluster) +
+         gather + to_ms(table.optimizer_ns(0, 1)) / (candidate.zero == 1 ? dp : 1);
 }
 
 // Whether pp stages can split the layers with every max_k (Σ_{s<k} c_s + m·c_k) <= limit:
@@ -57,11 +60,26 @@ bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64
   return false;
 }
 
+// What follows a stage's last compute in every iteration: its gradient reduction — all of it
+// without overlap; with overlap at least the bucket holding its chunk 0's first layer, which is
+// ready only when that last compute (chunk 0's last backward or W) ends — then the optimizer
+// step and ZeRO-1's all-gather.
+double stage_tail_ms(const SimulationInput& input, const StageCosts& stage) {
+  double reduction = stage.allreduce_ms;
+  if (input.overlap_allreduce && !stage.buckets.empty()) {
+    reduction = 0;
+    for (const BucketPrediction& bucket : stage.buckets)
+      if (bucket.chunk == 0 && bucket.ready_fraction >= 1)
+        reduction = std::max(reduction, bucket.comm_ms);
+  }
+  return reduction + stage.optimizer_ms + (input.all_gather ? stage.allgather_ms : 0);
+}
+
 // iteration_lower_bound_ms(input) of interleaved-1f1b: the paths through the chunks and each
 // stage's work (bounds.h).
 double interleaved_lower_bound_ms(const SimulationInput& input) {
   const int m = input.num_micro_batches;
-  const double tail = input.stages[0].allreduce_ms + input.stages[0].optimizer_ms;
+  const double tail = stage_tail_ms(input, input.stages[0]);
   std::vector<double> stage_work_ms(input.pp, 0);
   double bound = 0;
   double chain = 0;  // Σ_{c<k}: forward, recompute, backward and the transfers between them
@@ -77,7 +95,7 @@ double interleaved_lower_bound_ms(const SimulationInput& input) {
   bound = std::max(bound, chain + tail);
   for (int stage_idx = 0; stage_idx < input.pp; ++stage_idx) {
     const StageCosts& s = input.stages[stage_idx];
-    bound = std::max(bound, m * stage_work_ms[stage_idx] + s.allreduce_ms + s.optimizer_ms);
+    bound = std::max(bound, m * stage_work_ms[stage_idx] + stage_tail_ms(input, s));
   }
   return bound;
 }
@@ -118,7 +136,7 @@ int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool
 double refined_iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
                                         const Candidate& candidate, int64_t path_ns) {
   return std::max(iteration_lower_bound_ms(context, table, candidate),
-                  to_ms(path_ns) + tail_ms(context, table, candidate.dp));
+                  to_ms(path_ns) + tail_ms(context, table, candidate));
 }
 
 double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable& table,
@@ -141,14 +159,21 @@ double iteration_lower_bound_ms(const PlanningContext& context, const LayerTable
   double path = std::max({path_total, path_bound(path_total, m, chunks), m * slowest_stage});
   if (candidate.schedule == Schedule::kGpipe)
     path = std::max(path, total + (m - 1) * slowest_stage);
-  const double tail = tail_ms(context, table, candidate.dp);
-  // Σ over stages of their all-reduces: the bytes add up, the latency term comes once per stage.
-  const double allreduces =
-      cheapest_allreduce_ms(context.cluster,
-                            table.param_count(0, layers) * kGradientBytesPerParameter,
-                            candidate.dp) +
-      cheapest_allreduce_ms(context.cluster, 0, candidate.dp) * (pp - 1);
-  const double average_busy = (m * total + allreduces + to_ms(table.optimizer_ns(0, layers))) / pp;
+  const double tail = tail_ms(context, table, candidate);
+  // Σ over stages of their collectives that the simulator counts busy: the bytes add up, the
+  // latency term comes once per stage at least. An overlapped reduction is busy only where it
+  // is exposed, so it counts only without overlap; ZeRO-1's all-gather always.
+  const CollectiveCosts costs = collective_costs(*context.profile);
+  const int64_t bytes = table.param_count(0, layers) * kGradientBytesPerParameter;
+  auto summed = [&](Collective collective) {
+    return cheapest_collective_ms(costs, collective, bytes, candidate.dp, context.cluster) +
+           cheapest_collective_ms(costs, collective, 0, candidate.dp, context.cluster) * (pp - 1);
+  };
+  double collectives = context.data_parallel.overlap ? 0 : summed(gradient_reduction(candidate));
+  if (candidate.zero == 1) collectives += summed(Collective::kAllGather);
+  const double optimizer =
+      to_ms(table.optimizer_ns(0, layers)) / (candidate.zero == 1 ? candidate.dp : 1);
+  const double average_busy = (m * total + collectives + optimizer) / pp;
   return std::max(path + tail, average_busy);
 }
 
@@ -156,7 +181,7 @@ double iteration_lower_bound_ms(const SimulationInput& input) {
   if (input.virtual_stages > 1) return interleaved_lower_bound_ms(input);
   const int m = input.num_micro_batches;
   const std::vector<StageCosts>& stages = input.stages;
-  const double tail = stages[0].allreduce_ms + stages[0].optimizer_ms;
+  const double tail = stage_tail_ms(input, stages[0]);
   double bound = 0;
   double chain = 0;  // Σ_{s<k}: forward, recompute, backward and the transfers between them
   double slowest = 0;
@@ -170,7 +195,7 @@ double iteration_lower_bound_ms(const SimulationInput& input) {
     const double before_last_b = m * path_work + (m - std::min(m, k + 1)) * s.bwd_weight_ms;
     slowest = std::max(slowest, work);
     bound = std::max(
-        {bound, m * work + s.allreduce_ms + s.optimizer_ms, chain + before_last_b + tail});
+        {bound, m * work + stage_tail_ms(input, s), chain + before_last_b + tail});
     chain += path_work;
     if (stage + 1 < stages.size())
       chain += input.activation_ms[0][stage] + input.gradient_ms[0][stage];

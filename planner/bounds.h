@@ -19,7 +19,11 @@ namespace pipeplan {
 ///   - gpipe only, T + (m − 1) · max(T / pp, slowest layer): micro-batch m−1's forward and
 ///     micro-batch 0's backward through every stage around the slowest stage's 2m actions;
 ///   - the average rank's busy time: (m·T + Σ all-reduces + Σ optimizer steps) / pp;
-/// each path also ends with stage 0's all-reduce and optimizer step over at least layer 0.
+/// each path also ends with stage 0's gradient reduction (all-reduce, or ZeRO-1's
+/// reduce-scatter), optimizer step (ZeRO-1: over 1/dp of the parameters) and ZeRO-1's all-gather,
+/// each over at least layer 0 (with overlap too: layer 0's gradients complete last). With
+/// overlap the average rank's busy time leaves the reductions out (only their exposed part is
+/// busy).
 /// Checkpoint policy kAll adds the recompute to T. Communication only adds, so it is left out.
 /// zb-h1 (a table with split_backward): the two path terms use P = Σ (fwd + B) instead of T,
 /// since its gradients travel back with B and W sends nothing; max_k (Σ_{s<k} p_s + m·t_k) is

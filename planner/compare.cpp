@@ -44,7 +44,10 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
   c.recompute_ms = {p.recompute_ms, m.recompute_ms};
   c.compute_ms = {p.compute_ms, m.compute_ms};
   c.optimizer_ms = {p.optimizer_ms, m.optimizer_ms};
-  c.allreduce_ms = {p.allreduce_ms, m.allreduce_ms};
+  c.allreduce_ms = {plan.data_parallel.overlap ? p.allreduce_exposed_ms : p.allreduce_ms,
+                    m.allreduce_ms};
+  c.allgather_ms = {p.allgather_ms, m.allgather_ms};
+  c.predicted_allreduce_total_ms = p.allreduce_ms;
   c.busy_ms = {p.busy_ms, m.busy_ms};
   c.idle_ms = {p.idle_ms, m.idle_ms};
   c.measured_load_ms = m.load_ms;
@@ -114,8 +117,11 @@ SimulationInput measured_simulation_input(const Plan& plan, const Run& run) {
   for (int stage_idx = 0; stage_idx < plan.pp; ++stage_idx) {
     const StageMeasurement& m = run.measured.stages[stage_idx];
     const auto [fwd_cv, bwd_cv] = measured_variation(plan, run, stage_idx);
+    // The all-reduce the run waited (with overlap, what no backward hid) is charged whole at
+    // the action: no buckets.
     input.stages[stage_idx] = {m.fwd_ms,       m.bwd_ms, m.recompute_ms, m.allreduce_ms,
-                               m.optimizer_ms, fwd_cv,   bwd_cv,       m.bwd_weight_ms};
+                               m.optimizer_ms, fwd_cv,   bwd_cv,       m.bwd_weight_ms,
+                               m.allgather_ms};
     // interleaved-1f1b: the run measures a stage's chunks together; each chunk keeps its
     // predicted share of the stage's measured time (an even share where none was predicted).
     const StagePrediction& p = plan.predictions.stages[stage_idx];

@@ -43,7 +43,10 @@ struct StageComparison {
   Difference recompute_ms;           ///< one micro-batch
   Difference compute_ms;             ///< per iteration: all micro-batches
   Difference optimizer_ms;           ///< per iteration
-  Difference allreduce_ms;           ///< per iteration
+  /// Per iteration: the time the stage waits at its gradient all-reduce (ZeRO-1: reduce-scatter)
+  /// after its last backward; the predicted is the simulated exposed part under overlap, the
+  /// whole collective otherwise.
+  Difference allreduce_ms;
   Difference busy_ms;                ///< per iteration: compute, all-reduce, optimizer
   Difference idle_ms;                ///< per iteration: the rest of the iteration
   double measured_load_ms = 0;       ///< reading data, per iteration (no model term)
@@ -51,6 +54,10 @@ struct StageComparison {
   /// interleaved-1f1b: the layer ranges [first, last) of the stage's chunks, in local order;
   /// empty otherwise.
   std::vector<std::pair<int, int>> chunks = {};
+  Difference allgather_ms = {};  ///< ZeRO-1: gathering the parameters, per iteration
+  /// dp > 1: the predicted collectives of the gradients, every bucket summed, whether a
+  /// backward hides them or not (the run measures only the exposed part).
+  double predicted_allreduce_total_ms = 0;
 };
 
 /// The iteration-time error in two parts, in whole nanoseconds so that they add up exactly:

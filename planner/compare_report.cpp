@@ -26,6 +26,7 @@ const std::pair<const char*, Difference StageComparison::*> kStageTimes[] = {
     {"compute_ms", &StageComparison::compute_ms},
     {"optimizer_ms", &StageComparison::optimizer_ms},
     {"allreduce_ms", &StageComparison::allreduce_ms},
+    {"allgather_ms", &StageComparison::allgather_ms},
     {"busy_ms", &StageComparison::busy_ms},
     {"idle_ms", &StageComparison::idle_ms},
 };
@@ -38,7 +39,8 @@ const char* time_label(const std::string& key) {
   if (key == "recompute_ms") return "recompute / micro-batch";
   if (key == "compute_ms") return "compute / iteration";
   if (key == "optimizer_ms") return "optimizer / iteration";
-  if (key == "allreduce_ms") return "all-reduce / iteration";
+  if (key == "allreduce_ms") return "all-reduce waited / iteration";
+  if (key == "allgather_ms") return "all-gather / iteration (ZeRO-1)";
   if (key == "busy_ms") return "busy / iteration";
   return "idle / iteration";
 }
@@ -101,6 +103,8 @@ Json stage_json(const StageComparison& s, size_t stage_idx) {
             {"measured_load_ms", s.measured_load_ms},
             {"measured_recv_wait_ms", s.measured_recv_wait_ms}};
   for (const auto& [key, field] : kStageTimes) json[key] = difference_json(s.*field);
+  if (s.predicted_allreduce_total_ms > 0)
+    json["predicted_allreduce_total_ms"] = s.predicted_allreduce_total_ms;
   if (!s.chunks.empty()) {  // interleaved-1f1b only
     Json chunks = Json::array();
     for (const auto& [first, last] : s.chunks) chunks.push_back({{"first", first}, {"last", last}});
@@ -142,6 +146,9 @@ void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
     row(out, "", time_label(key), format_fixed(d.predicted, 3), format_fixed(d.measured, 3),
         percent_text(d.error_percent()));
   }
+  if (s.predicted_allreduce_total_ms > 0)
+    row(out, "", "all-reduce, all buckets / iteration",
+        format_fixed(s.predicted_allreduce_total_ms, 3), "-", "");
   row(out, "", "load / iteration", "-", format_fixed(s.measured_load_ms, 3), "");
 }
 

@@ -138,7 +138,7 @@ bool interleaved_proven_infeasible(const LayerTable& table, const PartitionProbl
     least_layer_bytes = std::min(least_layer_bytes, table.retained_bytes(layer_idx, layer_idx + 1));
   const int64_t inner = table.min_inner_boundary_bytes();
   const CommBufferCounts comm = comm_buffer_counts(Schedule::kInterleaved1F1B, pp, 0);
-  int64_t sum_bytes = table.param_count(0, layers) * static_bytes_per_parameter(memory) +
+  int64_t sum_bytes = parameter_bytes(table.param_count(0, layers), memory) +
                       table.buffer_bytes(0, layers);
   int64_t most_bytes = 0;
   int most_stage = 0;

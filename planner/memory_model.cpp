@@ -13,7 +13,7 @@ namespace {
 void set_parameter_terms(int64_t params, const MemorySettings& settings, MemoryTerms* terms) {
   terms->parameters_bytes = params * kWeightBytesPerParameter;
   terms->gradients_bytes = params * kGradientBytesPerParameter;
-  terms->optimizer_state_bytes = params * optimizer_state_bytes_per_parameter(settings.optimizer);
+  terms->optimizer_state_bytes = optimizer_state_bytes(params, settings);
   terms->master_copy_bytes =
       settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
 }
@@ -41,10 +41,7 @@ int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& setting
   const CommBufferCounts counts = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
   int64_t bytes =
       counts.in * in_bytes + counts.out * out_bytes + counts.sends * std::max(in_bytes, out_bytes);
-  if (settings.dp > 1)
-    bytes +=
-        std::min(table.param_count(first, last) * kGradientBytesPerParameter, kGradientBucketBytes);
-  return bytes;
+  return bytes + gradient_bucket_bytes(table.param_count(first, last), settings);
 }
 
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
@@ -83,8 +80,7 @@ int64_t interleaved_comm_buffer_bytes(const LayerTable& table, const MemorySetti
   const CommBufferCounts counts =
       comm_buffer_counts(Schedule::kInterleaved1F1B, settings.pp, stage_idx);
   int64_t bytes = (counts.in + counts.out + counts.sends) * max_bytes;
-  if (settings.dp > 1) bytes += std::min(params * kGradientBytesPerParameter, kGradientBucketBytes);
-  return bytes;
+  return bytes + gradient_bucket_bytes(params, settings);
 }
 
 MemoryTerms interleaved_stage_memory(const LayerTable& table, const MemorySettings& settings,

@@ -20,9 +20,10 @@ inline constexpr int64_t kGradientBytesPerParameter = 4;
 inline constexpr int64_t kSgdStateBytesPerParameter = 4;    ///< momentum: total 12
 inline constexpr int64_t kAdamwStateBytesPerParameter = 8;  ///< two moments: total 16
 inline constexpr int64_t kAutocastCopyBytesPerParameter = 2;
-/// DP without sharding keeps one flat gradient bucket per rank for the all-reduce under way
-/// (PyTorch DDP's default bucket_cap_mb = 25); a stage smaller than that needs only its size.
-inline constexpr int64_t kGradientBucketBytes = 25 * kMiB;
+/// DP keeps one gradient bucket per rank for the collective under way (PyTorch DDP's default
+/// bucket_cap_mb = 25, the plan's data_parallel.bucket_bytes); a stage smaller than that needs
+/// only its size.
+inline constexpr int64_t kGradientBucketBytes = kDefaultBucketBytes;
 
 /// What a stage's memory depends on besides its layers.
 struct MemorySettings {
@@ -37,6 +38,10 @@ struct MemorySettings {
   /// By stage index: a calibrating run's correction added to the stage's total (may be
   /// negative; Calibration::memory_corrections); empty without calibration.
   std::vector<int64_t> calibration_bytes;
+  /// ZeRO-1 (1): each replica keeps 1/dp of the optimizer state; 0: all of it.
+  int zero = 0;
+  /// The gradient bucket of the comm buffers (plan.data_parallel.bucket_bytes).
+  int64_t bucket_bytes = kGradientBucketBytes;
 
   /// The correction of stage `stage_idx` (0 when there is none).
   int64_t calibration_of(int stage_idx) const {
@@ -93,12 +98,28 @@ inline int64_t deferred_gradient_bytes(const LayerTable& table, const MemorySett
              : deferred * table.output_gradient_bytes(first, last, stage_idx == settings.pp - 1);
 }
 
-/// Bytes per parameter that do not depend on the micro-batch: weights, gradients, optimizer
-/// state and, under autocast, the low-precision copy.
-inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
-  return kWeightBytesPerParameter + kGradientBytesPerParameter +
-         optimizer_state_bytes_per_parameter(settings.optimizer) +
-         (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter);
+/// The optimizer state of `params` parameters one replica keeps: all of it, or under ZeRO-1 its
+/// shard, ⌈params / dp⌉ parameters' worth (the executor splits every gradient bucket into dp
+/// pieces of ⌈n / dp⌉, so a shard is at most a few elements more than that).
+inline int64_t optimizer_state_bytes(int64_t params, const MemorySettings& settings) {
+  const int64_t kept = settings.zero == 1 && settings.dp > 1
+                           ? (params + settings.dp - 1) / settings.dp
+                           : params;
+  return kept * optimizer_state_bytes_per_parameter(settings.optimizer);
+}
+
+/// Bytes of `params` parameters that do not depend on the micro-batch: weights, gradients,
+/// optimizer state (optimizer_state_bytes) and, under autocast, the low-precision copy.
+inline int64_t parameter_bytes(int64_t params, const MemorySettings& settings) {
+  return params * (kWeightBytesPerParameter + kGradientBytesPerParameter +
+                   (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter)) +
+         optimizer_state_bytes(params, settings);
+}
+
+/// DP's gradient bucket for a stage of `params` parameters: the smaller of its gradients and
+/// the plan's bucket; 0 with one replica.
+inline int64_t gradient_bucket_bytes(int64_t params, const MemorySettings& settings) {
+  return settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, settings.bucket_bytes) : 0;
 }
 
 /// Communication buffers of stage `stage_idx` holding layers [first, last), under the
@@ -109,7 +130,7 @@ inline int64_t static_bytes_per_parameter(const MemorySettings& settings) {
 ///   gpipe: comm_buffers = (R + 1 + S) · out_bytes · [s < pp − 1]
 ///   interleaved-1f1b (interleaved_comm_buffer_bytes):
 ///          comm_buffers = (2R + 1 + S) · max_bytes
-///   all:                + (dp > 1 ? min(gradient_bytes, kGradientBucketBytes) : 0)
+///   all:                + (dp > 1 ? min(gradient_bytes, bucket_bytes) : 0)
 ///
 /// where in_bytes and out_bytes are one micro-batch's boundary tensors (table.boundary_bytes
 /// at first and last). Receives: each kind keeps R buffers posted ahead — activations from
@@ -218,10 +239,9 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
   const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
   const CommBufferCounts buffers = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
   const int64_t boundaries = smallest * (buffers.in + buffers.out + buffers.sends);
-  const int64_t bucket =
-      settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes) : 0;
+  const int64_t bucket = gradient_bucket_bytes(params, settings);
   const int64_t total =
-      params * static_bytes_per_parameter(settings) + table.buffer_bytes(first, last) +
+      parameter_bytes(params, settings) + table.buffer_bytes(first, last) +
       (checkpoint ? held * input + std::max(deferred, 1) * activations : held * activations) +
       deferred_gradient_bytes(table, settings, stage_idx, first, last) +
       table.transient_bytes(first, last) + boundaries + bucket + settings.runtime_overhead_bytes +

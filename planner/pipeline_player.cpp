@@ -37,13 +37,13 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
   PIPEPLAN_ASSERT(!pipelines_.empty());
   for (int stage = 0; stage < pp_; ++stage) {
     lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1,
-                        virtual_stages_);
+                        virtual_stages_, in_.all_gather);
     fwd_shape_.push_back(log_normal(in_.stages[stage].fwd_cv));
     bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
   }
   channels_.resize(pipelines_.size() * std::max(num_boundaries_, 0) * 2);
   for (Channel& channel : channels_) channel.grow();
-  arrived_at_allreduce_.assign(pp_, 0);
+  for (std::vector<int>& arrived : arrived_) arrived.assign(pp_, 0);
   ranks_.resize(pipelines_.size() * pp_);
   if (record_timeline_) events_.resize(ranks_.size());
   for (size_t pipeline_idx = 0; pipeline_idx < pipelines_.size(); ++pipeline_idx)
@@ -83,9 +83,10 @@ void PipelinePlayer::reset() {
   for (SimRank& rank : ranks_) {
     rank.block = 0;
     rank.next_forward = rank.next_backward = ChunkCursor{};
-    rank.tail = 0;
+    rank.tail = kTailAllReduce;
     rank.clock_ms = 0;
     rank.busy_ms = 0;
+    rank.allreduce_ms = 0;
     rank.computed = rank.deciding = rank.not_posted = false;
     rank.sends = 0;
   }
@@ -96,7 +97,7 @@ void PipelinePlayer::reset() {
     channel.link_free_ms = 0;
     channel.sender_waits = channel.receiver_waits = false;
   }
-  std::fill(arrived_at_allreduce_.begin(), arrived_at_allreduce_.end(), 0);
+  for (std::vector<int>& arrived : arrived_) std::fill(arrived.begin(), arrived.end(), 0);
   ready_.clear();
   decisions_ = {};
 }
@@ -122,11 +123,12 @@ double PipelinePlayer::play() {
 
 void PipelinePlayer::check_finished() const {
   for (const SimRank& rank : ranks_) {
-    if (rank.tail == 2) continue;
+    if (rank.tail == kTailDone) continue;
     const StageActionList& list = lists_[rank.stage];
-    const size_t next = rank.block < list.num_blocks()
-                            ? list.first_action(rank.block)
-                            : list.size() - (rank.tail == 0 && list.all_reduce() ? 2 : 1);
+    // In the tail: the all-reduce (when the list has one) or the all-gather, the last action.
+    const size_t next = rank.block < list.num_blocks()   ? list.first_action(rank.block)
+                        : rank.tail == kTailAllReduce ? list.compute_end()
+                                                      : list.size() - 1;
     PIPEPLAN_ASSERT(false, "schedule deadlock: stage ", rank.stage, " stuck at ",
                     to_string(list[next]));
   }
@@ -277,20 +279,54 @@ bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch, int 
   return true;
 }
 
-// False until every pipeline's rank of the stage has arrived; the last to arrive releases all.
+double PipelinePlayer::buckets_end_ms(int stage) const {
+  // Each bucket starts once every replica has it ready; the replicas run one collective at a
+  // time, in the order the buckets become ready.
+  const std::vector<BucketPrediction>& buckets = in_.stages[stage].buckets;
+  std::vector<std::pair<double, double>> ready;  // (ready, comm)
+  ready.reserve(buckets.size());
+  for (const BucketPrediction& bucket : buckets) {
+    double ready_ms = 0;
+    for (size_t pipeline_idx = 0; pipeline_idx < pipelines_.size(); ++pipeline_idx) {
+      const SimRank& member = ranks_[sim_index(static_cast<int>(pipeline_idx), stage)];
+      ready_ms = std::max(ready_ms, member.weight_pass_end_ms[bucket.chunk] -
+                                        (1 - bucket.ready_fraction) *
+                                            member.weight_pass_ms[bucket.chunk]);
+    }
+    ready.emplace_back(ready_ms, bucket.comm_ms);
+  }
+  std::sort(ready.begin(), ready.end());
+  double end_ms = 0;
+  for (const auto& [ready_ms, comm_ms] : ready) end_ms = std::max(end_ms, ready_ms) + comm_ms;
+  return end_ms;
+}
+
 template <bool kRecord>
-bool PipelinePlayer::all_reduce(SimRank& rank) {
+bool PipelinePlayer::collective(SimRank& rank, Tail phase) {
   const int num_pipelines = static_cast<int>(pipelines_.size());
-  if (++arrived_at_allreduce_[rank.stage] < num_pipelines) return false;
+  std::vector<int>& arrived = arrived_[phase == kTailAllReduce ? 0 : 1];
+  if (++arrived[rank.stage] < num_pipelines) return false;
   double start_ms = 0;
   for (int pipeline_idx = 0; pipeline_idx < num_pipelines; ++pipeline_idx)
     start_ms = std::max(start_ms, ranks_[sim_index(pipeline_idx, rank.stage)].clock_ms);
+  const StageCosts& costs = in_.stages[rank.stage];
+  double duration_ms = costs.allgather_ms;
+  if (phase == kTailAllReduce)
+    duration_ms = in_.overlap_allreduce && !costs.buckets.empty()
+                      ? std::max(0.0, buckets_end_ms(rank.stage) - start_ms)
+                      : costs.allreduce_ms;
   for (int pipeline_idx = 0; pipeline_idx < num_pipelines; ++pipeline_idx) {
     const int idx = sim_index(pipeline_idx, rank.stage);
     SimRank& member = ranks_[idx];
     member.clock_ms = start_ms;
-    compute<kRecord>(member, TimelineKind::kAllReduce, -1, in_.stages[rank.stage].allreduce_ms);
-    member.tail = 1;
+    if (phase == kTailAllReduce) {
+      compute<kRecord>(member, TimelineKind::kAllReduce, -1, duration_ms);
+      member.allreduce_ms = duration_ms;
+      member.tail = kTailStep;
+    } else {
+      compute<kRecord>(member, TimelineKind::kAllGather, -1, duration_ms);
+      member.tail = kTailDone;
+    }
     if (&member != &rank) ready_.push_back(idx);
   }
   return true;
@@ -306,6 +342,7 @@ void PipelinePlayer::run(int idx) {
   const RankStepTimes* times = rank.times;
   const LogNormal& fwd_shape = fwd_shape_[rank.stage];
   const LogNormal& bwd_shape = bwd_shape_[rank.stage];
+  const int last_micro_batch = in_.num_micro_batches - 1;
   for (const int num_blocks = list.num_blocks(); rank.block < num_blocks; ++rank.block) {
     ComputeBlock block;
     if (chunked) {  // from the cursors; advanced below once the block has run
@@ -332,6 +369,7 @@ void PipelinePlayer::run(int idx) {
       double weight_ms = times ? times->bwd_weight_ms[slot] : costs.bwd_weight_ms;
       if (multipliers_) weight_ms *= multipliers_->draw(bwd_shape);
       compute<kRecord>(rank, TimelineKind::kBackwardWeight, mb, weight_ms, v);
+      if (mb == last_micro_batch) note_weight_pass(rank, v, weight_ms);
     } else if (block.kind == BlockKind::kForward) {
       if (!rank.computed) {
         if (upstream && !receive<kRecord>(rank, kActivation, mb, v)) return;
@@ -356,6 +394,8 @@ void PipelinePlayer::run(int idx) {
                          block.kind == BlockKind::kBackward ? TimelineKind::kBackward
                                                             : TimelineKind::kBackwardInput,
                          mb, bwd_ms, v);
+        if (mb == last_micro_batch && block.kind == BlockKind::kBackward)
+          note_weight_pass(rank, v, bwd_ms);
         rank.computed = true;
       }
       if (upstream && !send<kRecord>(rank, kGradient, mb, v)) return;
@@ -368,20 +408,23 @@ void PipelinePlayer::run(int idx) {
   run_tail<kRecord>(rank);
 }
 
-// The all-reduce (dp > 1; the last pipeline to arrive resumes the others) and the step.
+// The all-reduce (dp > 1; the last pipeline to arrive resumes the others), the step and the
+// all-gather (ZeRO-1; likewise).
 template <bool kRecord>
 void PipelinePlayer::run_tail(SimRank& rank) {
-  if (rank.tail == 0) {
-    if (!lists_[rank.stage].all_reduce())
-      rank.tail = 1;
-    else if (!all_reduce<kRecord>(rank))
+  const StageActionList& list = lists_[rank.stage];
+  if (rank.tail == kTailAllReduce) {
+    if (!list.all_reduce())
+      rank.tail = kTailStep;
+    else if (!collective<kRecord>(rank, kTailAllReduce))
       return;
   }
-  if (rank.tail == 1) {
+  if (rank.tail == kTailStep) {
     compute<kRecord>(rank, TimelineKind::kOptimizer, -1,
                      rank.times ? rank.times->optimizer_ms : in_.stages[rank.stage].optimizer_ms);
-    rank.tail = 2;
+    rank.tail = list.all_gather() ? kTailAllGather : kTailDone;
   }
+  if (rank.tail == kTailAllGather) collective<kRecord>(rank, kTailAllGather);
 }
 
 }  // namespace pipeplan

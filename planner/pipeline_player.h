@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/limits.h"
 #include "planner/lognormal.h"
 #include "planner/simulator.h"
 #include "plans/schedule.h"
@@ -63,6 +64,10 @@ class PipelinePlayer {
   /// played rank, in ms.
   double busy_ms(int pipeline_idx, int stage) const {
     return ranks_[sim_index(pipeline_idx, stage)].busy_ms;
+  }
+  /// After play(): the time one played rank spent in its all-reduce action, in ms.
+  double allreduce_ms(int pipeline_idx, int stage) const {
+    return ranks_[sim_index(pipeline_idx, stage)].allreduce_ms;
   }
   /// After play(): one played rank's events, with rank = its stage and peer = the peer stage
   /// (the caller maps them to ranks); none without record_timeline.
@@ -127,7 +132,7 @@ class PipelinePlayer {
     double busy_ms = 0;
     int stage = 0;
     int block = 0;               // next ComputeBlock of its list
-    int tail = 0;                // after the blocks: 0 all-reduce, 1 step, 2 done
+    int tail = 0;                // after the blocks: a Tail
     bool computed = false;       // the block's compute has run; its send remains
     bool deciding = false;       // Gloo: its last send is made; whether it was posted is open
     bool not_posted = false;     // the play found that send's receive not posted before it
@@ -140,7 +145,14 @@ class PipelinePlayer {
     ChunkCursor next_forward, next_backward;    // interleaved-1f1b
     int sends = 0;                              // sends made so far
     SentMessage last_sends[kMaxSendsInFlight];  // send k at k % kMaxSendsInFlight
+    double allreduce_ms = 0;                    // in its all-reduce action
+    // By local chunk: when its last weight-gradient action (micro-batch m − 1's backward or W)
+    // ended and how long that compute took; where its gradient buckets become ready.
+    double weight_pass_end_ms[kMaxVirtualStages] = {};
+    double weight_pass_ms[kMaxVirtualStages] = {};
   };
+  // Where a rank is after its blocks: the stage's collectives synchronise its replicas.
+  enum Tail { kTailAllReduce = 0, kTailStep = 1, kTailAllGather = 2, kTailDone = 3 };
 
   int sim_index(int pipeline_idx, int stage) const { return pipeline_idx * pp_ + stage; }
   void connect(int pipeline_idx, int stage);
@@ -171,10 +183,19 @@ class PipelinePlayer {
   template <bool kRecord>
   void compute(SimRank& rank, TimelineKind kind, int micro_batch, double duration_ms,
                int chunk = 0);
+  // A collective of the stage's replicas (kTailAllReduce or kTailAllGather): false until every
+  // played pipeline's rank of the stage has arrived; the last to arrive releases all.
   template <bool kRecord>
-  bool all_reduce(SimRank& rank);
+  bool collective(SimRank& rank, Tail phase);
+  // With overlap: when the stage's buckets' collectives end, from the replicas' weight passes.
+  double buckets_end_ms(int stage) const;
   template <bool kRecord>
   void run_tail(SimRank& rank);
+  // The last weight-gradient action of local chunk `chunk` has just run for `compute_ms`.
+  static void note_weight_pass(SimRank& rank, int chunk, double compute_ms) {
+    rank.weight_pass_end_ms[chunk] = rank.clock_ms;
+    rank.weight_pass_ms[chunk] = compute_ms;
+  }
   void check_finished() const;
 
   const SimulationInput& in_;
@@ -189,7 +210,7 @@ class PipelinePlayer {
   std::vector<SimRank> ranks_;                      // pipeline-major
   std::vector<std::vector<TimelineEvent>> events_;  // by sim rank, when recorded
   std::vector<Channel> channels_;                   // [pipeline][link][direction]
-  std::vector<int> arrived_at_allreduce_;           // by stage
+  std::vector<int> arrived_[2];                     // by stage: at the all-reduce, all-gather
   std::vector<int> ready_;
   // Open Gloo send decisions: (send time, sim rank), earliest first; stale entries skipped.
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>

@@ -8,6 +8,7 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "planner/interleaved_partition.h"
+#include "plans/buckets.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
 
@@ -26,6 +27,49 @@ void check_stage_prediction(const StagePrediction& stage, int stage_idx) {
   check_predicted(stage.p2p_ms, kMaxTimeMs, "transfer per micro-batch", stage_idx);
   check_predicted(stage.compute_ms, kMaxIterationMs, "compute per iteration", stage_idx);
   check_predicted(stage.allreduce_ms, kMaxIterationMs, "all-reduce", stage_idx);
+}
+
+// dp > 1: the buckets of local chunk `chunk`, layers [first, last), in the order they are
+// started; each ready once the backward (zb-h1: W) has passed its layers, from the last.
+void add_chunk_buckets(const PlanningContext& context, const LayerTable& table,
+                       const Candidate& candidate, int chunk, int first, int last,
+                       bool spans_nodes, StagePrediction* stage) {
+  std::vector<int64_t> bytes;
+  for (int layer = first; layer < last; ++layer)
+    bytes.push_back(table.param_count(layer, layer + 1) * kGradientBytesPerParameter);
+  const CollectiveCosts costs = collective_costs(*context.profile);
+  const LinkCosts links = link_costs(context.cluster);
+  const Collective reduce = candidate.zero == 1 ? Collective::kReduceScatter : Collective::kAllReduce;
+  auto weight_ns = [&](int from, int to) {
+    return table.split_backward() ? table.bwd_weight_ns(from, to) : table.bwd_ns(from, to);
+  };
+  const int64_t chunk_ns = weight_ns(first, last);
+  for (const GradientBucket& bucket :
+       gradient_buckets(bytes, context.data_parallel.bucket_bytes)) {
+    const int64_t done_ns = weight_ns(first + bucket.first, last);
+    const double ready = chunk_ns > 0 ? static_cast<double>(done_ns) / chunk_ns : 1.0;
+    const double comm =
+        collective_ms(costs, reduce, bucket.bytes, candidate.dp, links, spans_nodes);
+    stage->buckets.push_back({chunk, bucket.bytes, std::clamp(ready, 0.0, 1.0), comm});
+    stage->allreduce_ms += comm;
+    if (candidate.zero == 1)
+      stage->allgather_ms +=
+          collective_ms(costs, Collective::kAllGather, bucket.bytes, candidate.dp, links,
+                        spans_nodes);
+  }
+}
+
+// The stage's data-parallel times: its chunks' buckets (chunks finish their backwards last
+// chunk first under interleaved-1f1b), and under ZeRO-1 an optimizer step over its 1/dp shard.
+void add_data_parallel(const PlanningContext& context, const LayerTable& table,
+                       const Candidate& candidate, const std::vector<ChunkRange>& chunks,
+                       bool spans_nodes, StagePrediction* stage) {
+  if (candidate.dp <= 1) return;
+  stage->allreduce_ms = 0;
+  for (int chunk = static_cast<int>(chunks.size()) - 1; chunk >= 0; --chunk)
+    add_chunk_buckets(context, table, candidate, chunk, chunks[chunk].first, chunks[chunk].last,
+                      spans_nodes, stage);
+  if (candidate.zero == 1) stage->optimizer_ms /= candidate.dp;
 }
 
 StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
@@ -47,9 +91,7 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
   }
   stage.memory = stage_memory(table, problem.memory, stage_idx, first, last, checkpoint);
   stage.peak_memory_bytes = stage.memory.total_bytes;
-  const LinkCosts links = link_costs(context.cluster);
-  stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
-                                    links.bandwidth(spans_nodes), links.latency_ms);
+  add_data_parallel(context, table, candidate, {{first, last, checkpoint}}, spans_nodes, &stage);
   return stage;
 }
 
@@ -92,9 +134,7 @@ StagePrediction interleaved_stage_prediction(const PlanningContext& context,
       candidate.num_micro_batches * (stage.fwd_ms + stage.bwd_ms + stage.recompute_ms);
   stage.memory = interleaved_stage_memory(table, problem.memory, stage_idx, ranges);
   stage.peak_memory_bytes = stage.memory.total_bytes;
-  const LinkCosts links = link_costs(context.cluster);
-  stage.allreduce_ms = allreduce_ms(stage.memory.gradients_bytes, candidate.dp,
-                                    links.bandwidth(spans_nodes), links.latency_ms);
+  add_data_parallel(context, table, candidate, ranges, spans_nodes, &stage);
   return stage;
 }
 
@@ -123,7 +163,43 @@ void record_timing(const SimulationResult& result, Plan* plan) {
     StagePrediction& stage = p.stages[assignment.stage];
     stage.busy_ms = result.busy_ms[assignment.rank];
     stage.idle_ms = result.idle_ms[assignment.rank];
+    // The mean-times play's wait at the all-reduce (equal over a stage's replicas).
+    if (plan->dp > 1 && !result.allreduce_ms.empty())
+      stage.allreduce_exposed_ms = result.allreduce_ms[assignment.rank];
   }
+}
+
+// Where the replicas' collective times come from: measured fits, or the ring formula on the
+// point-to-point fit where the profile measured no such group.
+std::string collectives_note(const PlanningContext& context, const Candidate& candidate) {
+  const CollectiveCosts costs = collective_costs(*context.profile);
+  std::vector<Collective> used{Collective::kAllReduce};
+  if (candidate.zero == 1) used = {Collective::kReduceScatter, Collective::kAllGather};
+  std::string measured, ring;
+  int num_measured = 0, num_ring = 0;
+  for (Collective collective : used) {
+    const bool fit = costs.measured(collective, candidate.dp, /*inter_node=*/false);
+    std::string& list = fit ? measured : ring;
+    list += (list.empty() ? "" : " and ") + to_string(collective);
+    ++(fit ? num_measured : num_ring);
+  }
+  std::string note = detail::concat("dp=", candidate.dp, ": ");
+  if (num_measured > 0)
+    note += detail::concat("the replicas' ", measured, num_measured > 1 ? " times are" : " time is",
+                           " the profile's measured fit over ", costs.measured_ranks, " ranks");
+  if (num_ring > 0)
+    note += detail::concat(
+        num_measured > 0 ? "; the " : "the replicas' ", ring, num_ring > 1 ? " times come" : " time comes",
+        " from the ring formula on the point-to-point fit (",
+        costs.measured_ranks == 0
+            ? std::string("the profile measured no collective")
+            : detail::concat("the profile measured none over ", candidate.dp,
+                             " ranks on one node"),
+        ")");
+  const bool multi_node = context.cluster.devices_per_node < context.cluster.devices;
+  if (num_measured > 0 && multi_node)
+    note += "; groups that span nodes use the ring formula on the inter-node link";
+  return note;
 }
 
 }  // namespace
@@ -212,6 +288,8 @@ PartitionProblem partition_problem(const PlanningContext& context, const Candida
   problem.memory.optimizer = context.optimizer;
   problem.memory.precision = context.precision;
   problem.memory.runtime_overhead_bytes = context.profile->device.runtime_overhead_bytes;
+  problem.memory.zero = candidate.zero;
+  problem.memory.bucket_bytes = context.data_parallel.bucket_bytes;
   if (context.calibration)
     problem.memory.calibration_bytes = context.calibration->memory_corrections(candidate.pp);
   problem.links = link_costs(context.cluster);
@@ -241,6 +319,10 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   plan.precision = context.precision;
   plan.optimizer = OptimizerSettings::defaults_for(context.optimizer);
   plan.partition = partition_name;
+  if (candidate.dp > 1) {
+    plan.data_parallel = context.data_parallel;
+    plan.data_parallel.zero = candidate.zero;
+  }
   plan.ranks = place_ranks(candidate.layout, candidate.dp, candidate.pp,
                            context.cluster.devices_per_node, context.cluster.device_kind);
   const PartitionProblem problem = partition_problem(context, candidate);
@@ -275,6 +357,7 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
     plan.predictions.stages.push_back(stage);
   }
   plan.predictions.notes = context.notes;
+  if (candidate.dp > 1) plan.predictions.notes.push_back(collectives_note(context, candidate));
   plan.calibration = context.calibration;
   if (!table.note().empty()) plan.predictions.notes.push_back(table.note());
   for (const TiedProfile& tie : context.profile->ties) {
@@ -321,10 +404,12 @@ void predict_variation(Plan* plan) {
   result.bubble_fraction = plan->predictions.bubble_fraction;
   result.busy_ms.resize(plan->ranks.size());
   result.idle_ms.resize(plan->ranks.size());
+  result.allreduce_ms.resize(plan->ranks.size());
   for (const RankAssignment& assignment : plan->ranks) {
     const StagePrediction& stage = plan->predictions.stages[assignment.stage];
     result.busy_ms[assignment.rank] = stage.busy_ms;
     result.idle_ms[assignment.rank] = stage.idle_ms;
+    result.allreduce_ms[assignment.rank] = stage.allreduce_exposed_ms;
   }
   add_variation(simulation_input(*plan), SimulationOptions{/*record_timeline=*/false}, &result);
   record_timing(result, plan);

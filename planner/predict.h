@@ -12,6 +12,7 @@
 #include "planner/placement.h"
 #include "planner/simulator.h"
 #include "planner/stage_cost.h"
+#include "planner/time_model.h"
 #include "plans/plan.h"
 #include "plans/profile.h"
 
@@ -35,6 +36,9 @@ struct PlanningContext {
   /// in `profile` (calibrated_profile); its memory corrections enter each stage's memory, and
   /// every plan records it.
   std::optional<Calibration> calibration;
+  /// The overlap and bucket size of every plan with dp > 1 (--no-overlap, --bucket-size); the
+  /// candidate decides zero.
+  DataParallelSettings data_parallel{/*overlap=*/true, kDefaultBucketBytes, /*zero=*/0};
 
   /// What the search relies on, naming the flags: a profile; --devices and
   /// --devices-per-node in [1, kMaxDevices]; --device-memory in [1, kMaxBytes]; --global-batch
@@ -54,6 +58,7 @@ struct Candidate {
   CheckpointPolicy policy = CheckpointPolicy::kNone;
   Layout layout = Layout::kReplicaMajor;
   int virtual_stages = 1;  ///< V: >= 2 with interleaved-1f1b (pp·V chunks), else 1
+  int zero = 0;            ///< 1: ZeRO-1 (dp > 1 only)
 };
 
 /// The cluster of a plan: device kind from the profile, the profile's point-to-point latency

@@ -255,25 +255,32 @@ class Search {
         const int num_micro_batches = static_cast<int>(context_.global_batch / (dp * b));
         for (Schedule schedule : options_.schedules)
           for (int virtual_stages : virtual_stage_choices(schedule, pp, num_micro_batches))
-            for (CheckpointPolicy policy : options_.policies) {
-              if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
-              if (schedule == Schedule::kZeroBubbleH1 && !zero_bubble_searched_) continue;
-              if (virtual_stages > 1 && same_as_needed(policy)) continue;
-              Candidate c{dp,     pp, b, num_micro_batches, schedule, policy, Layout::kReplicaMajor,
-                          virtual_stages};
-              entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
-              ++families_[{dp, pp, b}].unevaluated;
-            }
+            for (CheckpointPolicy policy : options_.policies)
+              for (int zero : options_.zero) {
+                if (pp == 1 && same_as_one_f_one_b(schedule)) continue;
+                if (schedule == Schedule::kZeroBubbleH1 && !zero_bubble_searched_) continue;
+                if (virtual_stages > 1 && same_as_needed(policy)) continue;
+                if (zero == 1 && dp == 1) continue;  // no replicas to shard over
+                Candidate c{dp,     pp,     b, num_micro_batches, schedule, policy,
+                            Layout::kReplicaMajor, virtual_stages, zero};
+                entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
+                ++families_[{dp, pp, b}].unevaluated;
+              }
       }
     }
     PIPEPLAN_CHECK(!entries.empty() || !interleaved_only(options_) || interleaved_refusal_.empty(),
                    "--schedule interleaved-1f1b: ", interleaved_refusal_);
+    PIPEPLAN_CHECK(!entries.empty() || options_.zero != std::vector<int>{1},
+                   "--zero 1: every candidate on ", context_.cluster.devices,
+                   " devices has dp = 1: expected room for at least 2 replicas of a stage (lower "
+                   "--pp or plan more --devices)");
     auto order = [](const Entry& a, const Entry& b) {
       const Candidate& x = a.candidate;
       const Candidate& y = b.candidate;
       return std::make_tuple(a.bound_ms, x.pp, x.micro_batch_size, x.schedule, x.virtual_stages,
-                             x.policy) < std::make_tuple(b.bound_ms, y.pp, y.micro_batch_size,
-                                                         y.schedule, y.virtual_stages, y.policy);
+                             x.policy, x.zero) < std::make_tuple(b.bound_ms, y.pp,
+                                                                 y.micro_batch_size, y.schedule,
+                                                                 y.virtual_stages, y.policy, y.zero);
     };
     std::sort(entries.begin(), entries.end(), order);
     return entries;
@@ -477,7 +484,7 @@ class Search {
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
     std::string key = detail::concat(c.dp, "/", c.pp, "/", c.micro_batch_size, "/",
                                      to_string(c.schedule), "/", c.virtual_stages, "/",
-                                     to_string(c.layout), "/");
+                                     to_string(c.layout), "/z", c.zero, "/");
     for (size_t idx = 0; idx < split.boundaries.size(); ++idx)
       key += detail::concat(split.boundaries[idx],
                             idx < split.checkpoint.size() && split.checkpoint[idx] ? "c," : ",");
@@ -501,7 +508,8 @@ class Search {
       // Whole nanoseconds: iterations that differ only by rounding tie, then memory decides.
       const int64_t iteration_ns = to_ns(plan.predictions.iteration_ms);
       return std::make_tuple(iteration_ns, peak, checkpointed, plan.pp, plan.dp,
-                             plan.micro_batch_size, plan.schedule, plan.virtual_stages, split);
+                             plan.micro_batch_size, plan.schedule, plan.virtual_stages,
+                             plan.data_parallel.zero, split);
     };
     return key(a) < key(b);
   }
@@ -553,7 +561,11 @@ void SearchOptions::validate() const {
   for (int v : virtual_stages)
     PIPEPLAN_CHECK(v >= 2 && v <= kMaxVirtualStages, "--virtual-stages: ", v,
                    ": expected an integer in [2, ", kMaxVirtualStages, "]");
-  PIPEPLAN_ASSERT(!schedules.empty() && !policies.empty(), "nothing to search");
+  for (int z : zero)
+    PIPEPLAN_CHECK(z == 0 || z == 1, "--zero: ", z, ": expected 0 or 1");
+  PIPEPLAN_CHECK(!dp || *dp > 1 || zero != std::vector<int>{1}, "--zero 1 with --dp 1: expected --dp "
+                 "of at least 2 (ZeRO-1 shards the optimizer state over a stage's replicas)");
+  PIPEPLAN_ASSERT(!schedules.empty() && !policies.empty() && !zero.empty(), "nothing to search");
 }
 
 SearchResult search(const PlanningContext& context, const SearchOptions& options) {

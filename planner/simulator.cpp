@@ -39,12 +39,14 @@ SimulationResult collect(const SimulationInput& in, const PipelinePlayer& player
   const size_t num_ranks = static_cast<size_t>(in.dp) * in.pp;
   result.busy_ms.assign(num_ranks, 0);
   result.idle_ms.assign(num_ranks, 0);
+  result.allreduce_ms.assign(num_ranks, 0);
   result.timeline.rank_stages.assign(num_ranks, 0);
   double idle_total = 0;
   for (int replica = 0; replica < in.dp; ++replica)
     for (int stage = 0; stage < in.pp; ++stage) {
       const int rank = in.ranks[replica][stage];
       result.busy_ms[rank] = player.busy_ms(kind_of[replica], stage);
+      result.allreduce_ms[rank] = player.allreduce_ms(kind_of[replica], stage);
       result.idle_ms[rank] = iteration_ms - result.busy_ms[rank];
       idle_total += result.idle_ms[rank];
       result.timeline.rank_stages[rank] = stage;
@@ -146,7 +148,10 @@ SimulationInput simulation_input(const Plan& plan) {
   in.virtual_stages = plan.virtual_stages;
   for (const StagePrediction& stage : plan.predictions.stages)
     in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
-                         stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv, stage.bwd_weight_ms});
+                         stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv, stage.bwd_weight_ms,
+                         stage.allgather_ms, stage.buckets});
+  in.overlap_allreduce = plan.dp > 1 && plan.data_parallel.overlap;
+  in.all_gather = plan.dp > 1 && plan.data_parallel.zero == 1;
   if (plan.schedule == Schedule::kInterleaved1F1B) {
     in.chunks.resize(plan.stages.size());
     for (int stage = 0; stage < plan.pp; ++stage)

@@ -23,6 +23,13 @@ struct StageCosts {
   double fwd_cv = 0;
   double bwd_cv = 0;  ///< also of zb-h1's B and W
   double bwd_weight_ms = 0;  ///< zb-h1: one micro-batch's W (weight gradients); else 0
+  /// ZeRO-1: gathering the parameters after the optimizer step, once all replicas have arrived.
+  double allgather_ms = 0;
+  /// With SimulationInput::overlap_allreduce: the gradient buckets (allreduce_ms is their
+  /// comm_ms summed), each started once every replica's last weight-gradient action (micro-batch
+  /// m − 1's backward, or its W) of the bucket's chunk has passed its ready_fraction; the
+  /// replicas run one bucket's collective at a time, and the all-reduce action waits for the last.
+  std::vector<BucketPrediction> buckets = {};
 };
 
 /// Everything the simulator plays.
@@ -57,6 +64,11 @@ struct SimulationInput {
   /// interleaved-1f1b: the forward, backward and recompute time of each chunk, pp·V entries by
   /// global chunk (local chunk v of stage s at v·pp + s); empty otherwise.
   std::vector<StageCosts> chunks = {};
+  /// Whether gradient buckets start during the last backward (plan.data_parallel.overlap with
+  /// dp > 1) instead of all at the all-reduce action.
+  bool overlap_allreduce = false;
+  /// Whether each action list ends with ZeRO-1's all-gather after the optimizer step.
+  bool all_gather = false;
 };
 
 /// Draws of the iteration simulate() plays when action times vary (StageCosts::fwd_cv, bwd_cv).
@@ -89,12 +101,16 @@ struct SimulationResult {
   double iteration_ms = 0;
   /// The iteration with every action at its mean time; the timeline shows this one.
   double mean_times_iteration_ms = 0;
-  std::vector<double> busy_ms;   ///< by rank: forward, backward, recompute, all-reduce, optimizer
+  std::vector<double> busy_ms;   ///< by rank: forward, backward, recompute, all-reduce,
+                                 ///< optimizer, all-gather
   std::vector<double> idle_ms;   ///< by rank: iteration_ms − busy_ms (waits and the bubble)
   double bubble_fraction = 0;    ///< Σ idle_ms / (ranks · iteration_ms)
   Timeline timeline;             ///< every rank's events (none unless record_timeline)
   int variability_draws = 0;     ///< draws played (0: none; folded: per replica kind)
   bool replicas_folded = false;  ///< the draws folded the replicas in (ReplicaDraws)
+  /// By rank, with mean times: the all-reduce action's time once every replica arrived (with
+  /// overlap, the part of the buckets' collectives no backward hid).
+  std::vector<double> allreduce_ms = {};
 };
 
 /// Plays stage_actions(schedule, pp, s, m, dp > 1, V) on every rank: compute actions run one at
@@ -109,7 +125,10 @@ struct SimulationResult {
 /// transfer ends (idle time, not busy: the executor counts sends as neither compute nor
 /// optimizer); a receive blocks the rank until the data
 /// has arrived (a recv-wait event when it had to wait); an all-reduce starts when every
-/// replica of the stage has reached it; then the optimizer step. A schedule that deadlocks
+/// replica of the stage has reached it and lasts allreduce_ms, or with input.overlap_allreduce
+/// until the last of the stage's buckets, started during the last backwards, is done (the
+/// exposed part: result.allreduce_ms); then the optimizer step; then, with input.all_gather,
+/// ZeRO-1's all-gather once every replica has reached it. A schedule that deadlocks
 /// is a bug (PIPEPLAN_ASSERT). When a stage's action times vary and input.rank_times is empty,
 /// the iteration (and with it idle time and bubble) is the mean over options.variability_draws
 /// draws, each action's time drawn independently with a fixed seed: the same input gives the

@@ -43,7 +43,6 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
                  "proportion to the activations: check --inter-node-bandwidth and the profile's "
                  "interconnect)");
   const MemorySettings& memory = problem.memory;
-  bytes_per_parameter_ = static_bytes_per_parameter(memory);
   const int64_t smallest = table.min_inner_boundary_bytes();
   for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx) {
     StageConstants stage;

@@ -165,11 +165,8 @@ class StageEvaluator {
   // gradient bucket.
   int64_t range_bytes(int first, int last) const {
     const int64_t params = table_.param_count(first, last);
-    const int64_t bucket = problem_.memory.dp > 1
-                               ? std::min(params * kGradientBytesPerParameter, kGradientBucketBytes)
-                               : 0;
-    return params * bytes_per_parameter_ + table_.buffer_bytes(first, last) +
-           table_.transient_bytes(first, last) + bucket;
+    return parameter_bytes(params, problem_.memory) + table_.buffer_bytes(first, last) +
+           table_.transient_bytes(first, last) + gradient_bucket_bytes(params, problem_.memory);
   }
   // stage_memory_lower_bound for both checkpoint flags.
   MemoryBounds memory_bounds(int stage_idx, int first, int last) const {
@@ -205,7 +202,6 @@ class StageEvaluator {
   const LayerTable& table_;
   const PartitionProblem& problem_;
   std::vector<StageConstants> stages_;      // by stage index
-  int64_t bytes_per_parameter_ = 0;         // static_bytes_per_parameter
   std::vector<int64_t> intra_transfer_ns_;  // by boundary position
   std::vector<int64_t> inter_transfer_ns_;
   int64_t largest_transfer_ns_ = 0;

@@ -25,6 +25,66 @@ double allreduce_ms(int64_t bytes, int dp, double bandwidth_bytes_per_s, double 
          steps / dp * static_cast<double>(bytes) / bandwidth_bytes_per_s * kMsPerSecond;
 }
 
+std::string to_string(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce:
+      return "all-reduce";
+    case Collective::kReduceScatter:
+      return "reduce-scatter";
+    case Collective::kAllGather:
+      return "all-gather";
+  }
+  return "?";
+}
+
+const CollectiveCosts::Fit& CollectiveCosts::fit(Collective collective) const {
+  switch (collective) {
+    case Collective::kReduceScatter:
+      return reduce_scatter;
+    case Collective::kAllGather:
+      return all_gather;
+    case Collective::kAllReduce:
+      break;
+  }
+  return allreduce;
+}
+
+CollectiveCosts collective_costs(const Profile& profile) {
+  CollectiveCosts costs;
+  if (!profile.interconnect) return costs;
+  const InterconnectProfile& link = *profile.interconnect;
+  costs.measured_ranks = link.ranks;
+  auto fit = [](const CommProfile& comm) {
+    return CollectiveCosts::Fit{comm.latency_ms, comm.bandwidth_bytes_per_s};
+  };
+  costs.allreduce = fit(link.allreduce);
+  costs.reduce_scatter = fit(link.reduce_scatter);
+  costs.all_gather = fit(link.all_gather);
+  return costs;
+}
+
+double collective_ms(const CollectiveCosts& costs, Collective collective, int64_t bytes,
+                     int group, const LinkCosts& links, bool inter_node) {
+  if (group <= 1) return 0;
+  if (costs.measured(collective, group, inter_node)) {
+    const CollectiveCosts::Fit& fit = costs.fit(collective);
+    return fit.latency_ms + static_cast<double>(bytes) / fit.bandwidth_bytes_per_s * kMsPerSecond;
+  }
+  const double bandwidth = links.bandwidth(inter_node);
+  const double ring = allreduce_ms(bytes, group, bandwidth, links.latency_ms);
+  return collective == Collective::kAllReduce ? ring : ring / 2;
+}
+
+double cheapest_collective_ms(const CollectiveCosts& costs, Collective collective, int64_t bytes,
+                              int group, const Cluster& cluster) {
+  const LinkCosts links = link_costs(cluster);
+  double cheapest = collective_ms(costs, collective, bytes, group, links, /*inter_node=*/false);
+  if (cluster.devices_per_node < cluster.devices)
+    cheapest = std::min(cheapest,
+                        collective_ms(costs, collective, bytes, group, links, /*inter_node=*/true));
+  return cheapest;
+}
+
 double coefficient_of_variation(int64_t spread_ns, int64_t mean_ns) {
   constexpr double kZ90 = 1.2815515655446004;  // the standard normal's 90th percentile
   if (mean_ns <= 0) return 0.0;

@@ -23,10 +23,11 @@ std::string to_string(CommBackend backend);
 /// (node, device) in the rank map and kGlooHostStaging when some ranks share one.
 CommBackend choose_backend(const Plan& plan);
 
-/// Whether a point-to-point send on `backend` holds up the sending rank until its message is
+/// Whether a point-to-point send on `backend` can hold up the sending rank until its message is
 /// on its way. Gloo's send call writes the message into the socket on the caller's thread when
-/// the peer's receive is posted, as a pipeline's receives are (posted ahead); NCCL queues the
-/// transfer on a stream and returns at once.
+/// the peer's receive is already posted (receives are posted ahead, kRecvLookahead of each
+/// kind); a send made before that is written later in the background, and holds nobody. NCCL
+/// queues the transfer on a stream and returns at once.
 bool send_occupies_sender(CommBackend backend);
 
 }  // namespace pipeplan

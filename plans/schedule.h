@@ -11,9 +11,11 @@
 
 namespace pipeplan {
 
-/// What a rank does. Sends are asynchronous: the rank never waits for its peer to receive,
-/// though on Gloo the send call itself writes the message (plans/comm_backend.h); a receive
-/// blocks the rank's next compute until the data has arrived.
+/// What a rank does. Sends are asynchronous: the rank goes on without waiting for its peer to
+/// receive, except that it keeps at most kMaxSendsInFlight outstanding (a further send first
+/// waits for the oldest) and that on Gloo a send call whose receive is already posted writes
+/// the message itself (plans/comm_backend.h); a receive blocks the rank's next compute until
+/// the data has arrived.
 enum class ActionKind {
   kRecvActivation,  ///< input activation of a micro-batch, from the previous stage
   kForward,

@@ -25,7 +25,8 @@ enum class TimelineKind {
   kAllReduce,
   kOptimizer,
   kLoad,      ///< measured only: reading a micro-batch's samples (not modelled: overhead)
-  kSendWait,  ///< measured only: blocked until earlier sends completed (idle)
+  kSendWait,  ///< blocked until earlier sends completed (idle): measured, and simulated at the
+              ///< send limit (kMaxSendsInFlight)
   kAllGather,  ///< ZeRO-1: gathering the updated parameter shards after the optimizer step
 };
 

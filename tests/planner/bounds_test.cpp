@@ -98,7 +98,8 @@ TEST(BoundsTest, RefinedBoundNeverExceedsTheSimulation) {
                                 plan.schedule,
                                 all_checkpointed ? CheckpointPolicy::kAll : CheckpointPolicy::kNone,
                                 Layout::kReplicaMajor,
-                                plan.virtual_stages};
+                                plan.virtual_stages,
+                                plan.data_parallel.zero};
       interleaved_plans += plan.virtual_stages > 1;
       const int64_t path_ns =
           min_path_ns(table, plan.pp * plan.virtual_stages, plan.num_micro_batches,

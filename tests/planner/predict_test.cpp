@@ -207,5 +207,67 @@ TEST(PredictTest, InterleavedStagesPredictEachChunkAndTheirSums) {
             interleaved_rank_in_flight(2, 2, 0, /*num_micro_batches=*/4));
 }
 
+TEST(PredictTest, ReplicasPredictBucketsInTheOrderTheirGradientsCompleteAndZeroOneShards) {
+  // 4 layers of 1,000 parameters (4,000 gradient bytes) each, backward 2 ms per sample; a
+  // measured all-reduce, reduce-scatter and all-gather over 2 ranks.
+  std::vector<testing::LayerSpec> layers = testing::equal_layers(4, 1.0, 2.0);
+  for (testing::LayerSpec& layer : layers) {
+    layer.param_count = 1000;
+    layer.sgd_step_ms = 0.5;
+  }
+  Profile profile = testing::make_profile(layers, {1, 2}, 5, 0, 0.01, 1e9);
+  profile.interconnect->allreduce = {0.2, 1e8, 0, {}};
+  profile.interconnect->reduce_scatter = {0.1, 1e8, 0, {}};
+  profile.interconnect->all_gather = {0.05, 2e8, 0, {}};
+  PlanningContext context = context_for(profile, 2, int64_t{1} << 30, 4);
+  context.data_parallel.bucket_bytes = 8000;  // two layers a bucket
+  const LayerTable table(profile, 1, OptimizerKind::kSgd);
+  Candidate candidate{2, 1, 1, 2, Schedule::kOneFOneB, CheckpointPolicy::kNone,
+                      Layout::kReplicaMajor, 1};
+  PartitionResult split;
+  split.feasible = true;
+  split.boundaries = {0, 4};
+  split.checkpoint = {false};
+  const Plan plan = build_plan(context, table, candidate, split, "optimal");
+  EXPECT_TRUE(plan.data_parallel.overlap);
+  EXPECT_EQ(plan.data_parallel.bucket_bytes, 8000);
+  const StagePrediction& stage = plan.predictions.stages[0];
+  ASSERT_EQ(stage.buckets.size(), 2u);
+  // Layers 3 and 2 first, ready half-way through the backward; layers 1 and 0 at its end.
+  EXPECT_EQ(stage.buckets[0].bytes, 8000);
+  EXPECT_DOUBLE_EQ(stage.buckets[0].ready_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(stage.buckets[1].ready_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(stage.buckets[0].comm_ms, 0.2 + 8000 / 1e8 * 1e3);
+  EXPECT_DOUBLE_EQ(stage.allreduce_ms, 2 * (0.2 + 0.08));
+  EXPECT_DOUBLE_EQ(stage.optimizer_ms, 2.0);
+  EXPECT_EQ(stage.allgather_ms, 0);
+  const std::string& note = plan.predictions.notes.back();
+  EXPECT_NE(note.find("all-reduce time is the profile's measured fit over 2 ranks"),
+            std::string::npos)
+      << note;
+
+  candidate.zero = 1;
+  const Plan sharded = build_plan(context, table, candidate, split, "optimal");
+  EXPECT_EQ(sharded.data_parallel.zero, 1);
+  const StagePrediction& shard = sharded.predictions.stages[0];
+  EXPECT_DOUBLE_EQ(shard.allreduce_ms, 2 * (0.1 + 0.08));   // reduce-scatters
+  EXPECT_DOUBLE_EQ(shard.allgather_ms, 2 * (0.05 + 0.04));  // all-gathers
+  EXPECT_DOUBLE_EQ(shard.optimizer_ms, 1.0);                // half the parameters
+  // SGD momentum of 4,000 parameters, half of it per replica.
+  EXPECT_EQ(stage.memory.optimizer_state_bytes, 16000);
+  EXPECT_EQ(shard.memory.optimizer_state_bytes, 8000);
+  EXPECT_EQ(shard.memory.total_bytes, stage.memory.total_bytes - 8000);
+  EXPECT_NO_THROW(sharded.validate("plan.json"));
+  // Without a reduce-scatter fit, the ring formula on the point-to-point link, said so.
+  profile.interconnect->reduce_scatter = {};
+  const Plan ring = build_plan(context, table, candidate, split, "optimal");
+  EXPECT_DOUBLE_EQ(ring.predictions.stages[0].buckets[0].comm_ms, 0.01 + 8000 / 1e9 * 1e3 / 2);
+  EXPECT_NE(ring.predictions.notes.back().find(
+                "all-gather time is the profile's measured fit over 2 ranks; the reduce-scatter "
+                "time comes from the ring formula"),
+            std::string::npos)
+      << ring.predictions.notes.back();
+}
+
 }  // namespace
 }  // namespace pipeplan

@@ -273,6 +273,7 @@ TEST(SearchTest, LargestAcceptedPipelineSimulatesWithinASecond) {
     options.micro_batch_size = 1;
     options.schedules = {Schedule::kOneFOneB};
     options.policies = {CheckpointPolicy::kNone};
+    options.zero = {0};
     const auto start = std::chrono::steady_clock::now();
     const SearchResult result =
         search(context_for(profile, pp * dp, int64_t{1} << 40, global_batch, 8), options);
@@ -450,6 +451,44 @@ TEST(SearchTest, InterleavedNeedsAPipelineAndMicroBatchesInMultiplesOfPp) {
   options.virtual_stages = {3};
   error = error_of([&] { search(context_for(profile, 4, int64_t{1} << 30, 8), options); });
   EXPECT_NE(error.find("--partition: 8 ranges for --virtual-stages 3"), std::string::npos) << error;
+}
+
+// ZeRO-1 is a search dimension: a model whose replicated optimizer state does not fit on two
+// devices is planned with it (each replica keeps half), and --zero 1 needs replicas. Two layers:
+// 16 MB of weights and gradients, 16 MB of moments (8 MB sharded), an 8 MB gradient bucket.
+TEST(SearchTest, ZeroOneIsChosenWhenOnlyShardedOptimizerStateFits) {
+  std::vector<testing::LayerSpec> layers = testing::equal_layers(2, 1, 1);
+  for (testing::LayerSpec& layer : layers) {
+    layer.param_count = 1'000'000;  // per layer: weights + gradients 8 MB, AdamW moments 8 MB
+    layer.adamw_step_ms = 1;
+  }
+  const Profile profile = testing::make_profile(layers, {1, 2}, 8, 0, 0.01, 1e9);
+  PlanningContext context = context_for(profile, 2, 36'000'000, 4);
+  context.optimizer = OptimizerKind::kAdamw;
+  SearchOptions options;
+  options.pp = 1;
+  const SearchResult result = search(context, options);
+  ASSERT_FALSE(result.plans.empty()) << ::testing::PrintToString(result.infeasible);
+  const Plan& best = result.plans.front();
+  EXPECT_EQ(best.dp, 2);
+  EXPECT_EQ(best.data_parallel.zero, 1);
+  EXPECT_EQ(best.predictions.stages[0].memory.optimizer_state_bytes, 8'000'000);
+  options.zero = {0};
+  const SearchResult replicated = search(context, options);
+  EXPECT_TRUE(replicated.plans.empty());
+  ASSERT_FALSE(replicated.infeasible.empty());
+  EXPECT_NE(replicated.infeasible[0].find("needs"), std::string::npos) << replicated.infeasible[0];
+
+  options.zero = {1};
+  options.dp = 1;
+  EXPECT_EQ(error_of([&] { search(context, options); }),
+            "--zero 1 with --dp 1: expected --dp of at least 2 (ZeRO-1 shards the optimizer state "
+            "over a stage's replicas)");
+  options.dp.reset();
+  options.pp = 2;
+  EXPECT_EQ(error_of([&] { search(context, options); }),
+            "--zero 1: every candidate on 2 devices has dp = 1: expected room for at least 2 "
+            "replicas of a stage (lower --pp or plan more --devices)");
 }
 
 }  // namespace

@@ -467,6 +467,39 @@ TEST(SimulatorTest, AllReduceWaitsForTheLastReplicaThenTheOptimizerRuns) {
   }
 }
 
+TEST(SimulatorTest, OverlappedBucketsStartDuringTheLastBackwardAndZeroOneGathersAfterTheStep) {
+  // pp = 1, dp = 2, m = 2, f = 1, b = 4, optimizer 1: F0 [0, 1] B0 [1, 5] F1 [5, 6] B1 [6, 10].
+  // Two buckets of 3 ms: the later layers' ready half-way through B1 (at 8), the first layer's
+  // when B1 ends (10). Overlapped: [8, 11] then [11, 14]; the all-reduce action waits [10, 14],
+  // the step runs [14, 15]. After the step ZeRO-1 gathers for 2 ms: [15, 17]. Without overlap
+  // the action runs both buckets, 6 ms: [10, 16], the step [16, 17].
+  StageCosts costs{1, 4, 0, /*allreduce_ms=*/6, /*optimizer_ms=*/1};
+  costs.buckets = {{0, 1000, 0.5, 3.0}, {0, 1000, 1.0, 3.0}};
+  SimulationInput in = pipeline(Schedule::kOneFOneB, 1, 2, {costs}, 0, /*dp=*/2);
+  in.overlap_allreduce = true;
+  for (bool merge : {true, false}) {
+    const SimulationResult result = simulate(in, {/*record_timeline=*/true, merge});
+    EXPECT_DOUBLE_EQ(result.iteration_ms, 15);
+    EXPECT_EQ(events(result, 1, TimelineKind::kAllReduce), (Spans{{-1, 10, 14}}));
+    EXPECT_DOUBLE_EQ(result.allreduce_ms[1], 4);
+    EXPECT_DOUBLE_EQ(result.busy_ms[0], 2 + 8 + 4 + 1);
+  }
+  in.stages[0].allgather_ms = 2;
+  in.all_gather = true;
+  const SimulationResult sharded = simulate(in);
+  EXPECT_DOUBLE_EQ(sharded.iteration_ms, 17);
+  EXPECT_EQ(events(sharded, 0, TimelineKind::kAllGather), (Spans{{-1, 15, 17}}));
+  in.overlap_allreduce = false;
+  in.all_gather = false;
+  const SimulationResult serial = simulate(in);
+  EXPECT_DOUBLE_EQ(serial.iteration_ms, 17);
+  EXPECT_EQ(events(serial, 0, TimelineKind::kAllReduce), (Spans{{-1, 10, 16}}));
+  EXPECT_LE(iteration_lower_bound_ms(in), 17);
+  in.overlap_allreduce = true;
+  EXPECT_LE(iteration_lower_bound_ms(in), 15);
+  EXPECT_GE(iteration_lower_bound_ms(in), 10 + 3 + 1);  // the first layer's bucket is exposed
+}
+
 TEST(SimulatorTest, MergingIdenticalReplicasChangesNothing) {
   SimulationInput in = pipeline(
       Schedule::kOneFOneB, 3, 5,

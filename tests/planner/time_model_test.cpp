@@ -59,6 +59,33 @@ TEST(TimeModelTest, AllReduceFollowsTheRingFormula) {
   EXPECT_DOUBLE_EQ(allreduce_ms(1'000'000, 8, 0, 0.01), 0.0);
 }
 
+TEST(TimeModelTest, CollectivesUseTheMeasuredFitOfTheirGroupElseTheRingOnTheLink) {
+  Profile profile = testing::make_profile(testing::equal_layers(2, 1, 1), {1, 2}, 5, 0,
+                                          /*p2p_latency_ms=*/0.1, /*bandwidth=*/1e9);
+  profile.interconnect->allreduce = {/*latency_ms=*/0.3, /*bandwidth=*/5e8, 0, {}};
+  profile.interconnect->all_gather = {/*latency_ms=*/0.2, /*bandwidth=*/2e9, 0, {}};
+  const CollectiveCosts costs = collective_costs(profile);
+  const LinkCosts links{/*latency_ms=*/0.1, /*intra=*/1e9, /*inter=*/1e8};
+  // Measured over 2 ranks within a node: latency + bytes / bandwidth.
+  EXPECT_DOUBLE_EQ(collective_ms(costs, Collective::kAllReduce, 1'000'000, 2, links, false),
+                   0.3 + 2.0);
+  EXPECT_DOUBLE_EQ(collective_ms(costs, Collective::kAllGather, 1'000'000, 2, links, false),
+                   0.2 + 0.5);
+  // No reduce-scatter fit: half the ring all-reduce on the link, (g−1)/g·bytes/bw + (g−1)·lat.
+  EXPECT_FALSE(costs.measured(Collective::kReduceScatter, 2, false));
+  EXPECT_DOUBLE_EQ(collective_ms(costs, Collective::kReduceScatter, 1'000'000, 2, links, false),
+                   0.5 + 0.1);
+  // 4 ranks, or a group across nodes: the ring formula, as allreduce_ms.
+  EXPECT_DOUBLE_EQ(collective_ms(costs, Collective::kAllReduce, 1'000'000, 4, links, false),
+                   allreduce_ms(1'000'000, 4, 1e9, 0.1));
+  EXPECT_DOUBLE_EQ(collective_ms(costs, Collective::kAllReduce, 1'000'000, 2, links, true),
+                   allreduce_ms(1'000'000, 2, 1e8, 0.1));
+  EXPECT_DOUBLE_EQ(collective_ms(costs, Collective::kAllGather, 1'000'000, 1, links, false), 0.0);
+  // Without an interconnect nothing is measured.
+  EXPECT_EQ(collective_costs(testing::make_profile(testing::equal_layers(2, 1, 1))).measured_ranks,
+            0);
+}
+
 TEST(TimeModelTest, StageCostAddsTheSendsOfItsBoundaryTensorsOverTheirLinks) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, 2, OptimizerKind::kSgd);
