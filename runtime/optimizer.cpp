@@ -34,12 +34,33 @@ double learning_rate(const OptimizerSettings& settings, int64_t global_batch, in
 
 FlatOptimizer::FlatOptimizer(const OptimizerSettings& settings, torch::Tensor parameters,
                              torch::Tensor gradients)
-    : settings_(settings), parameters_(std::move(parameters)), gradients_(std::move(gradients)) {
+    : FlatOptimizer(settings, {FlatSegment{std::move(parameters), std::move(gradients)}}) {}
+
+FlatOptimizer::FlatOptimizer(const OptimizerSettings& settings, std::vector<FlatSegment> segments)
+    : settings_(settings), segments_(std::move(segments)) {
+  PIPEPLAN_ASSERT(!segments_.empty(), "an optimizer over no segment");
+  for (const FlatSegment& segment : segments_) {
+    PIPEPLAN_ASSERT(
+        segment.parameters.dim() == 1 && segment.gradients.sizes() == segment.parameters.sizes(),
+        "a segment is a 1-D parameter view and its gradient's");
+    numel_ += segment.parameters.numel();
+  }
+  const torch::TensorOptions options = segments_.front().parameters.options();
   if (settings_.kind == OptimizerKind::kSgd) {
-    if (settings_.momentum != 0) momentum_ = torch::zeros_like(parameters_);
+    if (settings_.momentum != 0) momentum_ = torch::zeros({numel_}, options);
   } else {
-    exp_avg_ = torch::zeros_like(parameters_);
-    exp_avg_sq_ = torch::zeros_like(parameters_);
+    exp_avg_ = torch::zeros({numel_}, options);
+    exp_avg_sq_ = torch::zeros({numel_}, options);
+  }
+}
+
+void FlatOptimizer::step(double lr) {
+  torch::NoGradGuard no_grad;
+  ++steps_taken_;
+  int64_t offset = 0;
+  for (const FlatSegment& segment : segments_) {
+    step_segment(segment, offset, lr);
+    offset += segment.parameters.numel();
   }
 }
 
@@ -47,30 +68,34 @@ FlatOptimizer::FlatOptimizer(const OptimizerSettings& settings, torch::Tensor pa
 //   SGD:   d = g + wd·p;  buf = momentum·buf + d;  p -= lr·buf
 //   AdamW: p *= 1 - lr·wd;  m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²;
 //          p -= lr/(1-b1^t) · m / (sqrt(v)/sqrt(1-b2^t) + eps)
-void FlatOptimizer::step(double lr) {
-  torch::NoGradGuard no_grad;
-  ++steps_taken_;
+void FlatOptimizer::step_segment(const FlatSegment& segment, int64_t offset, double lr) {
   const OptimizerSettings& s = settings_;
+  torch::Tensor parameters = segment.parameters;
+  torch::Tensor gradients = segment.gradients;
+  const int64_t count = parameters.numel();
   if (s.kind == OptimizerKind::kSgd) {
-    if (s.weight_decay != 0) gradients_.add_(parameters_, s.weight_decay);
+    if (s.weight_decay != 0) gradients.add_(parameters, s.weight_decay);
     if (!momentum_.defined()) {
-      parameters_.add_(gradients_, -lr);
+      parameters.add_(gradients, -lr);
       return;
     }
-    momentum_.mul_(s.momentum).add_(gradients_);
-    parameters_.add_(momentum_, -lr);
+    torch::Tensor momentum = momentum_.narrow(0, offset, count);
+    momentum.mul_(s.momentum).add_(gradients);
+    parameters.add_(momentum, -lr);
     return;
   }
-  if (s.weight_decay != 0) parameters_.mul_(1 - lr * s.weight_decay);
-  exp_avg_.mul_(s.beta1).add_(gradients_, 1 - s.beta1);
-  exp_avg_sq_.mul_(s.beta2).addcmul_(gradients_, gradients_, 1 - s.beta2);
+  torch::Tensor exp_avg = exp_avg_.narrow(0, offset, count);
+  torch::Tensor exp_avg_sq = exp_avg_sq_.narrow(0, offset, count);
+  if (s.weight_decay != 0) parameters.mul_(1 - lr * s.weight_decay);
+  exp_avg.mul_(s.beta1).add_(gradients, 1 - s.beta1);
+  exp_avg_sq.mul_(s.beta2).addcmul_(gradients, gradients, 1 - s.beta2);
   const double t = static_cast<double>(steps_taken_);
   const double bias_correction1 = 1 - std::pow(s.beta1, t);
   const double bias_correction2 = 1 - std::pow(s.beta2, t);
-  torch::Tensor& denominator = gradients_;  // scratch: the gradient is no longer needed
-  torch::sqrt_out(denominator, exp_avg_sq_);
+  torch::Tensor& denominator = gradients;  // scratch: the gradient is no longer needed
+  torch::sqrt_out(denominator, exp_avg_sq);
   denominator.div_(std::sqrt(bias_correction2)).add_(s.eps);
-  parameters_.addcdiv_(exp_avg_, denominator, -lr / bias_correction1);
+  parameters.addcdiv_(exp_avg, denominator, -lr / bias_correction1);
 }
 
 bool all_finite(const torch::Tensor& gradients) {

@@ -20,26 +20,44 @@ namespace pipeplan::runtime {
 double learning_rate(const OptimizerSettings& settings, int64_t global_batch, int64_t step,
                      int64_t total_steps);
 
+/// One stretch of the values an optimizer updates: a 1-D view into a stage's flat parameters
+/// and the view of the same elements of its flat gradients.
+struct FlatSegment {
+  torch::Tensor parameters;
+  torch::Tensor gradients;
+};
+
 /// SGD (momentum, weight decay) or AdamW (decoupled weight decay, bias correction) with
-/// PyTorch's update rules, over one flat parameter tensor and its flat gradient. The state is
-/// flat too; the gradient buffer is used as scratch by step() (it is zeroed after each step).
+/// PyTorch's update rules, over segments of a flat parameter tensor and their gradients: the
+/// whole buffer as one segment, or under ZeRO-1 the replica's shard (a piece of every gradient
+/// bucket). The state is one flat tensor per kind, as long as the segments together, so a shard
+/// holds 1/dp of the replicated state. The gradients are used as scratch by step() (they are
+/// zeroed after each step). Every update is element-wise, so stepping a shard changes its
+/// elements exactly as stepping the whole buffer would.
 class FlatOptimizer {
  public:
   FlatOptimizer(const OptimizerSettings& settings, torch::Tensor parameters, torch::Tensor gradients);
+  /// Over `segments` (at least one; each 1-D, the parameters' and gradients' of equal length).
+  FlatOptimizer(const OptimizerSettings& settings, std::vector<FlatSegment> segments);
 
-  /// One update with learning rate `lr`; leaves the gradient buffer's contents undefined.
+  /// One update with learning rate `lr`; leaves the segments' gradients undefined.
   void step(double lr);
+  /// Elements updated: the segments' total (the length of each state tensor).
+  int64_t numel() const { return numel_; }
   /// Steps taken so far (AdamW's bias correction depends on it).
   int64_t steps_taken() const { return steps_taken_; }
   void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
-  /// The state tensors by name ("momentum"; "exp_avg", "exp_avg_sq"), for checkpoints; loading
-  /// copies into them.
+  /// The state tensors by name ("momentum"; "exp_avg", "exp_avg_sq"), each numel() long, for
+  /// checkpoints; loading copies into them.
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
 
  private:
+  // The update of one segment; `offset` is where its state starts.
+  void step_segment(const FlatSegment& segment, int64_t offset, double lr);
+
   OptimizerSettings settings_;
-  torch::Tensor parameters_;
-  torch::Tensor gradients_;
+  std::vector<FlatSegment> segments_;
+  int64_t numel_ = 0;
   torch::Tensor momentum_;    // SGD
   torch::Tensor exp_avg_;     // AdamW
   torch::Tensor exp_avg_sq_;  // AdamW
