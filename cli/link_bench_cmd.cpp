@@ -1,6 +1,6 @@
 // `pipeplan link-bench`: internal. `pipeplan profile` starts two of these as ranks of one job;
-// they time point-to-point and all-reduce messages between them and rank 0 writes the fitted
-// interconnect record for the profile.
+// they time point-to-point, all-reduce, reduce-scatter and all-gather messages between them and
+// rank 0 writes the fitted interconnect record for the profile.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -39,14 +39,19 @@ int run_link_bench(const LinkBenchFlags& flags) {
   const executor::LinkTimings timings = executor::time_links(
       env, device, message_sizes(), flags.repeats, std::chrono::seconds(flags.timeout_s));
   if (env.rank != 0) return 0;
-  std::vector<CommProfile::Point> p2p;
-  std::vector<CommProfile::Point> allreduce;
+  std::vector<CommProfile::Point> p2p, allreduce, reduce_scatter, all_gather;
   for (const executor::LinkTimings::Point& point : timings.points) {
     p2p.push_back({point.bytes, point.p2p_ms});
     allreduce.push_back({point.bytes, point.allreduce_ms});
+    reduce_scatter.push_back({point.bytes, point.reduce_scatter_ms});
+    all_gather.push_back({point.bytes, point.all_gather_ms});
   }
-  const InterconnectProfile link{timings.backend, env.world_size, fit_comm(std::move(p2p)),
-                                 fit_comm(std::move(allreduce))};
+  InterconnectProfile link{timings.backend, env.world_size, fit_comm(std::move(p2p)),
+                           fit_comm(std::move(allreduce))};
+  // ZeRO-1's collectives, `bytes` the whole tensor: the "interconnect" object's optional
+  // "reduce_scatter" and "all_gather" keys.
+  link.reduce_scatter = fit_comm(std::move(reduce_scatter));
+  link.all_gather = fit_comm(std::move(all_gather));
   write_json_file(flags.output, to_json(link));
   return 0;
 }

@@ -36,13 +36,24 @@ void for_each_stage_tensor(StageRuntime& stage, Visit&& visit) {
   }
 }
 
-// Every tensor a stage file holds, in file order: the stage's, then the optimizer's.
+// Every tensor a stage file holds, in file order: the stage's, then the optimizer's (none when
+// `optimizer` is null: ZeRO-1 keeps it in shard files).
 template <typename Visit>
-void for_each_checkpoint_tensor(StageRuntime& stage, const runtime::FlatOptimizer& optimizer,
+void for_each_checkpoint_tensor(StageRuntime& stage, const runtime::FlatOptimizer* optimizer,
                                 Visit&& visit) {
   for_each_stage_tensor(stage, visit);
-  for (const auto& [name, tensor] : optimizer.state()) visit("optimizer." + name, tensor);
+  if (optimizer == nullptr) return;
+  for (const auto& [name, tensor] : optimizer->state()) visit("optimizer." + name, tensor);
 }
+
+// The identity a checkpoint file records and is checked against: a stage file has replica -1,
+// a shard file the replica whose optimizer shard it holds.
+struct FileMeta {
+  std::string plan_hash;
+  int stage = 0;
+  int replica = -1;
+  int64_t step = 0;
+};
 
 // FNV-1a over each tensor's name and bytes (CPU, contiguous), in the order they are added.
 class TensorChecksum {
@@ -97,20 +108,24 @@ torch::Tensor own_storage(const torch::Tensor& tensor) {
 
 // The file's bytes: serialized in memory, so that a failing write is an error we report and not
 // one LibTorch's archive writer throws from its destructor (which aborts the process).
-std::string serialize_stage(int64_t step, const std::string& plan_hash, StageRuntime& stage,
-                            const runtime::FlatOptimizer& optimizer, std::string* checksum) {
+// `for_each_tensor(visit)` visits the file's tensors in file order.
+template <typename ForEachTensor>
+std::string serialize(ForEachTensor&& for_each_tensor, const FileMeta& meta,
+                      std::string* checksum) {
   torch::NoGradGuard no_grad;
   torch::serialize::OutputArchive archive;
   TensorChecksum sum;
-  for_each_checkpoint_tensor(stage, optimizer, [&](const std::string& name, const torch::Tensor& tensor) {
+  for_each_tensor([&](const std::string& name, const torch::Tensor& tensor) {
     const torch::Tensor cpu = own_storage(tensor.detach().to(torch::kCPU));
     sum.add(name, cpu);
     archive.write(name, cpu);
   });
   *checksum = sum.text();
-  archive.write("meta.plan_hash", c10::IValue(plan_hash));
-  archive.write("meta.stage", c10::IValue(static_cast<int64_t>(stage.stage())));
-  archive.write("meta.step", c10::IValue(step));
+  archive.write("meta.plan_hash", c10::IValue(meta.plan_hash));
+  archive.write("meta.stage", c10::IValue(static_cast<int64_t>(meta.stage)));
+  if (meta.replica >= 0)
+    archive.write("meta.replica", c10::IValue(static_cast<int64_t>(meta.replica)));
+  archive.write("meta.step", c10::IValue(meta.step));
   archive.write("meta.checksum", c10::IValue(*checksum));
   std::string bytes;
   archive.save_to([&bytes](const void* data, size_t size) {
@@ -128,61 +143,56 @@ std::string meta_text(torch::serialize::InputArchive& archive, const std::string
   return value.isInt() ? std::to_string(value.toInt()) : "?";
 }
 
-// Checks that the stage file at `path` is the one the manifest of `step` records.
-void check_stage_meta(torch::serialize::InputArchive& archive, const std::string& path,
-                      int64_t step, int stage_idx, const std::string& plan_hash,
-                      const std::string& expected_checksum) {
+// Checks that the file at `path` is the one the manifest of meta.step records.
+void check_meta(torch::serialize::InputArchive& archive, const std::string& path,
+                const FileMeta& meta, const std::string& expected_checksum) {
   const std::string file_hash = meta_text(archive, "meta.plan_hash");
-  PIPEPLAN_CHECK(file_hash == plan_hash, "checkpoint ", quote(path), " was made for another plan (hash ",
-                 quote(file_hash), ", this plan ", quote(plan_hash), ")", kFix);
+  PIPEPLAN_CHECK(file_hash == meta.plan_hash, "checkpoint ", quote(path),
+                 " was made for another plan (hash ", quote(file_hash), ", this plan ",
+                 quote(meta.plan_hash), ")", kFix);
   const std::string file_stage = meta_text(archive, "meta.stage");
-  PIPEPLAN_CHECK(file_stage == std::to_string(stage_idx), "checkpoint ", quote(path), " holds stage ",
-                 quote(file_stage), ", not stage ", stage_idx, kFix);
+  PIPEPLAN_CHECK(file_stage == std::to_string(meta.stage), "checkpoint ", quote(path),
+                 " holds stage ", quote(file_stage), ", not stage ", meta.stage, kFix);
+  if (meta.replica >= 0) {
+    const std::string file_replica = meta_text(archive, "meta.replica");
+    PIPEPLAN_CHECK(file_replica == std::to_string(meta.replica), "checkpoint ", quote(path),
+                   " holds the optimizer shard of replica ", quote(file_replica),
+                   ", not of replica ", meta.replica, kFix);
+  }
   const std::string file_step = meta_text(archive, "meta.step");
-  PIPEPLAN_CHECK(file_step == std::to_string(step), "checkpoint ", quote(path), " holds step ",
-                 quote(file_step), ", not step ", step, " of its manifest (a stage file of another step)", kFix);
+  PIPEPLAN_CHECK(file_step == std::to_string(meta.step), "checkpoint ", quote(path), " holds step ",
+                 quote(file_step), ", not step ", meta.step,
+                 " of its manifest (a stage file of another step)", kFix);
   const std::string file_checksum = meta_text(archive, "meta.checksum");
   PIPEPLAN_CHECK(file_checksum == expected_checksum, "checkpoint ", quote(path), " has checksum ",
                  quote(file_checksum), " but its manifest records ", quote(expected_checksum),
                  " (a stage file of another run or step)", kFix);
 }
 
-}  // namespace
-
-std::string checkpoint_step_dir(const std::string& dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%s%08lld", kStepDirPrefix, static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
-}
-
-std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx) {
-  return (fs::path(checkpoint_step_dir(dir, step)) / ("stage-" + std::to_string(stage_idx) + ".pt")).string();
-}
-
-std::string save_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                                  StageRuntime& stage, const runtime::FlatOptimizer& optimizer) {
-  const std::string path = checkpoint_stage_path(dir, step, stage.stage());
+// Writes the file of `meta` at `path` (tmp + rename) and returns its tensors' checksum.
+template <typename ForEachTensor>
+std::string write_checkpoint_file(const std::string& dir, const std::string& path,
+                                  ForEachTensor&& for_each_tensor, const FileMeta& meta) {
   std::string checksum;
   std::string bytes;
   try {
-    bytes = serialize_stage(step, plan_hash, stage, optimizer, &checksum);
+    bytes = serialize(for_each_tensor, meta, &checksum);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime, detail::concat("cannot write checkpoint ", quote(path), ": ",
                                                     models::error_line(e)));
   }
   std::error_code ec;
-  fs::create_directories(checkpoint_step_dir(dir, step), ec);
+  fs::create_directories(checkpoint_step_dir(dir, meta.step), ec);
   PIPEPLAN_RUNTIME_CHECK(!ec, "cannot write checkpoint ", quote(path), ": ", ec.message());
   write_file_atomic(path, bytes);
   return checksum;
 }
 
-// Every tensor is read and checksummed before any is copied into the stage: a file that does not
-// match its manifest changes nothing.
-void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
-                           const std::string& expected_checksum, StageRuntime& stage,
-                           runtime::FlatOptimizer& optimizer) {
-  const std::string path = checkpoint_stage_path(dir, step, stage.stage());
+// Every tensor is read and checksummed before any is copied into its target: a file that does
+// not match its manifest changes nothing.
+template <typename ForEachTensor>
+void read_checkpoint_file(const std::string& path, ForEachTensor&& for_each_tensor,
+                          const FileMeta& meta, const std::string& expected_checksum) {
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -190,11 +200,11 @@ void load_stage_checkpoint(const std::string& dir, int64_t step, const std::stri
     throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path), " is unreadable or corrupt: ",
                                                      models::error_line(e), kFix));
   }
-  check_stage_meta(archive, path, step, stage.stage(), plan_hash, expected_checksum);
+  check_meta(archive, path, meta, expected_checksum);
   torch::NoGradGuard no_grad;
   TensorChecksum sum;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (target, saved)
-  for_each_checkpoint_tensor(stage, optimizer, [&](const std::string& name, const torch::Tensor& target) {
+  for_each_tensor([&](const std::string& name, const torch::Tensor& target) {
     torch::Tensor saved;
     try {
       archive.read(name, saved);
@@ -213,6 +223,68 @@ void load_stage_checkpoint(const std::string& dir, int64_t step, const std::stri
   for (auto& [target, saved] : copies) target.copy_(saved);
 }
 
+// The optimizer state tensors of a shard file.
+template <typename Visit>
+void for_each_shard_tensor(const runtime::FlatOptimizer& optimizer, Visit&& visit) {
+  for (const auto& [name, tensor] : optimizer.state()) visit("optimizer." + name, tensor);
+}
+
+}  // namespace
+
+std::string checkpoint_step_dir(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%s%08lld", kStepDirPrefix, static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx) {
+  return (fs::path(checkpoint_step_dir(dir, step)) / ("stage-" + std::to_string(stage_idx) + ".pt"))
+      .string();
+}
+
+std::string checkpoint_shard_path(const std::string& dir, int64_t step, int stage_idx,
+                                  int replica) {
+  return (fs::path(checkpoint_step_dir(dir, step)) /
+          ("stage-" + std::to_string(stage_idx) + "-shard-" + std::to_string(replica) + ".pt"))
+      .string();
+}
+
+std::string save_stage_checkpoint(const std::string& dir, int64_t step,
+                                  const std::string& plan_hash, StageRuntime& stage,
+                                  const runtime::FlatOptimizer* optimizer) {
+  return write_checkpoint_file(
+      dir, checkpoint_stage_path(dir, step, stage.stage()),
+      [&](auto&& visit) { for_each_checkpoint_tensor(stage, optimizer, visit); },
+      FileMeta{plan_hash, stage.stage(), /*replica=*/-1, step});
+}
+
+void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
+                           const std::string& expected_checksum, StageRuntime& stage,
+                           runtime::FlatOptimizer* optimizer) {
+  read_checkpoint_file(
+      checkpoint_stage_path(dir, step, stage.stage()),
+      [&](auto&& visit) { for_each_checkpoint_tensor(stage, optimizer, visit); },
+      FileMeta{plan_hash, stage.stage(), /*replica=*/-1, step}, expected_checksum);
+}
+
+std::string save_optimizer_shard(const std::string& dir, int64_t step, const std::string& plan_hash,
+                                 int stage_idx, int replica,
+                                 const runtime::FlatOptimizer& optimizer) {
+  return write_checkpoint_file(
+      dir, checkpoint_shard_path(dir, step, stage_idx, replica),
+      [&](auto&& visit) { for_each_shard_tensor(optimizer, visit); },
+      FileMeta{plan_hash, stage_idx, replica, step});
+}
+
+void load_optimizer_shard(const std::string& dir, int64_t step, const std::string& plan_hash,
+                          int stage_idx, int replica, const std::string& expected_checksum,
+                          runtime::FlatOptimizer& optimizer) {
+  read_checkpoint_file(
+      checkpoint_shard_path(dir, step, stage_idx, replica),
+      [&](auto&& visit) { for_each_shard_tensor(optimizer, visit); },
+      FileMeta{plan_hash, stage_idx, replica, step}, expected_checksum);
+}
+
 void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& m, int keep) {
   Json json{{"schema", kCheckpointSchema},
             {"plan_hash", m.plan_hash},
@@ -227,6 +299,11 @@ void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest&
             {"loss", m.loss},
             {"test_accuracy", accuracy_json(m.test_accuracy)},
             {"stage_checksums", m.stage_checksums}};
+  if (m.dp > 0) {
+    json["dp"] = m.dp;
+    json["zero"] = m.zero;
+  }
+  if (m.zero == 1) json["shard_checksums"] = m.shard_checksums;
   // Over the compact text of every other field: reading and dumping again gives the same text.
   json["checksum"] = content_hash(json.dump());
   write_json_file((fs::path(checkpoint_step_dir(dir, m.step)) / kManifestName).string(), json);
@@ -251,6 +328,13 @@ void check_manifest(const Json& json, const JsonReader& r, int64_t step, const C
     r.fail("step", detail::concat(m.step, " is not the step of its folder (", step, ")", kFix));
   if (static_cast<int>(m.stage_checksums.size()) != m.pp)
     r.fail("stage_checksums", detail::concat(m.stage_checksums.size(), " checksums for pp=", m.pp, kFix));
+  const size_t shard_rows = m.zero == 1 ? static_cast<size_t>(m.pp) : 0;
+  bool shards_complete = m.shard_checksums.size() == shard_rows;
+  for (const std::vector<std::string>& row : m.shard_checksums)
+    shards_complete = shards_complete && static_cast<int>(row.size()) == m.dp;
+  if (!shards_complete)
+    r.fail("shard_checksums", detail::concat("expected ", shard_rows, " rows of dp=", m.dp,
+                                             " checksums for zero=", m.zero, kFix));
 }
 
 }  // namespace
@@ -278,6 +362,22 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
   for (const Json& checksum : r.at("stage_checksums")) {
     if (!checksum.is_string()) r.fail("stage_checksums", "expected strings, found " + checksum.dump());
     m.stage_checksums.push_back(checksum.get<std::string>());
+  }
+  // Optional (manifests from before ZeRO-1 lack them): dp 0 says "not recorded".
+  if (r.has("dp")) m.dp = static_cast<int>(r.integer_at_least("dp", 1));
+  if (r.has("zero")) m.zero = r.int_in("zero", 0, 1);
+  if (r.has("shard_checksums")) {
+    if (!r.at("shard_checksums").is_array())
+      r.fail("shard_checksums", "expected an array of arrays");
+    for (const Json& row : r.at("shard_checksums")) {
+      if (!row.is_array()) r.fail("shard_checksums", "expected arrays, found " + row.dump());
+      m.shard_checksums.emplace_back();
+      for (const Json& checksum : row) {
+        if (!checksum.is_string())
+          r.fail("shard_checksums", "expected strings, found " + checksum.dump());
+        m.shard_checksums.back().push_back(checksum.get<std::string>());
+      }
+    }
   }
   check_manifest(json, r, step, m);
   return m;

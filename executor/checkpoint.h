@@ -3,15 +3,18 @@
 //   DIR/step-00000010/stage-0.pt        written by the replica-0 rank of stage 0 (tmp + rename)
 //   DIR/step-00000010/stage-1.pt        ...
 //   DIR/step-00000010/checkpoint.json   written by rank 0 after a barrier: the step is complete
+//   DIR/step-00000010/stage-1-shard-0.pt  ZeRO-1: replica 0 of stage 1's optimizer shard
 //
 // A stage file holds the stage's parameters and buffers per layer ("layer3.fc.weight",
 // "buffer3.running_mean"), the flat optimizer state ("optimizer.momentum", ...) and the plan
-// hash, stage index, step and the checksum of its tensors. The manifest holds what every rank
-// needs to continue: the step, the optimizer's step count, the fp16 loss scale, the last loss,
-// the test accuracies so far, every stage file's checksum, and a checksum of itself. Resuming
-// verifies all of them, so a flipped byte, a stage file of another step or an edited manifest
-// is refused naming the file. Random numbers need no state: they are derived from (seed, step,
-// micro-batch, layer).
+// hash, stage index, step and the checksum of its tensors. Under ZeRO-1 the stage file holds no
+// optimizer state: each replica writes its shard's to a shard file of its own (same meta, plus
+// the replica), and reads it back on resume, which is exact only with the same dp and zero. The
+// manifest holds what every rank needs to continue: the step, the optimizer's step count, the fp16
+// loss scale, the last loss, the test accuracies so far, every stage file's checksum, and a
+// checksum of itself. Resuming verifies all of them, so a flipped byte, a stage file of another
+// step or an edited manifest is refused naming the file. Random numbers need no state: they are
+// derived from (seed, step, micro-batch, layer).
 #pragma once
 
 #include <torch/torch.h>
@@ -45,28 +48,47 @@ struct CheckpointManifest {
   std::vector<EpochAccuracy> test_accuracy;
   /// Per stage index, the checksum save_stage_checkpoint returned for its file.
   std::vector<std::string> stage_checksums;
+  /// The data-parallel settings the optimizer state was saved under (optional keys, written when
+  /// dp > 0: dp 0 says "not recorded", as in manifests from before they were).
+  int dp = 0;
+  int zero = 0;
+  /// ZeRO-1 (zero = 1): per stage, per replica, the checksum of its shard file; else empty.
+  std::vector<std::vector<std::string>> shard_checksums;
 };
 
 /// "DIR/step-00000010".
 std::string checkpoint_step_dir(const std::string& dir, int64_t step);
 /// "DIR/step-00000010/stage-1.pt".
 std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx);
+/// "DIR/step-00000010/stage-1-shard-0.pt": replica 0's optimizer shard of stage 1 (ZeRO-1).
+std::string checkpoint_shard_path(const std::string& dir, int64_t step, int stage_idx, int replica);
 
-/// Writes `stage`'s parameters, buffers and `optimizer` state to the stage file of `step`:
+/// Writes `stage`'s parameters, buffers and `optimizer` state (none when null) to the stage file
+/// of `step`:
 /// serialized in memory, then written with checked writes through a temporary file and a rename
 /// (common/files.h). Returns the checksum of the tensors written, for the manifest. Throws
 /// Error(kRuntime) naming the file and errno when it cannot write (a full disk); the temporary
 /// file is then removed and earlier checkpoints are untouched.
 std::string save_stage_checkpoint(const std::string& dir, int64_t step,
                                   const std::string& plan_hash, StageRuntime& stage,
-                                  const runtime::FlatOptimizer& optimizer);
-/// Loads the stage file of `step` into `stage` and `optimizer` after checking that it was made
-/// for this plan, stage and step and that its tensors hash to `expected_checksum` (the
-/// manifest's record). Throws Error(kBadInput) naming the file otherwise, or when it is
-/// unreadable or corrupt.
+                                  const runtime::FlatOptimizer* optimizer);
+/// Loads the stage file of `step` into `stage` and `optimizer` (null: no optimizer state) after
+/// checking that it was made for this plan, stage and step and that its tensors hash to
+/// `expected_checksum` (the manifest's record). Throws Error(kBadInput) naming the file
+/// otherwise, or when it is unreadable or corrupt.
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
                            const std::string& expected_checksum, StageRuntime& stage,
-                           runtime::FlatOptimizer& optimizer);
+                           runtime::FlatOptimizer* optimizer);
+/// ZeRO-1: writes (as save_stage_checkpoint does) the state of `optimizer`, replica `replica`'s
+/// shard of stage `stage_idx`, to its shard file; returns the checksum of its tensors.
+std::string save_optimizer_shard(const std::string& dir, int64_t step, const std::string& plan_hash,
+                                 int stage_idx, int replica,
+                                 const runtime::FlatOptimizer& optimizer);
+/// ZeRO-1: loads that shard file into `optimizer` with load_stage_checkpoint's checks (and the
+/// replica's).
+void load_optimizer_shard(const std::string& dir, int64_t step, const std::string& plan_hash,
+                          int stage_idx, int replica, const std::string& expected_checksum,
+                          runtime::FlatOptimizer& optimizer);
 
 /// Writes the manifest (atomically), completing the checkpoint of `manifest.step`, and removes
 /// all but the newest `keep` complete checkpoints.

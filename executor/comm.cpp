@@ -43,6 +43,11 @@ using StorePtr = c10::intrusive_ptr<c10d::Store>;
 constexpr int kEdgeGroupThreads = 1;
 constexpr int kWorldGroupThreads = 1;
 constexpr int kDpGroupThreads = 2;
+// Bucket tags (BucketCollective's ring multiplies them by dp) wrap long before int does; a tag
+// is reused only after this many more buckets, long after its transfers are done.
+constexpr int kRingTagPeriod = 1 << 20;
+// time_links' reduce-scatter rings are tagged from here, apart from its send/recv tags.
+constexpr int kLinkRingTagBase = 1 << 24;
 // How often a rank looks at the store while waiting for the others to join.
 constexpr auto kJoinPollInterval = std::chrono::milliseconds(10);
 
@@ -165,6 +170,12 @@ struct PostedRecv {
   WorkPtr work;
 };
 
+// One started bucket collective and, when it runs on a host copy, the device slice it came from.
+struct StartedBucket {
+  BucketCollective collective;
+  torch::Tensor device_slice;  // undefined unless staged through the host
+};
+
 // One started send; holds the tensor until the transfer is done.
 struct StartedSend {
   torch::Tensor tensor;
@@ -190,12 +201,14 @@ struct Comm::Impl {
   int virtual_stages = 1;
   GroupPtr dp;
   int dp_size = 1;
+  int replica = 0;
+  std::vector<StartedBucket> buckets;
+  int bucket_tag = 0;          // the ring's tags: one per started bucket, the same on every replica
   std::vector<GroupPtr> ties;  // by tie; null where this rank does not sum it
   int prev_rank = -1;
   int next_rank = -1;
   std::vector<PostedRecv> posted[2];  // [0] activations, [1] gradients
   std::vector<StartedSend> sends;
-  std::vector<WorkPtr> bucket_works;
   std::vector<at::Tensor> one_tensor{at::Tensor()};
   WorkPtr world_sum_work;
   std::map<std::string, std::string> local_store;  // single process only
@@ -285,6 +298,7 @@ void Comm::Impl::connect_next(const std::string& edge) {
 void Comm::Impl::create_groups(const Plan& plan,
                                 const std::vector<std::vector<int>>& tie_stages) {
   const RankAssignment& me = plan.ranks.at(env.rank);
+  replica = me.replica;
   pp = plan.pp;
   stage = me.stage;
   virtual_stages = plan.virtual_stages;
@@ -439,23 +453,35 @@ void Comm::wait_sends(int keep_outstanding) {
   d.sends.erase(d.sends.begin(), d.sends.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
-void Comm::average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes) {
+int Comm::replica() const { return impl_->replica; }
+int Comm::dp() const { return impl_->dp_size; }
+
+void Comm::start_bucket(BucketOp op, const torch::Tensor& slice) {
   Impl& d = *impl_;
   if (!d.dp) return;
-  torch::Tensor buffer = d.stages_via_host() ? flat.to(torch::kCPU) : flat;
-  const int64_t bucket_elements = std::max<int64_t>(1, bucket_bytes / buffer.element_size());
-  d.bucket_works.clear();
-  for (int64_t offset = 0; offset < buffer.numel(); offset += bucket_elements) {
-    d.one_tensor[0] = buffer.narrow(0, offset, std::min(bucket_elements, buffer.numel() - offset));
-    d.bucket_works.push_back(d.dp->allreduce(d.one_tensor));
-  }
-  for (const WorkPtr& work : d.bucket_works)
+  const int tag = d.bucket_tag;
+  d.bucket_tag = (d.bucket_tag + 1) % kRingTagPeriod;
+  const bool via_host = d.stages_via_host();
+  torch::Tensor buffer = via_host ? slice.to(torch::kCPU) : slice;
+  d.buckets.push_back(
+      StartedBucket{BucketCollective(op, d.dp, d.replica, d.dp_size, std::move(buffer),
+                                     /*ring=*/d.backend != CommBackend::kNccl, tag),
+                    via_host ? slice : torch::Tensor()});
+}
+
+void Comm::finish_buckets() {
+  Impl& d = *impl_;
+  const auto wait = [&](const WorkPtr& work) {
     wait_work(work, d.device_wait_timeout(), [&] {
-      return detail::concat("rank ", d.env.rank, ": all-reducing gradients over ", d.dp_size,
-                            " replicas");
+      return detail::concat("rank ", d.env.rank, ": exchanging gradient or parameter buckets with ",
+                            "the other ", d.dp_size - 1, " replicas of stage ", d.stage);
     });
-  buffer.div_(d.dp_size);
-  if (d.stages_via_host()) flat.copy_(buffer);
+  };
+  for (StartedBucket& bucket : d.buckets) {
+    bucket.collective.finish(wait);
+    if (bucket.device_slice.defined()) bucket.device_slice.copy_(bucket.collective.tensor());
+  }
+  d.buckets.clear();
 }
 
 void Comm::sum_over_tie(size_t tie, const torch::Tensor& gradient) {
@@ -467,6 +493,8 @@ void Comm::sum_over_tie(size_t tie, const torch::Tensor& gradient) {
   });
   if (d.stages_via_host()) gradient.copy_(d.one_tensor[0]);
 }
+
+bool Comm::sums_tie(size_t tie) const { return tie < impl_->ties.size() && impl_->ties[tie]; }
 
 void Comm::start_world_sum(const torch::Tensor& values) {
   Impl& d = *impl_;
@@ -595,6 +623,23 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
     runtime::synchronize(device);
     return ms_since(start);
   };
+  // ZeRO-1's collectives as Comm runs them (start_bucket, finish_buckets) on the whole tensor.
+  int ring_tag = kLinkRingTagBase;
+  auto bucket_ms = [&](torch::Tensor& tensor, BucketOp op, const char* what) {
+    const int64_t bytes = tensor.numel() * tensor.element_size();
+    std::vector<at::Tensor> one{
+        torch::zeros({1}, torch::TensorOptions().device(d.transfer_device()))};
+    wait(group->allreduce(one), "a start-line all-reduce", 4);
+    runtime::synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    BucketCollective collective(op, group, env.rank, 2,
+                                d.stages_via_host() ? tensor.to(torch::kCPU) : tensor,
+                                /*ring=*/d.backend != CommBackend::kNccl, ring_tag++);
+    collective.finish([&](const WorkPtr& work) { wait(work, what, bytes); });
+    if (d.stages_via_host()) tensor.copy_(collective.tensor());
+    runtime::synchronize(device);
+    return ms_since(start);
+  };
   LinkTimings timings;
   timings.backend = to_string(d.backend);
   int tag = 0;
@@ -602,8 +647,7 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
     PIPEPLAN_CHECK(bytes >= 4 && bytes % 4 == 0, "message size ", bytes,
                    " bytes is not a positive multiple of 4");
     torch::Tensor tensor = torch::ones({bytes / 4}, torch::TensorOptions().device(device));
-    std::vector<double> p2p_samples;
-    std::vector<double> allreduce_samples;
+    std::vector<double> p2p_samples, allreduce_samples, reduce_scatter_samples, all_gather_samples;
     // Untimed rounds first; more before the first size, whose first messages also set up the
     // connection, which would otherwise inflate the fitted latency
     // (bench/history/2026-11-22-sessions-1-3.md).
@@ -611,12 +655,17 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
     for (int round = 0; round < untimed + repeats; ++round) {
       const double p2p = p2p_ms(tensor, tag++);
       const double allreduce = allreduce_ms(tensor);
-      tensor.fill_(1);  // keep the all-reduced values finite
+      const double reduce_scatter = bucket_ms(tensor, BucketOp::kReduceScatter, "a reduce-scatter");
+      const double all_gather = bucket_ms(tensor, BucketOp::kAllGather, "an all-gather");
+      tensor.fill_(1);  // keep the summed values finite
       if (round < untimed) continue;
       p2p_samples.push_back(p2p);
       allreduce_samples.push_back(allreduce);
+      reduce_scatter_samples.push_back(reduce_scatter);
+      all_gather_samples.push_back(all_gather);
     }
-    timings.points.push_back({bytes, median(p2p_samples), median(allreduce_samples)});
+    timings.points.push_back({bytes, median(p2p_samples), median(allreduce_samples),
+                              median(reduce_scatter_samples), median(all_gather_samples)});
   }
   return timings;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/bucket_collectives.h"
 #include "executor/rendezvous.h"
 #include "plans/comm_backend.h"
 #include "plans/plan.h"
@@ -41,7 +42,8 @@ struct LinkTimings {
 ///           interleaved-1f1b adds the wrap edge from stage pp − 1 to stage 0 of each replica
 ///           (activations of chunk v to chunk v + 1, gradients back), with pp = 2 a second
 ///           edge between the same two ranks;
-///   dp      the replicas of this rank's stage: the gradient all-reduce;
+///   dp      the replicas of this rank's stage: the gradient buckets' all-reduces (ZeRO-1:
+///           reduce-scatters) and ZeRO-1's parameter all-gathers;
 ///   ties    per tied parameter held by several stages, those stages of this replica: the sum
 ///           of its gradient.
 /// Every group does one tiny operation when created, in an order without cycles (world, the
@@ -81,13 +83,24 @@ class Comm {
   /// so that a rank never holds more than that many sent tensors alive.
   void wait_sends(int keep_outstanding = 0);
 
-  /// Averages `flat` (this stage's flat gradients) over the stage's replicas in place: sums
-  /// slices of `bucket_bytes` with concurrent all-reduces, then divides by dp. No-op for dp=1.
-  void average_over_replicas(torch::Tensor& flat, int64_t bucket_bytes);
+  /// This rank's replica index in [0, dp) and the plan's dp: its place in the dp group.
+  int replica() const;
+  int dp() const;
+  /// Starts `op` over the stage's replicas on `slice`, a 1-D view into this stage's flat
+  /// gradients (kAllReduce: the sum; kReduceScatter: the sum of piece replica() of
+  /// shard_pieces(slice.numel(), dp)) or flat parameters (kAllGather: every piece its owner's
+  /// values). The result is in `slice` once finish_buckets returns; `slice` must not change
+  /// until then. Every replica starts the same buckets in the same order. May be called from an
+  /// autograd hook while this rank's thread is inside the backward. No-op for dp = 1.
+  void start_bucket(BucketOp op, const torch::Tensor& slice);
+  /// Waits for every bucket started, in the order started, and puts the results in place.
+  void finish_buckets();
 
   /// Sums `gradient` (tied parameter `tie`'s, a view into the flat gradients) in place over the
   /// stages of this replica that hold it; no-op where this rank's stage holds it alone or not.
   void sum_over_tie(size_t tie, const torch::Tensor& gradient);
+  /// Whether sum_over_tie(tie, ...) sums with other stages here (this stage and another hold it).
+  bool sums_tie(size_t tie) const;
 
   /// Starts summing the CPU float64 tensor `values` element-wise over all ranks, in place.
   /// One sum at a time; every rank must start the same sums in the same order.

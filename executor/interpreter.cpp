@@ -16,20 +16,21 @@ void wait_for_device(const torch::Device& device) {
 
 int queue_index(ActionKind kind) { return kind == ActionKind::kRecvActivation ? 0 : 1; }
 
-// What the stage-wide timed events (all-reduce, optimizer, the end-of-pass send-wait) stand for:
-// no micro-batch, no peer.
+// What the stage-wide timed events (all-reduce, optimizer, all-gather, the end-of-pass send-wait)
+// stand for: no micro-batch, no peer.
 const Action kWholeStage{ActionKind::kOptimizerStep, /*micro_batch=*/-1, /*peer=*/-1, /*chunk=*/0};
 
 }  // namespace
 
 Interpreter::Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
-                         runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler,
-                         Recorder& recorder, uint64_t seed)
+                         ReplicaSync& sync, runtime::FlatOptimizer& optimizer,
+                         runtime::LossScaler& scaler, Recorder& recorder, uint64_t seed)
     : plan_(plan),
       rank_(rank),
       replica_(plan.ranks.at(rank).replica),
       stage_(stage),
       comm_(comm),
+      sync_(sync),
       optimizer_(optimizer),
       scaler_(scaler),
       recorder_(recorder),
@@ -138,11 +139,32 @@ void Interpreter::backward(const Action& action) {
   torch::Tensor& received = received_[slot(action)];
   torch::Tensor input_gradient;
   timed(input_only ? TimelineKind::kBackwardInput : TimelineKind::kBackward, action, [&] {
-    input_gradient = input_only ? stage_.backward_input(chunk, mb, received, loss_factor)
-                                : stage_.backward(chunk, mb, received, loss_factor);
+    if (input_only) {
+      input_gradient = stage_.backward_input(chunk, mb, received, loss_factor);
+      return;
+    }
+    with_bucket_hooks(action,
+                      [&] { input_gradient = stage_.backward(chunk, mb, received, loss_factor); });
   });
   received = torch::Tensor();
   outgoing_[slot(action)] = std::move(input_gradient);
+}
+
+void Interpreter::backward_weight(const Action& action) {
+  timed(TimelineKind::kBackwardWeight, action, [&] {
+    with_bucket_hooks(action, [&] { stage_.backward_weight(action.chunk, action.micro_batch); });
+  });
+}
+
+template <typename Body>
+void Interpreter::with_bucket_hooks(const Action& action, Body&& body) {
+  if (!sync_.overlaps(action, static_cast<int>(num_micro_batches_))) {
+    body();
+    return;
+  }
+  sync_.arm(action.chunk);
+  body();
+  sync_.disarm();
 }
 
 void Interpreter::send(const Action& action) {
@@ -153,8 +175,10 @@ void Interpreter::send(const Action& action) {
   outgoing = torch::Tensor();
 }
 
-// Sums tied parameters' gradients over their stages, unscales (fp16), checks the gradients,
-// steps unless loss scaling skips, zeroes the gradients.
+// Sums tied parameters' gradients over their stages (after kAllReduce averaged them over the
+// replicas: ZeRO-1 all-reduces the buckets that hold them whole, see ReplicaSync), unscales
+// (fp16), checks the gradients this replica steps, steps unless loss scaling skips (every rank
+// of the world, replicas included, decides alike), zeroes the gradients.
 void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
   timed(TimelineKind::kOptimizer, kWholeStage, [&] {
     torch::Tensor& gradients = stage_.gradients();
@@ -163,7 +187,7 @@ void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
     for (size_t tie = 0; tie < tied.size(); ++tie)
       if (tied[tie].defined()) comm_.sum_over_tie(tie, tied[tie]);
     if (scaler_.enabled()) gradients.mul_(1.0 / scaler_.scale());
-    const bool finite = runtime::all_finite(gradients);
+    const bool finite = sync_.gradients_finite();
     if (scaler_.enabled()) {
       // Every rank must agree on skipping, or the stages would step out of lockstep.
       torch::Tensor found_inf = torch::full({1}, finite ? 0.0 : 1.0, torch::kFloat64);
@@ -201,16 +225,17 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput: backward(action); break;
       case ActionKind::kBackwardWeight:
-        timed(TimelineKind::kBackwardWeight, action,
-              [&] { stage_.backward_weight(action.chunk, action.micro_batch); });
+        backward_weight(action);
         break;
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: send(action); break;
       case ActionKind::kAllReduce:
-        timed(TimelineKind::kAllReduce, kWholeStage,
-              [&] { comm_.average_over_replicas(stage_.gradients(), kGradientBucketBytes); });
+        timed(TimelineKind::kAllReduce, kWholeStage, [&] { sync_.reduce(); });
         break;
       case ActionKind::kOptimizerStep: optimizer_step(lr, &outcome); break;
+      case ActionKind::kAllGather:
+        timed(TimelineKind::kAllGather, kWholeStage, [&] { sync_.all_gather(); });
+        break;
     }
   }
   end_pass();

@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "executor/comm.h"
+#include "executor/data_parallel.h"
 #include "executor/metrics.h"
-#include "runtime/optimizer.h"
 #include "executor/stage.h"
 #include "plans/plan.h"
 #include "plans/schedule.h"
+#include "runtime/optimizer.h"
 
 namespace pipeplan::executor {
 
@@ -54,11 +55,13 @@ class Interpreter {
   /// Outstanding sends at most; a further send first waits for the oldest, so a rank holds at
   /// most this many sent tensors.
   static constexpr int kMaxOutstandingSends = pipeplan::kMaxSendsInFlight;
-  /// Gradient all-reduce bucket size (as DDP's default).
-  static constexpr int64_t kGradientBucketBytes = 25 * 1024 * 1024;
 
-  Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm,
-              runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler, Recorder& recorder, uint64_t seed);
+  /// `sync` exchanges the stage's gradients (kAllReduce, and the hooks of each chunk's last
+  /// weight-gradient action with overlap) and ZeRO-1's parameters (kAllGather); `optimizer`
+  /// steps what this replica updates (ZeRO-1: its shard).
+  Interpreter(const Plan& plan, int rank, StageRuntime& stage, Comm& comm, ReplicaSync& sync,
+              runtime::FlatOptimizer& optimizer, runtime::LossScaler& scaler, Recorder& recorder,
+              uint64_t seed);
 
   /// One training iteration of `actions` (this rank's list from expand_schedule) at learning
   /// rate `lr`. Timed into the recorder's current step.
@@ -87,6 +90,11 @@ class Interpreter {
   void receive(const Action& action, const PassData& data);
   void forward(const Action& action, const PassData& data);
   void backward(const Action& action);  // kBackward, or zb-h1's kBackwardInput
+  void backward_weight(const Action& action);  // zb-h1's kBackwardWeight
+  // Runs a weight-gradient action's `body`, between the replica sync's arm and disarm when it is
+  // its chunk's last (overlap).
+  template <typename Body>
+  void with_bucket_hooks(const Action& action, Body&& body);
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);
   void end_pass();
@@ -102,6 +110,7 @@ class Interpreter {
   int replica_;
   StageRuntime& stage_;
   Comm& comm_;
+  ReplicaSync& sync_;
   runtime::FlatOptimizer& optimizer_;
   runtime::LossScaler& scaler_;
   Recorder& recorder_;

@@ -83,6 +83,9 @@ void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, doubl
       break;
     case TimelineKind::kOptimizer: current_.optimizer_ms += ms; break;
     case TimelineKind::kAllReduce: current_.allreduce_ms += ms; break;
+    case TimelineKind::kAllGather:
+      current_.allgather_ms += ms;
+      break;
     case TimelineKind::kRecvWait: current_.recv_wait_ms += ms; break;
     case TimelineKind::kLoad: current_.load_ms += ms; break;
     case TimelineKind::kSend:
@@ -95,7 +98,8 @@ void Recorder::record(TimelineKind kind, int micro_batch, double start_ms, doubl
 StepTiming Recorder::end_step() {
   const double end_ms = now_ms();
   current_.iteration_ms = end_ms - current_events_.start_ms;
-  current_.busy_ms = current_.compute_ms + current_.allreduce_ms + current_.optimizer_ms;
+  current_.busy_ms =
+      current_.compute_ms + current_.allreduce_ms + current_.optimizer_ms + current_.allgather_ms;
   current_.fwd_ms = fwd_total_.mean_ms();
   current_.bwd_ms = bwd_total_.mean_ms();
   current_.recompute_ms = recompute_total_.mean_ms();
@@ -126,6 +130,7 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.compute_ms = mean_of(steps_, &StepTiming::compute_ms);
   m.optimizer_ms = mean_of(steps_, &StepTiming::optimizer_ms);
   m.allreduce_ms = mean_of(steps_, &StepTiming::allreduce_ms);
+  m.allgather_ms = mean_of(steps_, &StepTiming::allgather_ms);
   m.recv_wait_ms = mean_of(steps_, &StepTiming::recv_wait_ms);
   m.load_ms = mean_of(steps_, &StepTiming::load_ms);
   m.busy_ms = mean_of(steps_, &StepTiming::busy_ms);

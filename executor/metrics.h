@@ -34,10 +34,12 @@ struct StepEvents {
 /// One rank's totals of one step, ms.
 struct StepTiming {
   double iteration_ms = 0;  ///< from the step's start (before loading data) to its last wait
-  double busy_ms = 0;       ///< compute + all-reduce + optimizer (is_busy in plans/timeline.h)
+  double busy_ms =
+      0;  ///< compute + all-reduce + optimizer + all-gather (is_busy in plans/timeline.h)
   double compute_ms = 0;    ///< forward + backward (zb-h1: B + W) + recompute
   double optimizer_ms = 0;
   double allreduce_ms = 0;
+  double allgather_ms = 0;  ///< ZeRO-1's parameter all-gather; 0 otherwise
   double recv_wait_ms = 0;
   double load_ms = 0;
   /// Mean per micro-batch over the step: m of them add up to the step's compute, which a

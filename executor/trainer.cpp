@@ -16,16 +16,17 @@
 #include "executor/checkpoint.h"
 #include "executor/comm.h"
 #include "executor/data.h"
+#include "executor/data_parallel.h"
 #include "executor/interpreter.h"
 #include "executor/metrics.h"
-#include "runtime/optimizer.h"
 #include "executor/plan_checks.h"
 #include "executor/stage.h"
+#include "models/torch_compat.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
 #include "plans/timeline.h"
-#include "models/torch_compat.h"
 #include "runtime/memory_tracker.h"
+#include "runtime/optimizer.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -99,6 +100,9 @@ class Trainer {
   std::pair<torch::Tensor, torch::Tensor> load(Split split, const std::vector<int64_t>& indices) const;
   bool is_rank0() const { return env_.rank == 0; }
   int replica() const { return plan_.ranks[env_.rank].replica; }
+  int stage_idx() const { return plan_.ranks[env_.rank].stage; }
+  // ZeRO-1: each replica steps and checkpoints its own shard of the optimizer state.
+  bool sharded() const { return plan_.dp > 1 && plan_.data_parallel.zero == 1; }
 
   TrainOptions options_;
   RendezvousEnv env_;
@@ -116,6 +120,8 @@ class Trainer {
   std::unique_ptr<runtime::FlatOptimizer> optimizer_;
   std::unique_ptr<runtime::LossScaler> scaler_;
   std::unique_ptr<Comm> comm_;
+  std::vector<FlatBucket> buckets_;
+  std::unique_ptr<ReplicaSync> sync_;
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<Interpreter> interpreter_;
   std::unique_ptr<StepReducer> reducer_;
@@ -175,13 +181,18 @@ void Trainer::build() {
   tracking_ = std::make_unique<runtime::MemoryTrackingScope>(tracker_);
   const RankAssignment& me = plan_.ranks[env_.rank];
   stage_ = std::make_unique<StageRuntime>(model_, plan_, me.stage, device_, options_.seed);
-  optimizer_ = std::make_unique<runtime::FlatOptimizer>(plan_.optimizer, stage_->parameters(), stage_->gradients());
+  actions_ = expand_schedule(plan_)[env_.rank];
+  buckets_ = flat_buckets(plan_, *stage_, actions_);
+  optimizer_ = sharded()
+                   ? std::make_unique<runtime::FlatOptimizer>(
+                         plan_.optimizer, shard_segments(buckets_, *stage_, me.replica, plan_.dp))
+                   : std::make_unique<runtime::FlatOptimizer>(plan_.optimizer, stage_->parameters(),
+                                                              stage_->gradients());
   // The peak the memory model predicts is training's: building a stage from a TorchScript file
   // loads the whole file for a moment (and flattening copies the stage's weights once), which
   // would otherwise set the peak of a stage that holds few of the file's weights.
   tracker_->reset_peak();
   scaler_ = std::make_unique<runtime::LossScaler>(plan_.precision == Precision::kAmpFp16);
-  actions_ = expand_schedule(plan_)[env_.rank];
   pass_.rows.assign(static_cast<size_t>(plan_.num_micro_batches), plan_.micro_batch_size);
   pass_.load = [this](int micro_batch) {
     return load(Split::kTrain, micro_batch_indices(order_, step_in_epoch_, plan_.global_batch,
@@ -208,6 +219,13 @@ void Trainer::resume() {
   }
   const CheckpointManifest m = read_checkpoint_manifest(options_.checkpoint_dir, step);
   const std::string where = "checkpoint " + quote(checkpoint_step_dir(options_.checkpoint_dir, step));
+  // Before the plan hash (which differs too): the one change that cannot work is named.
+  const int zero = sharded() ? 1 : 0;
+  PIPEPLAN_CHECK(m.dp == 0 || (m.dp == plan_.dp && m.zero == zero), where,
+                 " was saved with dp=", m.dp, " and data_parallel.zero=", m.zero,
+                 ", this plan has dp=", plan_.dp, " and data_parallel.zero=", zero,
+                 "; ZeRO-1 optimizer state is saved per replica, "
+                 "so resume with the dp and zero it was saved with or start without --resume");
   PIPEPLAN_CHECK(m.plan_hash == plan_hash_, where, " was made for another plan (", quote(m.plan_hash),
                  ", not ", quote(plan_hash_), "); use its plan or another --checkpoint-dir");
   PIPEPLAN_CHECK(m.total_steps == total_steps_ && m.seed == options_.seed && m.data == options_.data,
@@ -216,8 +234,13 @@ void Trainer::resume() {
   PIPEPLAN_CHECK(m.pp == plan_.pp, where, " has ", m.pp, " stages, this plan ", plan_.pp,
                  "; use its plan or another --checkpoint-dir");
   load_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_,
-                        m.stage_checksums.at(static_cast<size_t>(plan_.ranks[env_.rank].stage)),
-                        *stage_, *optimizer_);
+                        m.stage_checksums.at(static_cast<size_t>(stage_idx())), *stage_,
+                        sharded() ? nullptr : optimizer_.get());
+  if (sharded())
+    load_optimizer_shard(
+        options_.checkpoint_dir, step, plan_hash_, stage_idx(), replica(),
+        m.shard_checksums.at(static_cast<size_t>(stage_idx())).at(static_cast<size_t>(replica())),
+        *optimizer_);
   optimizer_->set_steps_taken(m.optimizer_steps);
   scaler_->restore(m.loss_scale, m.loss_scale_clean_steps);
   accuracy_ = m.test_accuracy;
@@ -231,8 +254,9 @@ void Trainer::prepare_timing() {
   const int64_t steps_to_run = total_steps_ - start_step_;
   const int64_t warmup = std::min<int64_t>(kTimingWarmupSteps, std::max<int64_t>(steps_to_run - 1, 0));
   recorder_ = std::make_unique<Recorder>(env_.rank, static_cast<int>(warmup));
-  interpreter_ = std::make_unique<Interpreter>(plan_, env_.rank, *stage_, *comm_, *optimizer_,
-                                               *scaler_, *recorder_, options_.seed);
+  sync_ = std::make_unique<ReplicaSync>(plan_, *stage_, *comm_, buckets_);
+  interpreter_ = std::make_unique<Interpreter>(plan_, env_.rank, *stage_, *comm_, *sync_,
+                                               *optimizer_, *scaler_, *recorder_, options_.seed);
   comm_->barrier();
   recorder_->reset_origin();
 }
@@ -352,14 +376,23 @@ void Trainer::evaluate(int64_t step, int64_t epoch) {
     log_->write(OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() + "\n");
 }
 
-// Stage files from each stage's replica 0, a barrier, then rank 0's manifest completes it; the
-// stage files' checksums reach rank 0 through the store.
+// Stage files from each stage's replica 0 (and under ZeRO-1 every replica's shard file), a
+// barrier, then rank 0's manifest completes it; the files' checksums reach rank 0 through the
+// store.
 void Trainer::save_checkpoint(int64_t step) {
   flush_reports();
   const std::string checksum_key = detail::concat("checkpoint/", step, "/stage-");
   if (replica() == 0)
-    comm_->store_set(checksum_key + std::to_string(plan_.ranks[env_.rank].stage),
-                     save_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_, *optimizer_));
+    comm_->store_set(checksum_key + std::to_string(stage_idx()),
+                     save_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_,
+                                           sharded() ? nullptr : optimizer_.get()));
+  const auto shard_key = [&](int stage, int replica_idx) {
+    return detail::concat(checksum_key, stage, "-shard-", replica_idx);
+  };
+  if (sharded())
+    comm_->store_set(shard_key(stage_idx(), replica()),
+                     save_optimizer_shard(options_.checkpoint_dir, step, plan_hash_, stage_idx(),
+                                          replica(), *optimizer_));
   comm_->barrier();
   last_checkpoint_step_ = step;
   if (!is_rank0()) return;
@@ -370,11 +403,18 @@ void Trainer::save_checkpoint(int64_t step) {
   m.seed = options_.seed;
   m.data = options_.data;
   m.pp = plan_.pp;
+  m.dp = plan_.dp;
+  m.zero = sharded() ? 1 : 0;
   m.optimizer_steps = optimizer_->steps_taken();
   m.loss_scale = scaler_->scale();
   m.loss_scale_clean_steps = scaler_->clean_steps();
   m.loss = last_loss_;
   m.test_accuracy = accuracy_;
+  for (int stage = 0; stage < plan_.pp && sharded(); ++stage) {
+    m.shard_checksums.emplace_back();
+    for (int replica_idx = 0; replica_idx < plan_.dp; ++replica_idx)
+      m.shard_checksums.back().push_back(comm_->store_get(shard_key(stage, replica_idx)));
+  }
   for (int stage_idx = 0; stage_idx < plan_.pp; ++stage_idx)
     m.stage_checksums.push_back(comm_->store_get(checksum_key + std::to_string(stage_idx)));
   write_checkpoint_manifest(options_.checkpoint_dir, m, kCheckpointsKept);

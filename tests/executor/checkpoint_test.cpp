@@ -62,7 +62,7 @@ class CheckpointTest : public ::testing::Test {
     manifest.plan_hash = "plan";
     manifest.step = step;
     manifest.total_steps = 10;
-    manifest.stage_checksums = {save_stage_checkpoint(dir_, step, "plan", stage_, optimizer_)};
+    manifest.stage_checksums = {save_stage_checkpoint(dir_, step, "plan", stage_, &optimizer_)};
     write_checkpoint_manifest(dir_, manifest, /*keep=*/3);
     return manifest;
   }
@@ -71,7 +71,8 @@ class CheckpointTest : public ::testing::Test {
   std::string resume_error(int64_t step) {
     return error_of([&] {
              const CheckpointManifest m = read_checkpoint_manifest(dir_, step);
-             load_stage_checkpoint(dir_, step, "plan", m.stage_checksums.at(0), stage_, optimizer_);
+             load_stage_checkpoint(dir_, step, "plan", m.stage_checksums.at(0), stage_,
+                                   &optimizer_);
            }).first;
   }
 
@@ -92,7 +93,7 @@ TEST_F(CheckpointTest, AFullDiskFailsNamingTheFileAndKeepsTheLastCompleteCheckpo
   std::pair<std::string, ErrorKind> error;
   {
     const FileSizeLimit limit(/*bytes=*/1024);
-    error = error_of([&] { save_stage_checkpoint(dir_, 2, "plan", stage_, optimizer_); });
+    error = error_of([&] { save_stage_checkpoint(dir_, 2, "plan", stage_, &optimizer_); });
   }
   EXPECT_EQ(error.second, ErrorKind::kRuntime);
   EXPECT_EQ(error.first, "cannot write '" + checkpoint_stage_path(dir_, 2, 0) + "': File too large");
