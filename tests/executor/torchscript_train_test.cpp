@@ -220,6 +220,33 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeUnderInterleaved1F1B) {
   }
 }
 
+// tied_gpt over dp=2 × pp=2 with ZeRO-1 and overlapped buckets of 4 KiB: the buckets holding the
+// tied weight's gradient are all-reduced whole (not reduce-scattered), so the stages' tie sum
+// after them adds whole averaged gradients; the same losses and parameters as one process.
+TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeWithZero1AndOverlap) {
+  TestPlanSpec spec;
+  spec.model = file("tied_gpt.pt");
+  const TrainRun whole = train_new(make_test_plan(spec), "whole", /*steps=*/3);
+  expect_success(whole.exits);
+  spec.dp = 2;
+  spec.pp = 2;
+  spec.num_micro_batches /= 2;
+  Plan plan = make_test_plan(spec);
+  plan.data_parallel = {/*overlap=*/true, /*bucket_bytes=*/4096, /*zero=*/1};
+  const TrainRun split = train_new(plan, "zero-1", /*steps=*/3);
+  expect_success(split.exits);
+  ASSERT_EQ(step_losses(whole.log).size(), 3u);
+  expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
+                     "tied_gpt dp=2 pp=2 zero-1 overlap");
+  const auto whole_parameters = final_parameters(whole, 1, /*step=*/3);
+  const auto split_parameters = final_parameters(split, 2, /*step=*/3);
+  ASSERT_EQ(split_parameters.size(), whole_parameters.size());
+  for (const auto& [key, tensor] : whole_parameters) {
+    ASSERT_EQ(split_parameters.count(key), 1u) << key;
+    EXPECT_TRUE(torch::allclose(split_parameters.at(key), tensor, 1e-5, 1e-6)) << key;
+  }
+}
+
 // The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the
 // memory model's prediction of each stage's peak is within 5% of the run's, wherever the planner
 // cuts (its split moves with the profile's noise; the embedding alone on stage 0 and a cut after
