@@ -39,8 +39,8 @@ const char* time_label(const std::string& key) {
   if (key == "recompute_ms") return "recompute / micro-batch";
   if (key == "compute_ms") return "compute / iteration";
   if (key == "optimizer_ms") return "optimizer / iteration";
-  if (key == "allreduce_ms") return "all-reduce waited / iteration";
-  if (key == "allgather_ms") return "all-gather / iteration (ZeRO-1)";
+  if (key == "allreduce_ms") return "all-reduce / iteration";
+  if (key == "allgather_ms") return "all-gather / iteration";
   if (key == "busy_ms") return "busy / iteration";
   return "idle / iteration";
 }
@@ -146,8 +146,9 @@ void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
     row(out, "", time_label(key), format_fixed(d.predicted, 3), format_fixed(d.measured, 3),
         percent_text(d.error_percent()));
   }
-  if (s.predicted_allreduce_total_ms > 0)
-    row(out, "", "all-reduce, all buckets / iteration",
+  if (s.predicted_allreduce_total_ms > 0 &&
+      s.predicted_allreduce_total_ms != s.allreduce_ms.predicted)  // overlapped: the rest hidden
+    row(out, "", "all buckets / iteration",
         format_fixed(s.predicted_allreduce_total_ms, 3), "-", "");
   row(out, "", "load / iteration", "-", format_fixed(s.measured_load_ms, 3), "");
 }

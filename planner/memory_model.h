@@ -116,10 +116,17 @@ inline int64_t parameter_bytes(int64_t params, const MemorySettings& settings) {
          optimizer_state_bytes(params, settings);
 }
 
-/// DP's gradient bucket for a stage of `params` parameters: the smaller of its gradients and
-/// the plan's bucket; 0 with one replica.
+/// DP's communication buffer for a stage of `params` parameters (0 with one replica): the
+/// all-reduce's bucket, the smaller of its gradients and the plan's bucket; under ZeRO-1 the
+/// reduce-scatter's received pieces, ⌈gradients / dp⌉: every bucket keeps the piece it receives
+/// (Gloo's ring; NCCL's output piece) until the all-reduce action waits for it, and all of
+/// them can be under way at once (bench/RESULTS.md: the measured peak without this term was
+/// 10% under).
 inline int64_t gradient_bucket_bytes(int64_t params, const MemorySettings& settings) {
-  return settings.dp > 1 ? std::min(params * kGradientBytesPerParameter, settings.bucket_bytes) : 0;
+  if (settings.dp <= 1) return 0;
+  const int64_t gradients = params * kGradientBytesPerParameter;
+  if (settings.zero == 1) return (gradients + settings.dp - 1) / settings.dp;
+  return std::min(gradients, settings.bucket_bytes);
 }
 
 /// Communication buffers of stage `stage_idx` holding layers [first, last), under the
@@ -131,6 +138,7 @@ inline int64_t gradient_bucket_bytes(int64_t params, const MemorySettings& setti
 ///   interleaved-1f1b (interleaved_comm_buffer_bytes):
 ///          comm_buffers = (2R + 1 + S) · max_bytes
 ///   all:                + (dp > 1 ? min(gradient_bytes, bucket_bytes) : 0)
+///                         (ZeRO-1: ⌈gradient_bytes / dp⌉, gradient_bucket_bytes)
 ///
 /// where in_bytes and out_bytes are one micro-batch's boundary tensors (table.boundary_bytes
 /// at first and last). Receives: each kind keeps R buffers posted ahead — activations from

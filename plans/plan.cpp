@@ -30,6 +30,8 @@ constexpr std::pair<const char*, Precision> kPrecisionWords[] = {
     {"fp32", Precision::kFp32}, {"amp-bf16", Precision::kAmpBf16}, {"amp-fp16", Precision::kAmpFp16}};
 constexpr std::pair<const char*, OptimizerKind> kOptimizerWords[] = {{"sgd", OptimizerKind::kSgd},
                                                                      {"adamw", OptimizerKind::kAdamw}};
+constexpr std::pair<const char*, PlanMode> kModeWords[] = {{"training", PlanMode::kTraining},
+                                                           {"inference", PlanMode::kInference}};
 
 template <typename Enum, size_t N>
 std::string word_of(Enum value, const std::pair<const char*, Enum> (&words)[N]) {
@@ -64,6 +66,7 @@ int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_v
 std::string to_string(Schedule schedule) { return word_of(schedule, kScheduleWords); }
 std::string to_string(Precision precision) { return word_of(precision, kPrecisionWords); }
 std::string to_string(OptimizerKind optimizer) { return word_of(optimizer, kOptimizerWords); }
+std::string to_string(PlanMode mode) { return word_of(mode, kModeWords); }
 
 Schedule parse_schedule(std::string_view text, std::string_view field) {
   return parse_word(text, field, kScheduleWords);
@@ -73,6 +76,9 @@ Precision parse_precision(std::string_view text, std::string_view field) {
 }
 OptimizerKind parse_optimizer(std::string_view text, std::string_view field) {
   return parse_word(text, field, kOptimizerWords);
+}
+PlanMode parse_plan_mode(std::string_view text, std::string_view field) {
+  return parse_word(text, field, kModeWords);
 }
 
 OptimizerSettings OptimizerSettings::defaults_for(OptimizerKind kind) {

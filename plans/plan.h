@@ -31,6 +31,9 @@ enum class Schedule {
 };
 /// Numeric precision of the run.
 enum class Precision { kFp32, kAmpBf16, kAmpFp16 };
+/// What a plan runs: training steps (`pipeplan train`), or forward-only inference requests
+/// (`pipeplan infer`).
+enum class PlanMode { kTraining, kInference };
 enum class OptimizerKind { kSgd, kAdamw };
 
 /// Bytes of one element of an activation dtype: float32 4, int64 8, bfloat16 2, float16 2.
@@ -44,10 +47,12 @@ int64_t activation_bytes(const std::vector<int64_t>& sample_shape, std::string_v
 std::string to_string(Schedule schedule);  ///< "gpipe", "1f1b", "zb-h1", "interleaved-1f1b"
 std::string to_string(Precision precision);      ///< "fp32", "amp-bf16", "amp-fp16"
 std::string to_string(OptimizerKind optimizer);  ///< "sgd", "adamw"
+std::string to_string(PlanMode mode);            ///< "training", "inference"
 /// Parsers; `field` names the flag or key in the one-line error listing the accepted words.
 Schedule parse_schedule(std::string_view text, std::string_view field);
 Precision parse_precision(std::string_view text, std::string_view field);
 OptimizerKind parse_optimizer(std::string_view text, std::string_view field);
+PlanMode parse_plan_mode(std::string_view text, std::string_view field);
 
 /// Optimizer and learning-rate schedule. lr = base_lr · global_batch / base_batch, warmed up
 /// linearly over `warmup_steps`, then cosine-decayed to min_lr_fraction·lr at the last step.
@@ -219,6 +224,12 @@ struct Predictions {
   double optimizer_ms = 0;     ///< the longest stage optimizer step
   std::vector<StagePrediction> stages;
   std::vector<std::string> notes;  ///< e.g. "micro-batch 64 is beyond the profiled 1..32"
+  /// Inference plans: one request (global_batch samples, num_micro_batches micro-batches per
+  /// replica) from its first forward to its last output, in ms; iteration_ms is then the
+  /// interval at which the pipeline takes requests back to back (so that samples_per_s =
+  /// global_batch / iteration_ms is the throughput), at most latency_ms. 0 for training
+  /// (optional key "latency_ms").
+  double latency_ms = 0;
 };
 
 /// A whole plan.json.
@@ -249,6 +260,13 @@ struct Plan {
   std::optional<Calibration> calibration;
   /// The gradient all-reduce's overlap and buckets, and ZeRO-1 (meaningful with dp > 1).
   DataParallelSettings data_parallel = {};
+  /// Training, or inference (optional key "mode", written only for inference so that training
+  /// plans keep their hashes). An inference plan runs forward passes only: each request of
+  /// global_batch samples is split over the dp replicas into num_micro_batches micro-batches of
+  /// micro_batch_size that stream through the stages in order (expand_forward_only); it has
+  /// schedule gpipe (the forward half of its order), one chunk per stage, no checkpointing, and
+  /// predicts no backward, recompute, all-reduce or optimizer step.
+  PlanMode mode = PlanMode::kTraining;
 
   /// Meaning, not only syntax (plan_validate.cpp): sizes within common/limits.h (at most
   /// kMaxDevices devices, kMaxMicroBatches micro-batches, kMaxBatchSize samples);

@@ -188,9 +188,11 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
 Json predictions_json(const Predictions& p) {
   Json stages = Json::array();
   for (const StagePrediction& stage : p.stages) stages.push_back(stage_prediction_json(stage));
-  return Json{{"iteration_ms", p.iteration_ms}, {"samples_per_s", p.samples_per_s},
-              {"bubble_fraction", p.bubble_fraction}, {"allreduce_ms", p.allreduce_ms},
-              {"optimizer_ms", p.optimizer_ms}, {"stages", stages}, {"notes", p.notes}};
+  Json json{{"iteration_ms", p.iteration_ms}, {"samples_per_s", p.samples_per_s},
+            {"bubble_fraction", p.bubble_fraction}, {"allreduce_ms", p.allreduce_ms},
+            {"optimizer_ms", p.optimizer_ms}, {"stages", stages}, {"notes", p.notes}};
+  if (p.latency_ms > 0) json["latency_ms"] = p.latency_ms;  // inference only
+  return json;
 }
 
 Predictions predictions_from(const JsonReader& r) {
@@ -199,6 +201,7 @@ Predictions predictions_from(const JsonReader& r) {
   p.samples_per_s = r.non_negative("samples_per_s");
   p.bubble_fraction = r.number_in("bubble_fraction", 0, 1);
   p.allreduce_ms = r.number_in("allreduce_ms", 0, kMaxIterationMs);
+  if (r.has("latency_ms")) p.latency_ms = r.number_in("latency_ms", 0, kMaxIterationMs);
   p.optimizer_ms = r.number_in("optimizer_ms", 0, kMaxIterationMs);
   for (const JsonReader& stage : r.objects("stages")) p.stages.push_back(stage_prediction_from(stage));
   if (!r.at("notes").is_array()) r.reject("notes", r.at("notes"), "expected an array of strings");
@@ -245,7 +248,8 @@ Json to_json(const Plan& plan) {
               {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
   // Optional: written only for interleaved-1f1b, so that other plans keep their hashes.
   if (plan.virtual_stages == 1) json.erase("virtual_stages");
-  if (plan.dp > 1)  // optional likewise: nothing to combine over one replica
+  if (plan.mode != PlanMode::kTraining) json["mode"] = to_string(plan.mode);  // optional too
+  if (plan.dp > 1 && plan.mode == PlanMode::kTraining)  // optional: nothing to combine otherwise
     json["data_parallel"] = {{"overlap", plan.data_parallel.overlap},
                              {"bucket_bytes", plan.data_parallel.bucket_bytes},
                              {"zero", plan.data_parallel.zero}};
@@ -273,6 +277,8 @@ Plan plan_from_json(const Json& json, const std::string& document) {
   plan.partition = r.string("partition");
   if (r.has("virtual_stages"))  // optional: 1 when absent
     plan.virtual_stages = r.int_in("virtual_stages", 1, kMaxVirtualStages);
+  if (r.has("mode"))  // optional: training when absent
+    plan.mode = parse_plan_mode(r.string("mode"), document + ": mode");
   if (r.has("data_parallel")) {  // optional: the defaults when absent
     const JsonReader dp = r.object("data_parallel");
     plan.data_parallel.overlap = dp.boolean("overlap");

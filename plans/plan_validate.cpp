@@ -67,6 +67,40 @@ void validate_data_parallel(const Plan& plan, std::string_view document) {
                  "over a stage's replicas)");
 }
 
+// An inference plan runs forward passes only, in gpipe's forward order, one chunk per stage,
+// nothing recomputed, and predicts no backward, reduction or optimizer step; its latency is at
+// least its interval. A training plan predicts no latency.
+void validate_mode(const Plan& plan, std::string_view document) {
+  const Predictions& p = plan.predictions;
+  if (plan.mode == PlanMode::kTraining) {
+    PIPEPLAN_CHECK(p.latency_ms == 0, document, ": predictions.latency_ms: ", p.latency_ms,
+                   ": expected none in a training plan (mode inference predicts it)");
+    return;
+  }
+  PIPEPLAN_CHECK(plan.schedule == Schedule::kGpipe, document, ": schedule: ",
+                 to_string(plan.schedule),
+                 ": expected gpipe with mode inference (micro-batches stream forward in order)");
+  for (size_t idx = 0; idx < plan.stages.size(); ++idx)
+    PIPEPLAN_CHECK(!plan.stages[idx].checkpoint, document, ": stages[", idx,
+                   "].checkpoint: true: expected false with mode inference (no backward "
+                   "recomputes)");
+  PIPEPLAN_CHECK(plan.data_parallel.zero == 0, document, ": data_parallel.zero: ",
+                 plan.data_parallel.zero, ": expected 0 with mode inference (no optimizer state)");
+  for (size_t idx = 0; idx < p.stages.size(); ++idx) {
+    const StagePrediction& s = p.stages[idx];
+    for (const auto& [key, value] :
+         {std::pair{"bwd_ms", s.bwd_ms}, {"bwd_weight_ms", s.bwd_weight_ms},
+          {"recompute_ms", s.recompute_ms}, {"allreduce_ms", s.allreduce_ms},
+          {"optimizer_ms", s.optimizer_ms}})
+      PIPEPLAN_CHECK(value == 0, document, ": predictions.stages[", idx, "].", key, ": ", value,
+                     ": expected 0 with mode inference (forward passes only)");
+  }
+  PIPEPLAN_CHECK(p.latency_ms > 0 && p.latency_ms >= p.iteration_ms * (1 - kRelativeSlack),
+                 document, ": predictions.latency_ms: ", p.latency_ms,
+                 ": expected a request's time through the pipeline, at least iteration_ms = ",
+                 p.iteration_ms, " (the interval between requests)");
+}
+
 // dp, pp, devices, batch sizes and micro-batches: each in range, then their products.
 void validate_sizes(const Plan& plan, std::string_view document) {
   PIPEPLAN_CHECK(plan.dp >= 1 && plan.dp <= kMaxDevices, document, ": dp: ", plan.dp,
@@ -394,6 +428,7 @@ void Plan::validate(std::string_view document) const {
   validate_stages(*this, document);
   validate_ranks(*this, document);
   validate_predictions(*this, document);
+  validate_mode(*this, document);
   if (calibration) {
     calibration->validate(document);
     PIPEPLAN_CHECK(calibration->stages.back().last == model.num_layers, document,

@@ -50,6 +50,13 @@ const std::pair<const char*, double Measurements::*> kRunTimeFields[] = {
     {"optimizer_ms", &Measurements::optimizer_ms},
 };
 
+// Inference runs only: written when measured (above 0), read as 0 when absent.
+const std::pair<const char*, double Measurements::*> kLatencyFields[] = {
+    {"latency_p50_ms", &Measurements::latency_p50_ms},
+    {"latency_p90_ms", &Measurements::latency_p90_ms},
+    {"latency_p99_ms", &Measurements::latency_p99_ms},
+};
+
 }  // namespace
 
 void MeasuredTimes::add(const MeasuredTimes& other, double weight) {
@@ -142,6 +149,8 @@ Json measured_json(const Measurements& m) {
             {"timeline", timeline},
             {"step_times", step_times}};
   for (const auto& [key, field] : kRunTimeFields) json[key] = m.*field;
+  for (const auto& [key, field] : kLatencyFields)
+    if (m.*field > 0) json[key] = m.*field;
   return json;
 }
 
@@ -151,6 +160,8 @@ Measurements measured_from(const JsonReader& reader) {
     m.*field = field == &Measurements::samples_per_s   ? reader.non_negative(key)
                : field == &Measurements::bubble_fraction ? reader.number_in(key, 0, 1)
                                                          : reader.number_in(key, 0, kMaxIterationMs);
+  for (const auto& [key, field] : kLatencyFields)
+    if (reader.has(key)) m.*field = reader.number_in(key, 0, kMaxIterationMs);
   m.warmup_steps = reader.int_in("warmup_steps", 0, std::numeric_limits<int>::max());
   m.measured_steps = reader.int_in("measured_steps", 0, std::numeric_limits<int>::max());
   for (const JsonReader& stage : reader.objects("stages")) m.stages.push_back(stage_from(stage));
@@ -219,6 +230,13 @@ void validate_measurements(const Run& run, std::string_view document) {
     PIPEPLAN_CHECK(in_range(m.*field, max_value), document, ": measured.", key, ": ", m.*field,
                    ": expected a finite value in [0, ", max_value, "]");
   }
+  for (const auto& [key, field] : kLatencyFields)
+    PIPEPLAN_CHECK(in_range(m.*field, kMaxIterationMs), document, ": measured.", key, ": ",
+                   m.*field, ": expected a finite value in [0, ", kMaxIterationMs, "]");
+  PIPEPLAN_CHECK(m.latency_p50_ms <= m.latency_p90_ms && m.latency_p90_ms <= m.latency_p99_ms,
+                 document, ": measured.latency_p90_ms: ", m.latency_p90_ms,
+                 ": expected latency_p50_ms <= latency_p90_ms <= latency_p99_ms (",
+                 m.latency_p50_ms, ", ", m.latency_p99_ms, ")");
   PIPEPLAN_CHECK(m.bubble_fraction <= 1, document, ": measured.bubble_fraction: ",
                  m.bubble_fraction, ": expected a fraction in [0, 1]");
   PIPEPLAN_CHECK(int64_t{m.warmup_steps} + m.measured_steps <= run.steps, document,

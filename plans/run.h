@@ -99,6 +99,13 @@ struct Measurements {
   /// The last measured steps every rank kept (at most 20), action by action, in step order;
   /// empty when no step was measured or run.json has no step_times (an optional key).
   std::vector<StepTimes> step_times;
+  /// Inference runs (`pipeplan infer`): percentiles of the requests' latency, each request from
+  /// its first forward on stage 0 to its last output on the last stage, over the measured
+  /// requests (optional keys; 0 for training). iteration_ms is then the median interval between
+  /// requests and samples_per_s the throughput.
+  double latency_p50_ms = 0;
+  double latency_p90_ms = 0;
+  double latency_p99_ms = 0;
 };
 
 /// Test-split accuracy after an epoch (or at the end of a run that stops mid-epoch).

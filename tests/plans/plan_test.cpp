@@ -95,6 +95,40 @@ TEST(PlanTest, JsonRoundTripIsEqual) {
   EXPECT_EQ(back.calibration->stages[1].fwd_scale, 2.0 / 3);
 }
 
+// Issue 22/23's optional keys: a dp=2 plan's data_parallel object, an inference plan's mode and
+// latency; each read back equal, each refused in one line where it contradicts the plan.
+TEST(PlanTest, DataParallelAndInferenceKeysRoundTripAndAreChecked) {
+  Plan plan = testing::make_test_plan(2, 2, 2, Schedule::kOneFOneB);
+  plan.data_parallel = {true, 4096, 1};
+  Plan back = plan_from_json(Json::parse(to_json(plan).dump()), "plan.json");
+  EXPECT_TRUE(back.data_parallel.overlap);
+  EXPECT_EQ(back.data_parallel.bucket_bytes, 4096);
+  EXPECT_EQ(back.data_parallel.zero, 1);
+  EXPECT_FALSE(to_json(testing::make_test_plan(1, 2, 2, Schedule::kOneFOneB)).contains("data_parallel"));
+  plan.data_parallel.bucket_bytes = 2;
+  EXPECT_EQ(error_of([&] { plan.validate("plan.json"); }),
+            "plan.json: data_parallel.bucket_bytes: 2: expected an integer in [4, 1125899906842624]");
+
+  Plan inference = testing::make_test_plan(1, 2, 4, Schedule::kGpipe);
+  inference.mode = PlanMode::kInference;
+  inference.predictions.iteration_ms = 2;
+  inference.predictions.samples_per_s = samples_per_s(inference.global_batch, 2);
+  inference.predictions.latency_ms = 3;
+  back = plan_from_json(Json::parse(to_json(inference).dump()), "plan.json");
+  EXPECT_EQ(back.mode, PlanMode::kInference);
+  EXPECT_EQ(back.predictions.latency_ms, 3);
+  EXPECT_NE(plan_hash(back), plan_hash(testing::make_test_plan(1, 2, 4, Schedule::kGpipe)));
+  inference.schedule = Schedule::kOneFOneB;
+  EXPECT_EQ(error_of([&] { inference.validate("plan.json"); }),
+            "plan.json: schedule: 1f1b: expected gpipe with mode inference (micro-batches stream "
+            "forward in order)");
+  inference.schedule = Schedule::kGpipe;
+  inference.predictions.latency_ms = 1;
+  EXPECT_EQ(error_of([&] { inference.validate("plan.json"); }),
+            "plan.json: predictions.latency_ms: 1: expected a request's time through the "
+            "pipeline, at least iteration_ms = 2 (the interval between requests)");
+}
+
 TEST(PlanTest, PlansWithoutCalibrationReadAsBefore) {
   Plan plan = full_plan();
   plan.calibration.reset();
