@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "planner/layer_table.h"
+#include "planner/predict.h"
 
 namespace pipeplan {
 namespace {
@@ -55,6 +56,28 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
   return c;
 }
 
+// Inference: the interval re-simulated with the measured forward times (play_requests), its
+// bubble and idle time per request as predict_inference_timing counts them, and the predicted
+// latency against each measured percentile.
+void inference_comparison(const Plan& plan, const Run& run, Comparison* c) {
+  const auto [one, interval_ms] =
+      play_requests(measured_simulation_input(plan, run), SimulationOptions{/*record_timeline=*/false});
+  const Measurements& m = run.measured;
+  c->split = {to_ns(plan.predictions.iteration_ms), to_ns(interval_ms), to_ns(m.iteration_ms)};
+  c->resimulated_latency_ms = one.iteration_ms;
+  double idle_total = 0;
+  for (double busy_ms : one.busy_ms) {
+    c->resimulated_idle_ms.push_back(std::max(0.0, interval_ms - busy_ms));
+    idle_total += c->resimulated_idle_ms.back();
+  }
+  c->resimulated_bubble_fraction =
+      interval_ms > 0 ? idle_total / (static_cast<double>(one.busy_ms.size()) * interval_ms) : 0;
+  const double latency_ms = plan.predictions.latency_ms;
+  c->latency_p50_ms = {latency_ms, m.latency_p50_ms};
+  c->latency_p90_ms = {latency_ms, m.latency_p90_ms};
+  c->latency_p99_ms = {latency_ms, m.latency_p99_ms};
+}
+
 std::string short_title(const std::string& what, const std::string& path) {
   return detail::concat(what, " (", path, ")");
 }
@@ -68,6 +91,16 @@ std::optional<double> Difference::error_percent() const {
 
 void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run& run,
                        const std::string& run_path) {
+  // The mode first: comparing a training run with an inference plan (or the reverse) is the
+  // one mistake the configuration line cannot show.
+  const bool inference_run = run.measured.latency_p50_ms > 0;
+  const bool inference_plan = plan.mode == PlanMode::kInference;
+  PIPEPLAN_CHECK(inference_run == inference_plan, run_path, ": ",
+                 inference_run ? "an inference run (it measured latency_p50_ms)"
+                               : "a training run (it measured no latency)",
+                 ": expected ", inference_plan ? "an inference run (pipeplan infer)" : "a training run (pipeplan train)",
+                 " of ", quote(plan_path), ", which is ", inference_plan ? "an inference" : "a training",
+                 " plan (compare a run with the plan it ran)");
   // The configuration first: a message naming what differs says more than a hash does.
   const std::string of_plan = detail::concat(" of ", quote(plan_path), " (", plan_configuration(plan),
                                              "): the run ran another configuration");
@@ -194,12 +227,17 @@ Comparison compare(const Plan& plan, const std::string& plan_path, const Run& ru
   c.iteration_ms = {p.iteration_ms, m.iteration_ms};
   c.samples_per_s = {p.samples_per_s, m.samples_per_s};
   c.bubble_fraction = {p.bubble_fraction, m.bubble_fraction};
-  const SimulationResult resimulated =
-      simulate(measured_simulation_input(plan, run), SimulationOptions{/*record_timeline=*/false});
-  c.split = {to_ns(p.iteration_ms), to_ns(resimulated.iteration_ms), to_ns(m.iteration_ms)};
-  c.resimulated_bubble_fraction = resimulated.bubble_fraction;
-  c.resimulated_idle_ms = resimulated.idle_ms;
-  c.replay = replay_steps(plan, run);
+  c.mode = plan.mode;
+  if (plan.mode == PlanMode::kInference) {
+    inference_comparison(plan, run, &c);
+  } else {
+    const SimulationResult resimulated = simulate(measured_simulation_input(plan, run),
+                                                  SimulationOptions{/*record_timeline=*/false});
+    c.split = {to_ns(p.iteration_ms), to_ns(resimulated.iteration_ms), to_ns(m.iteration_ms)};
+    c.resimulated_bubble_fraction = resimulated.bubble_fraction;
+    c.resimulated_idle_ms = resimulated.idle_ms;
+    c.replay = replay_steps(plan, run);
+  }
   c.predicted_timeline = simulate(simulation_input(plan)).timeline;
   c.predicted_timeline.title = short_title("predicted", plan_path);
   c.measured_timeline = m.timeline;

@@ -118,12 +118,22 @@ struct Comparison {
   StepReplay replay;
   Timeline predicted_timeline;             ///< the plan simulated
   Timeline measured_timeline;              ///< the run's representative step
+  /// Inference plans: iteration_ms is the interval between requests (its split re-simulates
+  /// that interval with the measured forward times, predict_inference_timing's two plays), and
+  /// the predicted latency_ms stands against each measured percentile; no step replay.
+  PlanMode mode = PlanMode::kTraining;
+  Difference latency_p50_ms = {};
+  Difference latency_p90_ms = {};
+  Difference latency_p99_ms = {};
+  double resimulated_latency_ms = 0;  ///< one request played with the measured forward times
 };
 
 /// Refuses (Error(kBadInput), one line naming the field) a run that is not of `plan`: its
 /// plan.hash must be plan_hash(plan) — or the plan was calibrated from this run (its
 /// calibration's run hash is run_hash(run)) for the same configuration — and its world size,
-/// measured stages and the micro-batch count of its step times must match the plan's.
+/// measured stages and the micro-batch count of its step times must match the plan's. A run's
+/// kind shows in its latency percentiles (only `pipeplan infer` measures them): a training run
+/// of an inference plan, or an inference run of a training plan, is refused saying so.
 void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run& run,
                        const std::string& run_path);
 

@@ -190,6 +190,12 @@ void run_rows(std::string* out, const Comparison& c) {
       format_fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
   row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1),
       format_fixed(c.samples_per_s.measured, 1), percent_text(c.samples_per_s.error_percent()));
+  if (c.mode == PlanMode::kInference)  // the interval above; the latency of one request here
+    for (const auto& [name, difference] :
+         {std::pair{"latency p50", c.latency_p50_ms}, {"latency p90", c.latency_p90_ms},
+          {"latency p99", c.latency_p99_ms}})
+      row(out, "", name, format_fixed(difference.predicted, 3), format_fixed(difference.measured, 3),
+          percent_text(difference.error_percent()));
   // One stage is no pipeline: it has no bubble to compare (its ranks' idle time is listed above).
   if (c.stages.size() == 1) return;
   row(out, "", "bubble", format_fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
@@ -216,12 +222,8 @@ void split_lines(std::string* out, const IterationSplit& s, double resimulated_b
   *out += text;
 }
 
-}  // namespace
-
-Json to_json(const Comparison& c) {
-  Json stages = Json::array();
-  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
-    stages.push_back(stage_json(c.stages[stage_idx], stage_idx));
+// compare.json's keys for every plan.
+Json training_json(const Comparison& c, Json stages) {
   return Json{{"schema", kCompareSchema},
               {"plan", {{"path", c.plan_path}, {"hash", c.plan_hash}}},
               {"run", {{"path", c.run_path}, {"hash", c.run_hash}}},
@@ -242,6 +244,22 @@ Json to_json(const Comparison& c) {
                 {"measured_idle_fraction_by_rank", c.replay.measured_idle_fraction},
                 {"error_percent", error_json(c.replay.error_percent())}}}};
 }
+}  // namespace
+
+Json to_json(const Comparison& c) {
+  Json stages = Json::array();
+  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
+    stages.push_back(stage_json(c.stages[stage_idx], stage_idx));
+  Json json = training_json(c, std::move(stages));
+  if (c.mode == PlanMode::kInference) {  // optional keys: training's compare.json is unchanged
+    json["mode"] = to_string(c.mode);
+    json["latency_p50_ms"] = difference_json(c.latency_p50_ms);
+    json["latency_p90_ms"] = difference_json(c.latency_p90_ms);
+    json["latency_p99_ms"] = difference_json(c.latency_p99_ms);
+    json["resimulated_latency_ms"] = c.resimulated_latency_ms;
+  }
+  return json;
+}
 
 std::string to_table(const Comparison& c) {
   std::string out = detail::concat("plan ", c.plan_path, " (", c.configuration, ") against run ",
@@ -256,6 +274,10 @@ std::string to_table(const Comparison& c) {
     stage_rows(&out, c.stages[stage_idx], stage_idx);
   run_rows(&out, c);
   split_lines(&out, c.split, c.resimulated_bubble_fraction, c.stages.size() > 1);
+  if (c.mode == PlanMode::kInference)
+    out += detail::concat("  (inference: iteration is the interval between requests; one request "
+                          "re-simulated with the measured forward times takes ",
+                          format_fixed(c.resimulated_latency_ms, 3), " ms)\n");
   const std::optional<double> compute_percent =
       share_percent(c.split.compute_error_ns(), c.split.measured_ns);
   if (!c.in_sample && compute_percent && std::abs(*compute_percent) >= kCalibrationHintPercent)

@@ -262,8 +262,9 @@ std::string unplannable_reason(const Profile& profile, int64_t micro_batch_size,
 }
 
 LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer,
-                       bool split_backward)
+                       bool split_backward, bool forward_only)
     : micro_batch_size_(micro_batch_size),
+      forward_only_(forward_only),
       note_(extrapolation_note(profile.settings.batch_sizes, micro_batch_size)) {
   PIPEPLAN_ASSERT(micro_batch_size >= 1 && !profile.layers.empty());
   const std::string unplannable = unplannable_reason(profile, micro_batch_size, optimizer);
@@ -273,7 +274,8 @@ LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, Optimiz
   PIPEPLAN_CHECK(!split_backward || profile.has_backward_split(),
                  "profile: has no bwd_input_ms/bwd_weight_ms (the B/W split zb-h1 needs): profile "
                  "again with this version of pipeplan, or choose another --schedule");
-  build_prefix_sums(profile, optimizer, split_backward);
+  if (forward_only) drop_backward();
+  build_prefix_sums(profile, optimizer, split_backward && !forward_only);
   build_boundaries(profile);
   build_transient_table();
 }
@@ -321,7 +323,7 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
   for (size_t idx = 0; idx < n; ++idx) {
     const LayerProfile& layer = profile.layers[idx];
     const auto step = layer.optimizer_step_ms.find(optimizer_name);
-    PIPEPLAN_CHECK(step != layer.optimizer_step_ms.end(), "profile: layers[", idx,
+    PIPEPLAN_CHECK(forward_only_ || step != layer.optimizer_step_ms.end(), "profile: layers[", idx,
                    "].optimizer_step_ms has no ", quote(optimizer_name),
                    " entry (profile again, or choose another --optimizer)");
     const int64_t fwd = to_ns(layers_[idx].fwd_ms);
@@ -340,7 +342,7 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
     bwd_ns_[idx + 1] = bwd_ns_[idx] + bwd;
     fwd_spread_ns_[idx + 1] = fwd_spread_ns_[idx] + to_ns(layers_[idx].fwd_spread_ms);
     bwd_spread_ns_[idx + 1] = bwd_spread_ns_[idx] + to_ns(layers_[idx].bwd_spread_ms);
-    opt_ns_[idx + 1] = opt_ns_[idx] + to_ns(step->second);
+    opt_ns_[idx + 1] = opt_ns_[idx] + (forward_only_ ? 0 : to_ns(step->second));
     params_[idx + 1] = params_[idx] + layer.param_count;
     buffers_[idx + 1] = buffers_[idx] + layer.buffer_bytes;
     retained_prefix_[idx + 1] = retained_prefix_[idx] + layers_[idx].retained_bytes;
@@ -350,6 +352,14 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
           std::min(layers_[idx].saved_output_bytes, layers_[idx + 1].saved_input_bytes);
       overlap_prefix_[idx + 1] = overlap_prefix_[idx] + overlap;
     }
+  }
+}
+
+void LayerTable::drop_backward() {
+  for (LayerAt& layer : layers_) {
+    layer.bwd_ms = layer.bwd_spread_ms = layer.bwd_input_ms = layer.bwd_weight_ms = 0;
+    layer.retained_bytes = layer.saved_input_bytes = layer.saved_output_bytes = 0;
+    layer.bwd_transient_bytes = 0;
   }
 }
 

@@ -80,9 +80,12 @@ class LayerTable {
  public:
   /// Throws Error(kBadInput) when a layer has no optimizer_step_ms for `optimizer`, or when
   /// unplannable_reason gives a reason. With `split_backward` (zb-h1), every layer's backward is
-  /// its B + W, as zb-h1 runs it, and the profile must have the B/W split.
+  /// its B + W, as zb-h1 runs it, and the profile must have the B/W split. With `forward_only`
+  /// (inference plans) every layer's backward time and spread, retained bytes and backward
+  /// transient are 0 and its optimizer step is not looked up (0): forward passes keep no graph,
+  /// so compute is the forward alone and transient_bytes the forward transient.
   LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer,
-             bool split_backward = false);
+             bool split_backward = false, bool forward_only = false);
 
   /// L, the profile's layer count.
   int num_layers() const { return static_cast<int>(layers_.size()); }
@@ -111,6 +114,8 @@ class LayerTable {
   }
   /// Whether the table splits backwards into B and W (zb-h1).
   bool split_backward() const { return !bwd_input_ns_.empty(); }
+  /// Whether the table is forward-only (inference): no backward, retained bytes or optimizer.
+  bool forward_only() const { return forward_only_; }
   /// Σ fwd_spread_ms (bwd_spread_ms) of the stage's layers, in ns: the spread of the stage's
   /// forward (backward) when its layers vary together.
   int64_t fwd_spread_ns(int first, int last) const {
@@ -173,10 +178,13 @@ class LayerTable {
 
  private:
   void build_prefix_sums(const Profile& profile, OptimizerKind optimizer, bool split_backward);
+  // forward_only: drops every layer's backward, retained and optimizer quantities.
+  void drop_backward();
   void build_boundaries(const Profile& profile);
   void build_transient_table();
 
   int64_t micro_batch_size_;
+  bool forward_only_ = false;
   std::string note_;
   std::vector<LayerAt> layers_;
   // The tied parameters' copies counted more than once by params_ over [first, last).

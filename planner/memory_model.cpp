@@ -12,7 +12,7 @@ namespace {
 // optimizer state and, under autocast, the low-precision copy.
 void set_parameter_terms(int64_t params, const MemorySettings& settings, MemoryTerms* terms) {
   terms->parameters_bytes = params * kWeightBytesPerParameter;
-  terms->gradients_bytes = params * kGradientBytesPerParameter;
+  terms->gradients_bytes = settings.forward_only ? 0 : params * kGradientBytesPerParameter;
   terms->optimizer_state_bytes = optimizer_state_bytes(params, settings);
   terms->master_copy_bytes =
       settings.precision == Precision::kFp32 ? 0 : params * kAutocastCopyBytesPerParameter;
@@ -38,14 +38,32 @@ int64_t comm_buffer_bytes(const LayerTable& table, const MemorySettings& setting
   const int64_t out_bytes = stage_idx < settings.pp - 1 ? table.boundary_bytes(last) : 0;
   // GPipe peaks at the stage's first backward: every activation has been received (none is
   // posted ahead any more) and no gradient has been sent yet.
+  if (settings.forward_only)  // the consumed input is forward_stage_memory's activations
+    return kRecvLookahead * in_bytes + kMaxSendsInFlight * out_bytes;
   const CommBufferCounts counts = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
   int64_t bytes =
       counts.in * in_bytes + counts.out * out_bytes + counts.sends * std::max(in_bytes, out_bytes);
   return bytes + gradient_bucket_bytes(table.param_count(first, last), settings);
 }
 
+MemoryTerms forward_stage_memory(const LayerTable& table, const MemorySettings& settings,
+                                 int stage_idx, int first, int last) {
+  PIPEPLAN_ASSERT(settings.forward_only && table.forward_only());
+  MemoryTerms terms;
+  set_parameter_terms(table.param_count(first, last), settings, &terms);
+  terms.buffers_bytes = table.buffer_bytes(first, last);
+  terms.in_flight = 1;
+  terms.activation_bytes_per_micro_batch = table.boundary_bytes(first);
+  terms.activations_bytes = terms.activation_bytes_per_micro_batch;
+  terms.transient_bytes = table.transient_bytes(first, last);
+  terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
+  set_total(settings, stage_idx, &terms);
+  return terms;
+}
+
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
                          int first, int last, bool checkpoint) {
+  if (settings.forward_only) return forward_stage_memory(table, settings, stage_idx, first, last);
   const int64_t params = table.param_count(first, last);
   const int64_t activations = table.retained_bytes(first, last);
   MemoryTerms terms;

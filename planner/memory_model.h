@@ -42,6 +42,9 @@ struct MemorySettings {
   int zero = 0;
   /// The gradient bucket of the comm buffers (plan.data_parallel.bucket_bytes).
   int64_t bucket_bytes = kGradientBucketBytes;
+  /// Inference plans (forward_stage_memory): weights (and the autocast copy) and buffers, no
+  /// gradients, optimizer state, retained activations or gradient bucket; the schedule is gpipe.
+  bool forward_only = false;
 
   /// The correction of stage `stage_idx` (0 when there is none).
   int64_t calibration_of(int stage_idx) const {
@@ -102,6 +105,7 @@ inline int64_t deferred_gradient_bytes(const LayerTable& table, const MemorySett
 /// shard, ⌈params / dp⌉ parameters' worth (the executor splits every gradient bucket into dp
 /// pieces of ⌈n / dp⌉, so a shard is at most a few elements more than that).
 inline int64_t optimizer_state_bytes(int64_t params, const MemorySettings& settings) {
+  if (settings.forward_only) return 0;
   const int64_t kept = settings.zero == 1 && settings.dp > 1
                            ? (params + settings.dp - 1) / settings.dp
                            : params;
@@ -111,7 +115,8 @@ inline int64_t optimizer_state_bytes(int64_t params, const MemorySettings& setti
 /// Bytes of `params` parameters that do not depend on the micro-batch: weights, gradients,
 /// optimizer state (optimizer_state_bytes) and, under autocast, the low-precision copy.
 inline int64_t parameter_bytes(int64_t params, const MemorySettings& settings) {
-  return params * (kWeightBytesPerParameter + kGradientBytesPerParameter +
+  return params * (kWeightBytesPerParameter +
+                   (settings.forward_only ? 0 : kGradientBytesPerParameter) +
                    (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter)) +
          optimizer_state_bytes(params, settings);
 }
@@ -123,7 +128,7 @@ inline int64_t parameter_bytes(int64_t params, const MemorySettings& settings) {
 /// them can be under way at once (bench/RESULTS.md: the measured peak without this term was
 /// 10% under).
 inline int64_t gradient_bucket_bytes(int64_t params, const MemorySettings& settings) {
-  if (settings.dp <= 1) return 0;
+  if (settings.dp <= 1 || settings.forward_only) return 0;
   const int64_t gradients = params * kGradientBytesPerParameter;
   if (settings.zero == 1) return (gradients + settings.dp - 1) / settings.dp;
   return std::min(gradients, settings.bucket_bytes);
@@ -175,6 +180,36 @@ inline CommBufferCounts comm_buffer_counts(Schedule schedule, int pp, int stage_
   return {has_in ? kRecvLookahead : 0, has_out ? kRecvLookahead + 1 : 0,
           has_in || has_out ? kMaxSendsInFlight : 0};
 }
+
+/// Inference (forward-only gpipe, plans/schedule.h: expand_forward_only): `in` = R + 1 input
+/// boundary tensors for s > 0 — the R receives posted ahead and the one the running forward
+/// consumes — and `out` = S outputs kept alive by the sends in flight for s < pp − 1. Nothing
+/// travels backwards, and no forward keeps its input after it ends.
+inline CommBufferCounts forward_comm_buffer_counts(int pp, int stage_idx) {
+  return {stage_idx > 0 ? kRecvLookahead + 1 : 0, stage_idx < pp - 1 ? kMaxSendsInFlight : 0, 0};
+}
+
+/// comm_buffer_counts, or forward_comm_buffer_counts for settings.forward_only.
+inline CommBufferCounts stage_comm_counts(const MemorySettings& settings, int stage_idx) {
+  return settings.forward_only ? forward_comm_buffer_counts(settings.pp, stage_idx)
+                               : comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
+}
+
+/// Inference (settings.forward_only, a LayerTable built forward_only): every term of stage
+/// `stage_idx` holding layers [first, last), one micro-batch at a time through its forward:
+///
+///   parameters = 4·P, master_copy = 2·P under autocast; gradients = optimizer_state = 0
+///   buffers    = the layers' buffers
+///   in_flight  = 1, activation_bytes_per_micro_batch = in_bytes' (the input the running forward
+///                reads: the received boundary tensor, or stage 0's model input), activations =
+///                in_bytes'; nothing is retained for a backward (no recompute, no deferred)
+///   transient  = the largest forward transient of the layers
+///   comm       = R · in_bytes · [s > 0] + S · out_bytes · [s < pp − 1]   (R = kRecvLookahead
+///                receives posted ahead, S = kMaxSendsInFlight outputs held by sends)
+///   runtime overhead, calibration; total their sum (>= 0).
+/// StageEvaluator counts the same total (the consumed input as one more receive buffer).
+MemoryTerms forward_stage_memory(const LayerTable& table, const MemorySettings& settings,
+                                 int stage_idx, int first, int last);
 
 /// Every term for stage `stage_idx` holding layers [first, last) (see MemoryTerms):
 /// weights, gradients and optimizer state from the parameter count; master_copy under
@@ -245,8 +280,10 @@ inline int64_t stage_memory_lower_bound(const LayerTable& table, const MemorySet
       deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
   const int64_t smallest = table.min_inner_boundary_bytes();
   const int64_t input = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
-  const CommBufferCounts buffers = comm_buffer_counts(settings.schedule, settings.pp, stage_idx);
-  const int64_t boundaries = smallest * (buffers.in + buffers.out + buffers.sends);
+  const CommBufferCounts buffers = stage_comm_counts(settings, stage_idx);
+  // Forward-only: stage 0's input, the model input, is held while its forward runs.
+  const int64_t boundaries = smallest * (buffers.in + buffers.out + buffers.sends) +
+                             (settings.forward_only && stage_idx == 0 ? input : 0);
   const int64_t bucket = gradient_bucket_bytes(params, settings);
   const int64_t total =
       parameter_bytes(params, settings) + table.buffer_bytes(first, last) +

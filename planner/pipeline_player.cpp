@@ -35,9 +35,14 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
       record_timeline_(record_timeline),
       pipelines_(std::move(pipelines)) {
   PIPEPLAN_ASSERT(!pipelines_.empty());
+  PIPEPLAN_ASSERT(!in_.forward_only ||
+                  (in_.schedule == Schedule::kGpipe && virtual_stages_ == 1));
   for (int stage = 0; stage < pp_; ++stage) {
-    lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1,
-                        virtual_stages_, in_.all_gather);
+    if (in_.forward_only)
+      lists_.push_back(StageActionList::forward_only(pp_, stage, in_.num_micro_batches));
+    else
+      lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1,
+                          virtual_stages_, in_.all_gather);
     fwd_shape_.push_back(log_normal(in_.stages[stage].fwd_cv));
     bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
   }
@@ -413,6 +418,10 @@ void PipelinePlayer::run(int idx) {
 template <bool kRecord>
 void PipelinePlayer::run_tail(SimRank& rank) {
   const StageActionList& list = lists_[rank.stage];
+  if (list.is_forward_only()) {  // inference: nothing after the forwards
+    rank.tail = kTailDone;
+    return;
+  }
   if (rank.tail == kTailAllReduce) {
     if (!list.all_reduce())
       rank.tail = kTailStep;

@@ -64,7 +64,7 @@ void add_chunk_buckets(const PlanningContext& context, const LayerTable& table,
 void add_data_parallel(const PlanningContext& context, const LayerTable& table,
                        const Candidate& candidate, const std::vector<ChunkRange>& chunks,
                        bool spans_nodes, StagePrediction* stage) {
-  if (candidate.dp <= 1) return;
+  if (candidate.dp <= 1 || context.mode == PlanMode::kInference) return;
   stage->allreduce_ms = 0;
   for (int chunk = static_cast<int>(chunks.size()) - 1; chunk >= 0; --chunk)
     add_chunk_buckets(context, table, candidate, chunk, chunks[chunk].first, chunks[chunk].last,
@@ -290,6 +290,7 @@ PartitionProblem partition_problem(const PlanningContext& context, const Candida
   problem.memory.runtime_overhead_bytes = context.profile->device.runtime_overhead_bytes;
   problem.memory.zero = candidate.zero;
   problem.memory.bucket_bytes = context.data_parallel.bucket_bytes;
+  problem.memory.forward_only = context.mode == PlanMode::kInference;
   if (context.calibration)
     problem.memory.calibration_bytes = context.calibration->memory_corrections(candidate.pp);
   problem.links = link_costs(context.cluster);
@@ -319,7 +320,11 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   plan.precision = context.precision;
   plan.optimizer = OptimizerSettings::defaults_for(context.optimizer);
   plan.partition = partition_name;
-  if (candidate.dp > 1) {
+  plan.mode = context.mode;
+  const bool inference = context.mode == PlanMode::kInference;
+  PIPEPLAN_ASSERT(!inference || (table.forward_only() && candidate.schedule == Schedule::kGpipe &&
+                                 candidate.virtual_stages == 1 && candidate.zero == 0));
+  if (candidate.dp > 1 && !inference) {
     plan.data_parallel = context.data_parallel;
     plan.data_parallel.zero = candidate.zero;
   }
@@ -357,10 +362,11 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
     plan.predictions.stages.push_back(stage);
   }
   plan.predictions.notes = context.notes;
-  if (candidate.dp > 1) plan.predictions.notes.push_back(collectives_note(context, candidate));
+  if (candidate.dp > 1 && !inference)
+    plan.predictions.notes.push_back(collectives_note(context, candidate));
   plan.calibration = context.calibration;
   if (!table.note().empty()) plan.predictions.notes.push_back(table.note());
-  for (const TiedProfile& tie : context.profile->ties) {
+  for (const TiedProfile& tie : inference ? std::vector<TiedProfile>{} : context.profile->ties) {
     std::string layers, stages;
     int last_stage = -1, num_stages = 0;
     for (int layer : tie.layers) {
@@ -391,13 +397,49 @@ void check_predicts_compute(const Plan& plan, std::string_view document) {
                  "made by pipeplan plan from a profile with measured times");
 }
 
+std::pair<SimulationResult, double> play_requests(SimulationInput input,
+                                                  const SimulationOptions& options) {
+  PIPEPLAN_ASSERT(input.forward_only);
+  SimulationResult one = simulate(input, options);
+  input.num_micro_batches *= 2;
+  SimulationOptions two_options = options;
+  two_options.record_timeline = false;
+  const SimulationResult two = simulate(input, two_options);
+  const double interval_ms = std::clamp(two.iteration_ms - one.iteration_ms, 0.0, one.iteration_ms);
+  return {std::move(one), interval_ms};
+}
+
+SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& options) {
+  PIPEPLAN_ASSERT(plan->mode == PlanMode::kInference);
+  auto [one, interval_ms] = play_requests(simulation_input(*plan), options);
+  const double latency_ms = one.iteration_ms;
+  // The plan's per-iteration figures are per request at the interval (record_timing's rules).
+  SimulationResult steady = one;
+  steady.iteration_ms = interval_ms;
+  double idle_total = 0;
+  for (size_t rank = 0; rank < steady.busy_ms.size(); ++rank) {
+    steady.idle_ms[rank] = std::max(0.0, interval_ms - steady.busy_ms[rank]);
+    idle_total += steady.idle_ms[rank];
+  }
+  steady.bubble_fraction =
+      interval_ms > 0 ? idle_total / (static_cast<double>(steady.busy_ms.size()) * interval_ms) : 0;
+  record_timing(steady, plan);
+  plan->predictions.latency_ms = latency_ms;
+  return one;
+}
+
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
+  if (plan->mode == PlanMode::kInference) return predict_inference_timing(plan, options);
   SimulationResult result = simulate(simulation_input(*plan), options);
   record_timing(result, plan);
   return result;
 }
 
 void predict_variation(Plan* plan) {
+  if (plan->mode == PlanMode::kInference) {  // two plays each time: simply played again
+    predict_inference_timing(plan, SimulationOptions{/*record_timeline=*/false});
+    return;
+  }
   SimulationResult result;
   result.iteration_ms = plan->predictions.iteration_ms;
   result.mean_times_iteration_ms = result.iteration_ms;

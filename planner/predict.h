@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/layer_table.h"
@@ -39,6 +40,10 @@ struct PlanningContext {
   /// The overlap and bucket size of every plan with dp > 1 (--no-overlap, --bucket-size); the
   /// candidate decides zero.
   DataParallelSettings data_parallel{/*overlap=*/true, kDefaultBucketBytes, /*zero=*/0};
+  /// Training plans, or forward-only inference plans (--inference): a forward-only layer table
+  /// (LayerTable's forward_only), forward_stage_memory, stage costs of the forward and its
+  /// activation send, no data-parallel collectives, and inference timing (predict_timing).
+  PlanMode mode = PlanMode::kTraining;
 
   /// What the search relies on, naming the flags: a profile; --devices and
   /// --devices-per-node in [1, kMaxDevices]; --device-memory in [1, kMaxBytes]; --global-batch
@@ -109,6 +114,27 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
 /// time: its iteration, throughput and bubble would be numbers without meaning (a plan made by
 /// hand, or from a profile without times). `simulate` and `compare` call it.
 void check_predicts_compute(const Plan& plan, std::string_view document);
+
+/// Inference plans (plan.mode): the latency of one request and the interval of back-to-back
+/// requests, from two forward-only plays (SimulationInput::forward_only) of each replica:
+///
+///   latency_ms   = T(m)           one request, its m micro-batches from stage 0's first
+///                                 forward to the last stage's last one
+///   iteration_ms = T(2m) − T(m)   what a second request adds: the steady-state interval
+///
+/// (clamped to at most latency_ms). With constant times and free links, T(k) = Σ_s f_s +
+/// (k − 1) · max_s f_s (a micro-batch's path through every stage, then one bottleneck forward
+/// per further micro-batch), so the interval is m · max_s f_s, the bottleneck stage's request;
+/// transfers act as one more stage of their transfer time per link, and on Gloo a send holds its
+/// sender, adding to its stage's. Each play is the mean over the draws when forward times vary.
+/// busy_ms is a stage's forwards of one request, idle_ms = iteration_ms − busy_ms (at least 0),
+/// bubble_fraction their share as for training. Returns the one-request play.
+SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& options);
+
+/// The two plays of predict_inference_timing on a forward-only `input`: the one-request play
+/// (its iteration_ms is the latency) and the interval T(2m) − T(m), clamped to [0, latency].
+std::pair<SimulationResult, double> play_requests(SimulationInput input,
+                                                  const SimulationOptions& options);
 
 /// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1) and
 /// each stage's busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <future>
 #include <limits>
@@ -19,6 +20,7 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "planner/bounds.h"
+#include "planner/search_space.h"
 #include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
 
@@ -61,7 +63,9 @@ struct Family {
   int64_t needed_bytes = 0;
 };
 
-// Ascending, in O(sqrt(value)) steps (value <= kMaxBatchSize: 4,096 steps).
+}  // namespace
+
+// The search space's helpers (planner/search_space.h), shared with the inference search.
 std::vector<int64_t> divisors(int64_t value) {
   std::vector<int64_t> low, high;
   for (int64_t d = 1; d * d <= value; ++d) {
@@ -74,13 +78,13 @@ std::vector<int64_t> divisors(int64_t value) {
 }
 
 // Whether interleaved-1f1b is the only schedule searched.
-bool interleaved_only(const SearchOptions& options) {
+static bool interleaved_only(const SearchOptions& options) {
   return options.schedules.size() == 1 && options.schedules[0] == Schedule::kInterleaved1F1B;
 }
 
 // The stages an explicit --partition gives: its ranges, or with interleaved-1f1b alone its
 // pp·V chunks' pp (one V needed).
-int explicit_stages(const SearchOptions& options) {
+static int explicit_stages(const SearchOptions& options) {
   const int ranges = static_cast<int>(options.partition.boundaries.size()) - 1;
   if (!interleaved_only(options)) return ranges;
   PIPEPLAN_CHECK(options.virtual_stages.size() == 1, "--partition: ", ranges,
@@ -169,6 +173,8 @@ void predict_with_draws(std::vector<Plan>* plans) {
     }));
   for (std::future<void>& worker : running) worker.get();
 }
+
+namespace {
 
 class Search {
  public:
@@ -565,12 +571,19 @@ void SearchOptions::validate() const {
     PIPEPLAN_CHECK(z == 0 || z == 1, "--zero: ", z, ": expected 0 or 1");
   PIPEPLAN_CHECK(!dp || *dp > 1 || zero != std::vector<int>{1}, "--zero 1 with --dp 1: expected --dp "
                  "of at least 2 (ZeRO-1 shards the optimizer state over a stage's replicas)");
+  PIPEPLAN_CHECK(!max_latency_ms || (std::isfinite(*max_latency_ms) && *max_latency_ms > 0 &&
+                                     *max_latency_ms <= kMaxIterationMs),
+                 "--max-latency-ms: ", max_latency_ms.value_or(0), ": expected a time in (0, ",
+                 kMaxIterationMs, "] ms");
   PIPEPLAN_ASSERT(!schedules.empty() && !policies.empty() && !zero.empty(), "nothing to search");
 }
 
 SearchResult search(const PlanningContext& context, const SearchOptions& options) {
   context.validate();
   options.validate();
+  if (context.mode == PlanMode::kInference) return search_inference(context, options);
+  PIPEPLAN_CHECK(!options.max_latency_ms, "--max-latency-ms: ", options.max_latency_ms.value_or(0),
+                 ": expected only with --inference (training plans predict no latency)");
   return Search(context, options).run();
 }
 

@@ -14,6 +14,12 @@ namespace pipeplan {
 /// The most plans a search lists (--top): each is simulated again with varying action times.
 inline constexpr int kMaxTopK = 100;
 
+/// What an inference search ranks by (--objective).
+enum class InferenceObjective {
+  kThroughput,  ///< samples/s (the interval between requests), within max_latency_ms if given
+  kLatency,     ///< one request's latency_ms
+};
+
 /// Narrowing of the search (the plan command's flags). Unset fields are searched over.
 struct SearchOptions {
   std::optional<int> pp;
@@ -35,9 +41,14 @@ struct SearchOptions {
   /// Skip candidates whose upper bound on samples/s is below the K-th best found so far.
   /// The result is the same without it (a test checks); only the work differs.
   bool prune = true;
+  /// Inference searches (PlanningContext::mode) only: the ranking, and the most latency_ms a
+  /// plan may predict (--max-latency-ms; none: any).
+  InferenceObjective objective = InferenceObjective::kThroughput;
+  std::optional<double> max_latency_ms;
 
   /// pp and dp in [1, kMaxDevices], micro_batch_size in [1, kMaxBatchSize], top_k in
-  /// [1, kMaxTopK], each virtual_stages in [2, kMaxVirtualStages], some schedule and policy.
+  /// [1, kMaxTopK], each virtual_stages in [2, kMaxVirtualStages], some schedule and policy,
+  /// max_latency_ms in (0, kMaxIterationMs].
   /// Throws Error(kBadInput) naming the flag.
   void validate() const;
 };
@@ -78,6 +89,8 @@ struct SearchResult {
 /// smallest bound cannot beat the K-th best found. Throws Error(kBadInput) when the context or
 /// the options do not validate, or contradict the cluster, the global batch or the model
 /// (naming the flag).
+/// With context.mode inference: search_inference (planner/search_space.h) instead; a
+/// max_latency_ms without it is refused naming --max-latency-ms.
 SearchResult search(const PlanningContext& context, const SearchOptions& options);
 
 }  // namespace pipeplan

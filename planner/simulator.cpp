@@ -146,6 +146,7 @@ SimulationInput simulation_input(const Plan& plan) {
   in.num_micro_batches = plan.num_micro_batches;
   in.send_occupies_sender = send_occupies_sender(choose_backend(plan));
   in.virtual_stages = plan.virtual_stages;
+  in.forward_only = plan.mode == PlanMode::kInference;
   for (const StagePrediction& stage : plan.predictions.stages)
     in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
                          stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv, stage.bwd_weight_ms,

@@ -69,6 +69,10 @@ struct SimulationInput {
   bool overlap_allreduce = false;
   /// Whether each action list ends with ZeRO-1's all-gather after the optimizer step.
   bool all_gather = false;
+  /// Inference: every rank plays StageActionList::forward_only (schedule gpipe, V = 1, dp
+  /// replicas independent): its forwards with their activation transfers and nothing after, so
+  /// the result's iteration_ms is when the last stage's last forward ends.
+  bool forward_only = false;
 };
 
 /// Draws of the iteration simulate() plays when action times vary (StageCosts::fwd_cv, bwd_cv).

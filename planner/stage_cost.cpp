@@ -50,8 +50,13 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
                                 memory.virtual_stages);
     stage.deferred = deferred_weight_passes(memory.schedule, stage_idx, memory.num_micro_batches);
     stage.last = stage_idx == memory.pp - 1;
-    stage.comm = comm_buffer_counts(memory.schedule, memory.pp, stage_idx);
+    stage.comm = stage_comm_counts(memory, stage_idx);
     stage.fixed_bytes = memory.runtime_overhead_bytes + memory.calibration_of(stage_idx);
+    // Forward-only: stage 0 holds the model input its forward reads (forward_stage_memory).
+    if (memory.forward_only) {
+      stage.in_flight = 0;
+      if (stage_idx == 0) stage.fixed_bytes += table.boundary_bytes(0);
+    }
     stage.bound_input_bytes = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
     stage.bound_fixed_bytes =
         stage.fixed_bytes + smallest * (stage.comm.in + stage.comm.out + stage.comm.sends);

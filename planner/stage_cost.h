@@ -53,7 +53,9 @@ struct StageChoice {
 /// cost_s(first, last) = compute(first, last) + recompute + send_in(s, first) + send_out(s, last)
 /// where send_in is the input gradient sent back to stage s − 1 (boundary bytes at `first`,
 /// none for s = 0) and send_out the activation sent to stage s + 1 (boundary bytes at `last`,
-/// none for the last stage), each latency + bytes / bandwidth of the boundary's link. A
+/// none for the last stage), each latency + bytes / bandwidth of the boundary's link. With
+/// problem.memory.forward_only (inference, on a forward-only LayerTable) it is the forward and
+/// send_out alone, and memory is forward_stage_memory's. A
 /// stage's per-iteration time is num_micro_batches times its cost.
 class StageEvaluator {
  public:
@@ -124,7 +126,7 @@ class StageEvaluator {
   /// The send time of stage `stage_idx`'s boundary tensors, in ns.
   int64_t p2p_ns(int stage_idx, int first, int last) const {
     int64_t ns = 0;
-    if (stage_idx > 0)
+    if (stage_idx > 0 && !problem_.memory.forward_only)  // forward-only: no gradient goes back
       ns += (problem_.inter_node_boundaries[stage_idx - 1] ? inter_transfer_ns_
                                                            : intra_transfer_ns_)[first];
     if (stage_idx < problem_.pp - 1)

@@ -65,6 +65,17 @@ StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int n
           static_cast<size_t>(missing_transfers(num_blocks_)) + tail_size();
 }
 
+StageActionList StageActionList::forward_only(int pp, int stage_idx, int num_micro_batches) {
+  StageActionList list(Schedule::kGpipe, pp, stage_idx, num_micro_batches, /*all_reduce=*/false);
+  // gpipe's first segment is the forwards in micro-batch order; drop its backwards and tail.
+  list.forward_only_ = true;
+  list.num_segments_ = 1;
+  const Segment& forwards = list.segments_[0];
+  list.num_blocks_ = forwards.steps * forwards.period;
+  list.size_ = forwards.first_action + static_cast<size_t>(forwards.steps) * forwards.actions_per_step;
+  return list;
+}
+
 int64_t StageActionList::forwards_of_chunk(int64_t count, int chunk) const {
   return interleaved_chunk_slots(count - int64_t{chunk} * pp_, pp_, virtual_stages_);
 }

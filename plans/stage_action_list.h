@@ -29,16 +29,26 @@ class StageActionList {
  public:
   StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce,
                   int virtual_stages = 1, bool all_gather = false);
+  /// The forward-only list of stage `stage_idx` (inference, one chunk per stage): equal to
+  /// expand_forward_only(plan, num_micro_batches)'s list of the stage's rank, with peers as
+  /// stage indices — gpipe's forward half, each micro-batch's [recv-act] F [send-act] in order,
+  /// and no tail (no backward, all-reduce or optimizer step).
+  static StageActionList forward_only(int pp, int stage_idx, int num_micro_batches);
   /// stage_actions(...).size(): the blocks' actions, then the tail: the all-reduce (when asked
   /// for), the optimizer step and the all-gather (when asked for).
   size_t size() const { return size_; }
   /// The index of the tail's first action: the number of the blocks' actions.
   size_t compute_end() const { return size_ - tail_size(); }
-  /// The tail's length: 1 to 3.
-  size_t tail_size() const { return 1 + (all_reduce_ ? 1 : 0) + (all_gather_ ? 1 : 0); }
+  /// The tail's length: 1 to 3; 0 for a forward-only list.
+  size_t tail_size() const {
+    return forward_only_ ? 0 : 1 + (all_reduce_ ? 1 : 0) + (all_gather_ ? 1 : 0);
+  }
+  /// Whether this is a forward-only list (forward_only()): forwards alone, no tail.
+  bool is_forward_only() const { return forward_only_; }
   /// stage_actions(...)[idx]; idx < size().
   Action operator[](size_t idx) const;
-  /// 2 · num_micro_batches (zb-h1: 3 · num_micro_batches; interleaved-1f1b: 2 · V · m).
+  /// 2 · num_micro_batches (zb-h1: 3 · num_micro_batches; interleaved-1f1b: 2 · V · m;
+  /// forward-only: num_micro_batches).
   int num_blocks() const { return num_blocks_; }
   /// Block `block_idx` < num_blocks(), in list order.
   ComputeBlock block(int block_idx) const {
@@ -130,6 +140,7 @@ class StageActionList {
   bool has_out_;    // stage < pp − 1 (interleaved: true)
   bool all_reduce_;
   bool all_gather_;
+  bool forward_only_ = false;
   int num_blocks_ = 0;
   int num_segments_ = 0;
   size_t size_ = 0;

@@ -1,0 +1,158 @@
+// The inference search: forward-only gpipe candidates over dp × pp and micro-batch size, each
+// partitioned and simulated, ranked by throughput (within a latency bound) or by latency.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "planner/search_space.h"
+
+namespace pipeplan {
+namespace {
+
+using FamilyKey = std::tuple<int, int, int64_t>;  // dp, pp, micro-batch size
+
+// Why a family (dp, pp, b) has no plan: its memory reason, or its latency over the bound.
+struct InferenceFamily {
+  std::string reason;
+  int64_t needed_bytes = 0;
+  double least_latency_ms = 0;  // of its feasible plans over the bound
+};
+
+// The ranking key of `plan` under `objective`; whole nanoseconds so that rounding ties.
+auto ranking_key(const Plan& plan, InferenceObjective objective) {
+  int64_t peak = 0;
+  for (const StagePrediction& stage : plan.predictions.stages)
+    peak = std::max(peak, stage.peak_memory_bytes);
+  std::vector<int> split;
+  for (const StagePlan& stage : plan.stages) split.push_back(stage.last);
+  const int64_t interval_ns = to_ns(plan.predictions.iteration_ms);
+  const int64_t latency_ns = to_ns(plan.predictions.latency_ms);
+  const bool by_latency = objective == InferenceObjective::kLatency;
+  return std::make_tuple(by_latency ? latency_ns : interval_ns,
+                         by_latency ? interval_ns : latency_ns, peak, plan.pp, plan.dp,
+                         plan.micro_batch_size, split);
+}
+
+class InferenceSearch {
+ public:
+  InferenceSearch(const PlanningContext& context, const SearchOptions& options)
+      : context_(context), options_(options) {}
+
+  SearchResult run() {
+    const std::vector<int> depths = pipeline_depths(context_, options_);
+    check_some_family(context_, options_, depths);
+    for (int pp : depths) {
+      const int dp = context_.cluster.devices / pp;
+      for (int64_t b : micro_batch_sizes(context_.global_batch, dp, options_)) {
+        ++result_.candidates;
+        InferenceFamily& family = families_[{dp, pp, b}];
+        const std::string unplannable =
+            unplannable_reason(*context_.profile, b, context_.optimizer);
+        if (!unplannable.empty()) {
+          family.reason = unplannable;
+          continue;
+        }
+        const int num_micro_batches = static_cast<int>(context_.global_batch / (dp * b));
+        evaluate({dp, pp, b, num_micro_batches, Schedule::kGpipe, CheckpointPolicy::kNone,
+                  Layout::kReplicaMajor, /*virtual_stages=*/1, /*zero=*/0},
+                 &family);
+      }
+    }
+    predict_with_draws(&result_.plans);
+    // The draws can move a plan over the bound; it then leaves the list as its family's reason.
+    std::vector<Plan> kept;
+    for (Plan& plan : result_.plans) {
+      if (within_bound(plan))
+        kept.push_back(std::move(plan));
+      else
+        families_[{plan.dp, plan.pp, plan.micro_batch_size}].least_latency_ms =
+            plan.predictions.latency_ms;
+    }
+    result_.plans = std::move(kept);
+    std::stable_sort(result_.plans.begin(), result_.plans.end(), [&](const Plan& a, const Plan& b) {
+      return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
+    });
+    if (static_cast<int>(result_.plans.size()) > options_.top_k)
+      result_.plans.resize(options_.top_k);
+    report_families();
+    return std::move(result_);
+  }
+
+ private:
+  const LayerTable& table(int64_t micro_batch_size) {
+    auto it = tables_.find(micro_batch_size);
+    if (it == tables_.end())
+      it = tables_
+               .emplace(micro_batch_size,
+                        std::make_unique<LayerTable>(*context_.profile, micro_batch_size,
+                                                     context_.optimizer, /*split_backward=*/false,
+                                                     /*forward_only=*/true))
+               .first;
+    return *it->second;
+  }
+
+  bool within_bound(const Plan& plan) const {
+    return !options_.max_latency_ms ||
+           plan.predictions.latency_ms <= *options_.max_latency_ms * (1 + kLatencySlack);
+  }
+
+  // Partitions and simulates one candidate (mean times); a plan within the bound is kept.
+  void evaluate(const Candidate& candidate, InferenceFamily* family) {
+    const LayerTable& layer_table = table(candidate.micro_batch_size);
+    const PartitionProblem problem = partition_problem(context_, candidate);
+    const PartitionResult split = run_partition(options_.partition, StageEvaluator(layer_table, problem));
+    ++result_.evaluated;
+    if (!split.feasible) {
+      family->reason = split.reason + " (inference, gpipe)";
+      family->needed_bytes = split.needed_bytes;
+      return;
+    }
+    Plan plan = build_plan(context_, layer_table, candidate, split, options_.partition.name());
+    predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
+                                            /*merge_identical_replicas=*/true,
+                                            /*variability_draws=*/0});
+    ++result_.simulated;
+    if (!within_bound(plan)) {
+      family->least_latency_ms = plan.predictions.latency_ms;
+      return;
+    }
+    result_.plans.push_back(std::move(plan));
+  }
+
+  void report_families() {
+    for (const auto& [key, family] : families_) {
+      const auto& [dp, pp, b] = key;
+      const bool listed = std::any_of(result_.plans.begin(), result_.plans.end(), [&](const Plan& p) {
+        return p.dp == dp && p.pp == pp && p.micro_batch_size == b;
+      });
+      if (listed) continue;
+      std::string reason = family.reason;
+      if (reason.empty() && options_.max_latency_ms)
+        reason = detail::concat("latency ", family.least_latency_ms, " ms > --max-latency-ms ",
+                                *options_.max_latency_ms);
+      if (reason.empty()) continue;  // feasible, only ranked below the top K
+      result_.infeasible.push_back(detail::concat("dp=", dp, " pp=", pp, " b=", b, ": ", reason));
+    }
+  }
+
+  // A latency equal to the bound up to rounding is within it.
+  static constexpr double kLatencySlack = 1e-9;
+
+  const PlanningContext& context_;
+  const SearchOptions& options_;
+  std::map<int64_t, std::unique_ptr<LayerTable>> tables_;  // forward-only, by micro-batch size
+  std::map<FamilyKey, InferenceFamily> families_;
+  SearchResult result_;
+};
+
+}  // namespace
+
+SearchResult search_inference(const PlanningContext& context, const SearchOptions& options) {
+  PIPEPLAN_ASSERT(context.mode == PlanMode::kInference);
+  return InferenceSearch(context, options).run();
+}
+
+}  // namespace pipeplan
