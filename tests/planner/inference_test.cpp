@@ -1,0 +1,288 @@
+// Tests for issue 23's planning side: the forward-only memory model and stage cost worked out
+// by hand on the 3-layer profile, one request's latency and the interval by hand for a 2-stage
+// pipeline, the inference search ranking by throughput or latency and refusing over a latency
+// bound, the plan's validation and round trip, and compare on a hand-made inference run.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "planner/compare.h"
+#include "planner/layer_table.h"
+#include "planner/memory_model.h"
+#include "planner/search.h"
+#include "planner/simulator.h"
+#include "planner/stage_cost.h"
+#include "plans/stage_action_list.h"
+#include "tests/common/error_of.h"
+#include "tests/planner/test_profiles.h"
+#include "tests/planner/test_runs.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::error_of;
+
+MemorySettings inference_settings(int pp, int dp = 1) {
+  MemorySettings s;
+  s.schedule = Schedule::kGpipe;
+  s.pp = pp;
+  s.dp = dp;
+  s.num_micro_batches = 4;
+  s.precision = Precision::kAmpBf16;
+  s.runtime_overhead_bytes = 1000;
+  s.forward_only = true;
+  return s;
+}
+
+PlanningContext inference_context(const Profile& profile, int devices, int64_t global_batch) {
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = "profile.json";
+  context.profile_hash = "fnv1a64:0000000000000023";
+  context.cluster = make_cluster(profile, devices, int64_t{1} << 30, devices,
+                                 /*inter_node_bandwidth_bytes_per_s=*/0);
+  context.global_batch = global_batch;
+  context.mode = PlanMode::kInference;
+  return context;
+}
+
+// Four equal layers whose forward takes 0.25 ms per sample plus 0.1 ms per micro-batch (a
+// launch overhead): larger micro-batches raise throughput, smaller ones fill the pipeline
+// sooner. With pp = 4 and 8 samples per request, stage time f(b) = 0.25·b + 0.1 and m = 8 / b:
+//   b:          1     2     4     8
+//   latency   3.85  4.2   5.5   8.4    (m + 3) · f(b)
+//   interval  2.8   2.4   2.2   2.1    m · f(b)
+Profile overhead_profile() {
+  Profile profile = testing::make_profile(testing::equal_layers(4, 0.25, 0.5), {1, 2, 4, 8});
+  for (LayerProfile& layer : profile.layers) {
+    for (LayerPoint& point : layer.points) {
+      point.fwd_ms += 0.1;
+      point.fwd_ms_p90 += 0.1;
+    }
+    layer.fits = fit_points(layer.points);
+  }
+  profile.validate("test profile");
+  return profile;
+}
+
+TEST(InferenceTest, ForwardOnlyTableDropsTheBackward) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, /*micro_batch_size=*/2, OptimizerKind::kSgd,
+                         /*split_backward=*/false, /*forward_only=*/true);
+  EXPECT_TRUE(table.forward_only());
+  EXPECT_EQ(table.bwd_ns(0, 3), 0);
+  EXPECT_EQ(table.compute_ns(0, 3), table.fwd_ns(0, 3));
+  EXPECT_EQ(table.fwd_ns(0, 3), to_ns((1.0 + 2.0 + 0.5) * 2));
+  EXPECT_EQ(table.retained_bytes(0, 3), 0);
+  EXPECT_EQ(table.optimizer_ns(0, 3), 0);
+  EXPECT_EQ(table.transient_bytes(2, 3), 10 * 2);  // the forward's; the backward's 90 is gone
+}
+
+// The 3-layer profile at b = 2 under amp-bf16 (per sample: input 5 floats, outputs 10/6/2
+// floats, parameters 1000/2000/500, buffers 16/0/4, forward transients 30/70/10), pp = 2 with
+// stage 0 = layers 0..1 and stage 1 = layer 2; boundary 2 is 6 floats: 48 bytes.
+TEST(InferenceTest, ForwardOnlyMemoryByHand) {
+  const Profile profile = testing::three_layer_profile();
+  const LayerTable table(profile, 2, OptimizerKind::kSgd, false, /*forward_only=*/true);
+  const MemorySettings settings = inference_settings(/*pp=*/2);
+  const MemoryTerms s0 = stage_memory(table, settings, 0, 0, 2, /*checkpoint=*/false);
+  EXPECT_EQ(s0.parameters_bytes, 3000 * 4);
+  EXPECT_EQ(s0.master_copy_bytes, 3000 * 2);
+  EXPECT_EQ(s0.gradients_bytes, 0);
+  EXPECT_EQ(s0.optimizer_state_bytes, 0);
+  EXPECT_EQ(s0.buffers_bytes, 16);
+  EXPECT_EQ(s0.in_flight, 1);
+  EXPECT_EQ(s0.activation_bytes_per_micro_batch, 5 * 4 * 2);  // the model input it reads
+  EXPECT_EQ(s0.activations_bytes, 40);
+  EXPECT_EQ(s0.recompute_bytes, 0);
+  EXPECT_EQ(s0.deferred_gradients_bytes, 0);
+  EXPECT_EQ(s0.transient_bytes, 70 * 2);
+  EXPECT_EQ(s0.comm_buffers_bytes, 2 * 48);  // two sends of its output in flight
+  EXPECT_EQ(s0.total_bytes, 12000 + 6000 + 16 + 40 + 140 + 96 + 1000);
+  const MemoryTerms s1 = stage_memory(table, settings, 1, 2, 3, false);
+  EXPECT_EQ(s1.parameters_bytes + s1.master_copy_bytes, 500 * 6);
+  EXPECT_EQ(s1.activations_bytes, 48);       // the received input under its forward
+  EXPECT_EQ(s1.transient_bytes, 20);
+  EXPECT_EQ(s1.comm_buffers_bytes, 2 * 48);  // two receives posted ahead
+  EXPECT_EQ(s1.total_bytes, 3000 + 4 + 48 + 20 + 96 + 1000);
+  // dp adds no gradient bucket: there are no gradients.
+  EXPECT_EQ(stage_memory(table, inference_settings(2, /*dp=*/2), 0, 0, 2, false).total_bytes,
+            s0.total_bytes);
+
+  // The partitioner's view agrees: the same totals, a lower bound below them, and a cost of the
+  // forward alone (the profile has no interconnect: sends are free).
+  PartitionProblem problem;
+  problem.pp = 2;
+  problem.device_memory_bytes = int64_t{1} << 30;
+  problem.memory = settings;
+  problem.inter_node_boundaries = {false};
+  const StageEvaluator evaluator(table, problem);
+  EXPECT_EQ(evaluator.memory_bytes(0, 0, 2, false), s0.total_bytes);
+  EXPECT_EQ(evaluator.memory_bytes(1, 2, 3, false), s1.total_bytes);
+  EXPECT_LE(evaluator.memory_lower_bound_bytes(0, 0, 2), s0.total_bytes);
+  EXPECT_LE(evaluator.memory_lower_bound_bytes(1, 2, 3), s1.total_bytes);
+  EXPECT_EQ(stage_memory_lower_bound(table, settings, 0, 0, 2, false),
+            evaluator.memory_lower_bound_bytes(0, 0, 2));
+  EXPECT_EQ(evaluator.evaluate(0, 0, 2).cost_ns, to_ns(6.0));
+  EXPECT_EQ(evaluator.evaluate(1, 2, 3).cost_ns, to_ns(1.0));
+}
+
+// gpipe forward-only, pp = 2, forwards of 1 and 2 ms, 0.5 ms transfers, sends not holding their
+// sender. A tandem line: T(k) = 1 + 0.5 + 2 + (k − 1) · 2 for the k-th micro-batch's output.
+//   one request, m = 4:  stage 0: F0 [0,1] F1 [1,2] F2 [2,3] F3 [3,4]
+//                        stage 1: F0 [1.5,3.5] F1 [3.5,5.5] F2 [5.5,7.5] F3 [7.5,9.5]
+//   latency = T(4) = 9.5; two requests: T(8) = 17.5; interval = 8 = m · 2 (stage 1's request)
+TEST(InferenceTest, LatencyAndIntervalOfTwoStagesByHand) {
+  SimulationInput in;
+  in.schedule = Schedule::kGpipe;
+  in.pp = 2;
+  in.num_micro_batches = 4;
+  in.forward_only = true;
+  in.stages = {StageCosts{1, 0, 0, 0, 0}, StageCosts{2, 0, 0, 0, 0}};
+  in.activation_ms = {{0.5}};
+  in.gradient_ms = {{0.5}};
+  in.ranks = {{0, 1}};
+  const SimulationResult one = simulate(in);
+  EXPECT_DOUBLE_EQ(one.iteration_ms, 9.5);
+  EXPECT_DOUBLE_EQ(one.busy_ms[0], 4);
+  EXPECT_DOUBLE_EQ(one.busy_ms[1], 8);
+  const auto [played, interval_ms] = play_requests(in, SimulationOptions{false});
+  EXPECT_DOUBLE_EQ(played.iteration_ms, 9.5);
+  EXPECT_DOUBLE_EQ(interval_ms, 8);
+  // The timeline has forwards only: nothing after the last forward.
+  for (const TimelineEvent& event : one.timeline.events)
+    EXPECT_NE(event.kind, TimelineKind::kOptimizer);
+}
+
+TEST(InferenceTest, ForwardOnlyListIsTheExecutorsForwardOrder) {
+  const Profile profile = testing::four_layer_profile();
+  Plan plan = testing::plan_for(profile, /*dp=*/1, /*pp=*/3);
+  for (int m : {1, 3, 7}) {
+    const std::vector<std::vector<Action>> expected = expand_forward_only(plan, m);
+    for (int stage = 0; stage < 3; ++stage) {
+      const StageActionList list = StageActionList::forward_only(3, stage, m);
+      ASSERT_EQ(list.size(), expected[stage].size());
+      EXPECT_EQ(list.tail_size(), 0u);
+      for (size_t idx = 0; idx < list.size(); ++idx) EXPECT_EQ(list[idx], expected[stage][idx]);
+    }
+  }
+}
+
+TEST(InferenceTest, ThroughputAndLatencyPickDifferentMicroBatches) {
+  const Profile profile = overhead_profile();
+  const PlanningContext context = inference_context(profile, /*devices=*/4, /*global_batch=*/8);
+  SearchOptions options;
+  options.pp = 4;
+  options.top_k = 4;
+  const SearchResult by_throughput = search(context, options);
+  ASSERT_EQ(by_throughput.plans.size(), 4u);
+  const Plan& fastest = by_throughput.plans[0];
+  EXPECT_EQ(fastest.micro_batch_size, 8);
+  EXPECT_NEAR(fastest.predictions.iteration_ms, 2.1, 1e-6);
+  EXPECT_NEAR(fastest.predictions.latency_ms, 8.4, 1e-6);
+  EXPECT_NEAR(fastest.predictions.samples_per_s, 8 / 2.1 * 1000, 1e-3);
+  EXPECT_EQ(fastest.mode, PlanMode::kInference);
+  EXPECT_EQ(fastest.schedule, Schedule::kGpipe);
+  for (const StagePrediction& stage : fastest.predictions.stages) {
+    EXPECT_EQ(stage.bwd_ms, 0);
+    EXPECT_EQ(stage.optimizer_ms, 0);
+    EXPECT_NEAR(stage.compute_ms, fastest.num_micro_batches * stage.fwd_ms, 1e-9);
+  }
+
+  options.objective = InferenceObjective::kLatency;
+  const SearchResult by_latency = search(context, options);
+  ASSERT_FALSE(by_latency.plans.empty());
+  EXPECT_EQ(by_latency.plans[0].micro_batch_size, 1);
+  EXPECT_NEAR(by_latency.plans[0].predictions.latency_ms, 3.85, 1e-6);
+  EXPECT_NEAR(by_latency.plans[0].predictions.iteration_ms, 2.8, 1e-6);
+}
+
+TEST(InferenceTest, LatencyBoundKeepsTheFastestPlanWithinItOrSaysWhyNone) {
+  const Profile profile = overhead_profile();
+  const PlanningContext context = inference_context(profile, 4, 8);
+  SearchOptions options;
+  options.pp = 4;
+  options.max_latency_ms = 5;
+  const SearchResult bounded = search(context, options);
+  ASSERT_FALSE(bounded.plans.empty());
+  EXPECT_EQ(bounded.plans[0].micro_batch_size, 2);  // 4.2 ms; b = 4 and 8 take longer
+  for (const Plan& plan : bounded.plans) EXPECT_LE(plan.predictions.latency_ms, 5);
+
+  options.max_latency_ms = 3;
+  const SearchResult none = search(context, options);
+  EXPECT_TRUE(none.plans.empty());
+  ASSERT_EQ(none.infeasible.size(), 4u);
+  EXPECT_NE(none.infeasible[0].find("dp=1 pp=4 b=1: latency 3.85"), std::string::npos)
+      << none.infeasible[0];
+  EXPECT_NE(none.infeasible[0].find("> --max-latency-ms 3"), std::string::npos);
+
+  PlanningContext training = context;
+  training.mode = PlanMode::kTraining;
+  EXPECT_NE(error_of([&] { search(training, options); }).find("--max-latency-ms"),
+            std::string::npos);
+  options.max_latency_ms = -1;
+  EXPECT_NE(error_of([&] { search(context, options); }).find("--max-latency-ms: -1"),
+            std::string::npos);
+}
+
+TEST(InferenceTest, InferencePlanValidatesAndRoundTrips) {
+  const Profile profile = overhead_profile();
+  const PlanningContext context = inference_context(profile, 4, 8);
+  SearchOptions options;
+  options.top_k = 1;
+  const Plan plan = search(context, options).plans.at(0);
+  EXPECT_NO_THROW(plan.validate("plan.json"));
+  EXPECT_GE(plan.predictions.latency_ms, plan.predictions.iteration_ms);
+  const Plan read = plan_from_json(to_json(plan), "plan.json");
+  EXPECT_EQ(read.mode, PlanMode::kInference);
+  EXPECT_DOUBLE_EQ(read.predictions.latency_ms, plan.predictions.latency_ms);
+  EXPECT_EQ(plan_hash(read), plan_hash(plan));
+}
+
+TEST(InferenceTest, CompareShowsLatencyPercentilesAndRefusesTheOtherMode) {
+  const Profile profile = overhead_profile();
+  SearchOptions options;
+  options.pp = 2;
+  options.top_k = 1;
+  const Plan plan = search(inference_context(profile, 2, 8), options).plans.at(0);
+  pipeplan::Run run = testing::run_as_predicted(plan, plan);
+  run.measured.latency_p50_ms = plan.predictions.latency_ms;
+  run.measured.latency_p90_ms = plan.predictions.latency_ms * 1.25;
+  run.measured.latency_p99_ms = plan.predictions.latency_ms * 2;
+  run.validate("run.json");
+  check_run_of_plan(plan, "plan.json", run, "run.json");
+  const Comparison c = compare(plan, "plan.json", run, "run.json");
+  EXPECT_EQ(c.mode, PlanMode::kInference);
+  EXPECT_EQ(c.latency_p50_ms.error_percent().value(), 0);
+  EXPECT_NEAR(c.latency_p90_ms.error_percent().value(), -20, 1e-9);
+  EXPECT_NEAR(c.latency_p99_ms.error_percent().value(), -50, 1e-9);
+  // Measured forwards equal to the predicted ones re-simulate the predicted interval exactly.
+  EXPECT_EQ(c.split.compute_error_ns(), 0);
+  EXPECT_NEAR(c.resimulated_latency_ms, plan.predictions.latency_ms, 1e-9);
+  const std::string table = to_table(c);
+  EXPECT_NE(table.find("latency p99"), std::string::npos) << table;
+  EXPECT_NE(table.find("interval between requests"), std::string::npos);
+  const Json json = to_json(c);
+  EXPECT_EQ(json.at("mode"), "inference");
+  EXPECT_DOUBLE_EQ(json.at("latency_p90_ms").at("predicted").get<double>(),
+                   plan.predictions.latency_ms);
+
+  pipeplan::Run training_run = run;
+  training_run.measured.latency_p50_ms = training_run.measured.latency_p90_ms =
+      training_run.measured.latency_p99_ms = 0;
+  EXPECT_NE(error_of([&] { check_run_of_plan(plan, "plan.json", training_run, "run.json"); })
+                .find("a training run (it measured no latency): expected an inference run"),
+            std::string::npos);
+  const Plan training_plan = testing::plan_for(testing::four_layer_profile(), 1, 2);
+  pipeplan::Run inference_run = testing::run_as_predicted(training_plan, training_plan);
+  inference_run.measured.latency_p50_ms = inference_run.measured.latency_p90_ms =
+      inference_run.measured.latency_p99_ms = 1;
+  EXPECT_NE(
+      error_of([&] { check_run_of_plan(training_plan, "plan.json", inference_run, "run.json"); })
+          .find("an inference run"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipeplan
