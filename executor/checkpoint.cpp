@@ -304,6 +304,10 @@ void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest&
     json["zero"] = m.zero;
   }
   if (m.zero == 1) json["shard_checksums"] = m.shard_checksums;
+  if (!m.model_hash.empty()) {
+    json["model_name"] = m.model_name;
+    json["model_hash"] = m.model_hash;
+  }
   // Over the compact text of every other field: reading and dumping again gives the same text.
   json["checksum"] = content_hash(json.dump());
   write_json_file((fs::path(checkpoint_step_dir(dir, m.step)) / kManifestName).string(), json);
@@ -379,8 +383,49 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
       }
     }
   }
+  if (r.has("model_hash")) {
+    m.model_name = r.string("model_name");
+    m.model_hash = r.string("model_hash");
+  }
   check_manifest(json, r, step, m);
   return m;
+}
+
+void load_stage_weights_by_name(const std::string& dir, int64_t step,
+                                const CheckpointManifest& manifest, StageRuntime& stage) {
+  std::vector<torch::serialize::InputArchive> archives(manifest.stage_checksums.size());
+  std::vector<std::string> paths;
+  for (size_t stage_idx = 0; stage_idx < archives.size(); ++stage_idx) {
+    paths.push_back(checkpoint_stage_path(dir, step, static_cast<int>(stage_idx)));
+    try {
+      archives[stage_idx].load_from(paths.back());
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(paths.back()),
+                                                       " is unreadable or corrupt: ",
+                                                       models::error_line(e)));
+    }
+    const std::string file_step = meta_text(archives[stage_idx], "meta.step");
+    const std::string file_checksum = meta_text(archives[stage_idx], "meta.checksum");
+    PIPEPLAN_CHECK(file_step == std::to_string(step) &&
+                       file_checksum == manifest.stage_checksums[stage_idx],
+                   "checkpoint ", quote(paths.back()), " holds step ", quote(file_step),
+                   " with checksum ", quote(file_checksum), ", not the step ", step, " and ",
+                   quote(manifest.stage_checksums[stage_idx]),
+                   " its manifest records; use a complete checkpoint folder");
+  }
+  torch::NoGradGuard no_grad;
+  for_each_stage_tensor(stage, [&](const std::string& name, const torch::Tensor& target) {
+    torch::Tensor saved;
+    size_t found = 0;
+    while (found < archives.size() && !archives[found].try_read(name, saved)) ++found;
+    PIPEPLAN_CHECK(found < archives.size(), "checkpoint ", quote(checkpoint_step_dir(dir, step)),
+                   ": no stage file holds ", quote(name),
+                   "; serve the model and configuration it was trained with");
+    PIPEPLAN_CHECK(saved.sizes() == target.sizes(), "checkpoint ", quote(paths[found]), ": ",
+                   quote(name), " has shape ", saved.sizes(), ", this stage needs ",
+                   target.sizes(), "; serve the model and configuration it was trained with");
+    target.copy_(saved);
+  });
 }
 
 int64_t latest_complete_checkpoint(const std::string& dir) {

@@ -54,6 +54,10 @@ struct CheckpointManifest {
   int zero = 0;
   /// ZeRO-1 (zero = 1): per stage, per replica, the checksum of its shard file; else empty.
   std::vector<std::vector<std::string>> shard_checksums;
+  /// The model's name and content hash (ModelRef: name and configuration) the weights belong
+  /// to (optional keys; "" in manifests from before they were written).
+  std::string model_name;
+  std::string model_hash;
 };
 
 /// "DIR/step-00000010".
@@ -100,6 +104,13 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
 /// that are not "step-" and decimal digits (a stray "step-abc") are ignored.
 int64_t latest_complete_checkpoint(const std::string& dir);
 
+/// Loads every parameter and buffer of `stage` by name ("layer3.fc.weight", "buffer3.running_mean")
+/// from whichever stage file of the checkpoint of `step` in `dir` (manifest `manifest`) holds it,
+/// so that weights trained with one split serve another (pp=1 trained, pp=2 served). Each file is
+/// checked against the manifest (step, checksum recorded in the file). Throws Error(kBadInput)
+/// naming the tensor when no file holds it or its shape differs.
+void load_stage_weights_by_name(const std::string& dir, int64_t step,
+                                const CheckpointManifest& manifest, StageRuntime& stage);
 /// Every "layerN.*" tensor of a stage file, by name (for tests and tools).
 std::map<std::string, torch::Tensor> read_checkpoint_parameters(const std::string& path);
 

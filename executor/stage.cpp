@@ -353,6 +353,19 @@ torch::Tensor StageRuntime::evaluate(int chunk_idx, const torch::Tensor& input,
   return torch::Tensor();
 }
 
+torch::Tensor StageRuntime::infer(int chunk_idx, const torch::Tensor& input) {
+  torch::NoGradGuard no_grad;
+  return run_layers(chunks_.at(chunk_idx), input, /*rng_seed=*/0);
+}
+
+void StageRuntime::release_gradients() {
+  for (const models::LayerPtr& layer : layers_)
+    for (torch::Tensor& parameter : layer->parameters()) parameter.mutable_grad() = torch::Tensor();
+  tied_gradients_.clear();
+  trainable_parameters_.clear();
+  flat_gradients_ = torch::Tensor();
+}
+
 void StageRuntime::set_training(bool training) {
   for (const models::LayerPtr& layer : layers_) layer->train(training);
 }

@@ -134,6 +134,12 @@ class StageRuntime {
                          int64_t* total) {
     return evaluate(/*chunk=*/0, input, target, correct, total);
   }
+  /// Inference forward through `chunk` (no graph; the caller puts the layers in eval mode):
+  /// returns the activation to send, or on the model's last chunk its output (the logits).
+  torch::Tensor infer(int chunk, const torch::Tensor& input);
+  /// Frees the flat gradient buffer (inference needs none): gradients() and tied_gradients()
+  /// are then empty and no backward may run.
+  void release_gradients();
   /// Switches the layers between training and evaluation mode (dropout, normalisation).
   void set_training(bool training);
 

@@ -153,6 +153,9 @@ void Trainer::check_inputs() {
   env_ = read_rendezvous_env();
   set_threads_from_env();
   plan_ = read_plan(options_.plan_path);
+  PIPEPLAN_CHECK(plan_.mode == PlanMode::kTraining, options_.plan_path, ": mode: ",
+                 to_string(plan_.mode), ": pipeplan train runs training plans; serve it with "
+                 "pipeplan infer, or plan without --inference");
   plan_hash_ = plan_hash(plan_);
   model_ = models::make_model_from_config(plan_.model.name, plan_.model.config);
   check_plan_matches_model(plan_, model_, options_.plan_path);
@@ -403,6 +406,8 @@ void Trainer::save_checkpoint(int64_t step) {
   m.seed = options_.seed;
   m.data = options_.data;
   m.pp = plan_.pp;
+  m.model_name = plan_.model.name;
+  m.model_hash = plan_.model.hash;
   m.dp = plan_.dp;
   m.zero = sharded() ? 1 : 0;
   m.optimizer_steps = optimizer_->steps_taken();
