@@ -20,6 +20,8 @@ Runner add_profile_command(CLI::App& app);
 Runner add_launch_command(CLI::App& app);
 /// `pipeplan train`: run a plan to train -> run.json, steps.jsonl, checkpoints.
 Runner add_train_command(CLI::App& app);
+/// `pipeplan infer`: serve requests with an inference plan -> run.json.
+Runner add_infer_command(CLI::App& app);
 /// `pipeplan plan`: search the best dp x pp plan for a profile -> plan.json.
 Runner add_plan_command(CLI::App& app);
 /// `pipeplan simulate`: replay a plan's schedule -> timeline trace and SVG.

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       {"plan", add_plan_command},
       {"simulate", add_simulate_command},
       {"train", add_train_command},
+      {"infer", add_infer_command},
       {"launch", add_launch_command},
       {"compare", add_compare_command},
       {"link-bench", add_link_bench_command, /*internal=*/true},
