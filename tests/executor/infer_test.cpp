@@ -1,0 +1,138 @@
+// Tests for executor/inferencer.h through the built `pipeplan infer`: pp=2 and dp=2 outputs equal
+// one process's, a checkpoint trained with one split serves another at the training run's
+// accuracy, run.json has the inference measurements, and plans of the other mode are refused.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plans/run.h"
+#include "tests/executor/train_harness.h"
+
+namespace pipeplan::testing {
+namespace {
+
+const std::vector<std::string> kInferModels = {"resnet_tiny", "gpt_tiny"};
+constexpr int kRequests = 4;
+constexpr double kOutputTolerance = 1e-6;
+
+// An inference plan of `spec`'s split: gpipe, forward only, a nominal predicted latency.
+Plan make_inference_plan(TestPlanSpec spec) {
+  spec.schedule = Schedule::kGpipe;
+  Plan plan = make_test_plan(spec);
+  plan.mode = PlanMode::kInference;
+  plan.predictions.latency_ms = 1;
+  return plan;
+}
+
+// Writes `plan` into `dir` and serves kRequests requests of synthetic data on its ranks.
+std::vector<RankExit> infer(const std::string& dir, const Plan& plan,
+                            std::vector<std::string> extra_args = {}) {
+  const std::string plan_path = dir + "/plan.json";
+  write_plan(plan_path, plan);
+  std::vector<std::string> args{"infer", "--plan", plan_path, "--data", "synthetic",
+                                "--requests", std::to_string(kRequests), "--warmup", "1",
+                                "--seed", std::to_string(kTrainSeed), "-o", dir + "/run.json"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  const int world = plan.dp * plan.pp;
+  return run_ranks(world == 1 ? 0 : world, args);
+}
+
+// The saved outputs of a run (every replica's file), by name.
+std::map<std::string, torch::Tensor> read_outputs(const std::string& path, int dp) {
+  std::map<std::string, torch::Tensor> outputs;
+  for (int replica = 0; replica < dp; ++replica) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(dp == 1 ? path : path + ".replica-" + std::to_string(replica));
+    for (const std::string& key : archive.keys()) {
+      torch::Tensor tensor;
+      archive.read(key, tensor);
+      outputs[key] = tensor;
+    }
+  }
+  return outputs;
+}
+
+class SerialInferEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+// The reference: one process, pp=1, dp=1, micro-batches of the same 4 samples.
+TEST_P(SerialInferEquivalenceTest, PipelineAndReplicasMatchTheSingleProcessForward) {
+  TestPlanSpec spec;
+  spec.model = GetParam();
+  const std::string reference_dir = fresh_dir("reference");
+  expect_success(infer(reference_dir, make_inference_plan(spec),
+                       {"--save-outputs", reference_dir + "/outputs.pt"}));
+  const auto reference = read_outputs(reference_dir + "/outputs.pt", 1);
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kRequests * spec.num_micro_batches));
+  struct Split { int dp, pp; };
+  for (const Split& split : {Split{1, 2}, Split{2, 1}}) {
+    TestPlanSpec split_spec = spec;
+    split_spec.dp = split.dp;
+    split_spec.pp = split.pp;
+    split_spec.num_micro_batches = spec.num_micro_batches / split.dp;
+    const std::string what = detail::concat(GetParam(), " dp=", split.dp, " pp=", split.pp);
+    const std::string dir = fresh_dir(detail::concat("dp", split.dp, "pp", split.pp));
+    const std::vector<RankExit> exits =
+        infer(dir, make_inference_plan(split_spec), {"--save-outputs", dir + "/outputs.pt"});
+    expect_success(exits);
+    const auto outputs = read_outputs(dir + "/outputs.pt", split.dp);
+    ASSERT_EQ(outputs.size(), reference.size()) << what;
+    for (const auto& [name, tensor] : reference) {
+      ASSERT_EQ(outputs.count(name), 1u) << what << ": " << name;
+      EXPECT_TRUE(torch::allclose(outputs.at(name), tensor, /*rtol=*/0, kOutputTolerance))
+          << what << ": " << name << " differs by "
+          << (outputs.at(name) - tensor).abs().max().item<double>();
+    }
+    const pipeplan::Run run = read_run(dir + "/run.json");
+    EXPECT_EQ(run.steps, kRequests) << what;
+    EXPECT_EQ(run.measured.measured_steps, kRequests - 2) << what;  // intervals after warm-up
+    EXPECT_GT(run.measured.latency_p50_ms, 0) << what;
+    EXPECT_LE(run.measured.latency_p50_ms, run.measured.latency_p99_ms) << what;
+    EXPECT_GT(run.measured.samples_per_s, 0) << what;
+    EXPECT_TRUE(run.test_accuracy.empty()) << what << ": synthetic data with the seeded init";
+    for (const RankMeasurement& rank : run.measured.ranks) {
+      EXPECT_GT(rank.busy_ms, 0) << what;
+      EXPECT_GT(rank.peak_memory_bytes, 0) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SerialInferEquivalenceTest, ::testing::ValuesIn(kInferModels),
+                         [](const auto& info) { return info.param; });
+
+// Trained on one stage, served on two: every tensor is found by name in the one stage file.
+TEST(SerialInferTest, ACheckpointOfOneSplitServesAnotherAtTheTrainingAccuracy) {
+  TestPlanSpec spec;
+  spec.model = "resnet_tiny";
+  const TrainRun trained = train_new(make_test_plan(spec), "trained", /*steps=*/3);
+  expect_success(trained);
+  const double trained_accuracy = read_run(trained.run_json).test_accuracy.back().test_accuracy;
+  spec.pp = 2;
+  const std::string dir = fresh_dir("served");
+  expect_success(infer(dir, make_inference_plan(spec), {"--checkpoint", trained.checkpoints}));
+  const pipeplan::Run served = read_run(dir + "/run.json");
+  ASSERT_EQ(served.test_accuracy.size(), 1u);
+  EXPECT_DOUBLE_EQ(served.test_accuracy.back().test_accuracy, trained_accuracy);
+
+  // Weights of another model are refused in one line before anything runs.
+  TestPlanSpec other;
+  other.model = "mlp_tiny";
+  const std::string other_dir = fresh_dir("other");
+  const std::vector<RankExit> exits =
+      infer(other_dir, make_inference_plan(other), {"--checkpoint", trained.checkpoints});
+  expect_one_line_error(exits.at(0), 2, "serve the model and configuration it was trained with");
+}
+
+TEST(InferRefusalTest, InferRefusesATrainingPlanAndTrainAnInferencePlan) {
+  const std::string dir = fresh_dir("modes");
+  expect_one_line_error(infer(dir, make_test_plan(TestPlanSpec())).at(0), 2,
+                        "pipeplan infer serves inference plans");
+  const TrainRun run = train_new(make_inference_plan(TestPlanSpec()), "inference-plan", 1);
+  expect_one_line_error(run.exits.at(0), 2, "pipeplan train runs training plans");
+}
+
+}  // namespace
+}  // namespace pipeplan::testing
