@@ -1,6 +1,7 @@
 // `pipeplan plan`: search the dp × pp plans of a profile for a cluster, write the best one and
 // print the ranked alternatives and why the rejected families do not fit.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -44,6 +45,9 @@ struct PlanOptions {
   std::string partition = "optimal";
   int top = kDefaultTopK;
   std::optional<std::string> calibrate;
+  bool inference = false;
+  std::optional<std::string> objective;
+  std::optional<double> max_latency_ms;
   std::string output;
 };
 
@@ -95,12 +99,54 @@ PlanningContext make_context(const PlanOptions& o, const Profile& profile,
   return context;
 }
 
+// The flags that contradict --inference (forward-only gpipe, nothing recomputed, no optimizer
+// state or gradients), and the inference flags given without it; each refused naming the flag.
+void check_inference_flags(const PlanOptions& o) {
+  if (!o.inference) {
+    PIPEPLAN_CHECK(!o.objective, "--objective: ", quote(o.objective.value_or("")),
+                   ": only with --inference (training plans are ranked by samples/s)");
+    PIPEPLAN_CHECK(!o.max_latency_ms, "--max-latency-ms: ", o.max_latency_ms.value_or(0),
+                   ": only with --inference (training plans predict no latency)");
+    return;
+  }
+  const char* why = " with --inference (forward passes stream through gpipe's forward order)";
+  PIPEPLAN_CHECK(o.schedule == "auto" || o.schedule == "gpipe", "--schedule: ", quote(o.schedule),
+                 ": expected auto or gpipe", why);
+  PIPEPLAN_CHECK(!o.virtual_stages, "--virtual-stages: ", o.virtual_stages.value_or(0),
+                 ": not", why, ", one chunk per stage");
+  PIPEPLAN_CHECK(o.zero.value_or(0) == 0, "--zero: ", o.zero.value_or(0),
+                 ": expected 0 with --inference (there is no optimizer state to shard)");
+  PIPEPLAN_CHECK(o.checkpoint != "all", "--checkpoint: ", quote(o.checkpoint),
+                 ": expected auto or none with --inference (no backward recomputes)");
+  PIPEPLAN_CHECK(!o.no_overlap && !o.bucket_size, o.no_overlap ? "--no-overlap" : "--bucket-size",
+                 ": not with --inference (there are no gradients to all-reduce)");
+  PIPEPLAN_CHECK(!o.calibrate, "--calibrate: ", quote(o.calibrate.value_or("")),
+                 ": not with --inference (calibration corrects training plans' models)");
+  PIPEPLAN_CHECK(!o.objective || *o.objective == "throughput" || *o.objective == "latency",
+                 "--objective: ", quote(o.objective.value_or("")),
+                 " is not one of throughput, latency");
+  PIPEPLAN_CHECK(!o.max_latency_ms || (std::isfinite(*o.max_latency_ms) && *o.max_latency_ms > 0),
+                 "--max-latency-ms: ", o.max_latency_ms.value_or(0),
+                 ": expected a positive time in ms");
+}
+
 SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) {
+  check_inference_flags(o);
   SearchOptions options;
+  if (o.inference) {
+    options.schedules = {Schedule::kGpipe};
+    options.policies = {CheckpointPolicy::kNone};
+    options.zero = {0};
+    options.objective = o.objective.value_or("throughput") == "latency"
+                            ? InferenceObjective::kLatency
+                            : InferenceObjective::kThroughput;
+    options.max_latency_ms = o.max_latency_ms;
+  }
   options.pp = o.pp;
   options.dp = o.dp;
   options.micro_batch_size = o.micro_batch_size;
-  if (o.schedule != "auto") options.schedules = {parse_schedule(o.schedule, "--schedule")};
+  if (o.schedule != "auto" && !o.inference)
+    options.schedules = {parse_schedule(o.schedule, "--schedule")};
   if (o.virtual_stages) {
     PIPEPLAN_CHECK(options.schedules.size() == 1 &&
                        options.schedules[0] == Schedule::kInterleaved1F1B,
@@ -109,8 +155,8 @@ SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) 
                    ")");
     options.virtual_stages = {*o.virtual_stages};  // its range: SearchOptions::validate
   }
-  if (o.zero) options.zero = {*o.zero};  // its range: SearchOptions::validate
-  options.policies = parse_checkpoint(o.checkpoint);
+  if (o.zero && !o.inference) options.zero = {*o.zero};  // its range: SearchOptions::validate
+  if (!o.inference) options.policies = parse_checkpoint(o.checkpoint);
   options.partition = parse_partition(o.partition, profile.model.num_layers, "--partition");
   options.top_k = o.top;
   return options;
@@ -154,7 +200,26 @@ std::string bubble_text(const Plan& plan) {
   return plan.pp == 1 ? "-" : format_fixed(plan.predictions.bubble_fraction * 100, 1) + "%";
 }
 
+// Inference plans: one row each with the interval between requests and one request's latency.
+void print_inference_table(const SearchResult& result) {
+  std::printf("%-4s %6s %5s %6s %6s %-28s %12s %11s %11s %7s %11s\n", "rank", "dp", "pp", "b", "m",
+              "stages", "interval_ms", "latency_ms", "samples/s", "bubble", "peak_memory");
+  for (size_t idx = 0; idx < result.plans.size(); ++idx) {
+    const Plan& plan = result.plans[idx];
+    int64_t peak = 0;
+    for (const StagePrediction& stage : plan.predictions.stages)
+      peak = std::max(peak, stage.peak_memory_bytes);
+    std::printf("%-4zu %6d %5d %6lld %6d %-28s %12.3f %11.3f %11.1f %7s %11s\n", idx + 1, plan.dp,
+                plan.pp, static_cast<long long>(plan.micro_batch_size), plan.num_micro_batches,
+                split_text(plan).c_str(), plan.predictions.iteration_ms,
+                plan.predictions.latency_ms, plan.predictions.samples_per_s,
+                bubble_text(plan).c_str(), format_size(peak).c_str());
+  }
+}
+
 void print_table(const SearchResult& result) {
+  if (!result.plans.empty() && result.plans.front().mode == PlanMode::kInference)
+    return print_inference_table(result);
   std::printf("%-4s %6s %5s %6s %6s %-18s %-12s %-28s %13s %11s %7s %11s\n", "rank", "dp", "pp", "b",
               "m", "schedule", "checkpoint", "stages", "iteration_ms", "samples/s", "bubble",
               "peak_memory");
@@ -212,6 +277,7 @@ int run_plan(const PlanOptions& o) {
   const Profile profile = calibration ? calibrated_profile(measured, *calibration) : measured;
   PlanningContext context = make_context(o, profile, profile_hash);
   context.calibration = calibration;
+  if (o.inference) context.mode = PlanMode::kInference;
   if (calibration)
     context.notes.push_back(detail::concat("models calibrated from ", calibration->run_path,
                                            " (plan.calibration lists the corrections)"));
@@ -248,7 +314,9 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--devices", o->devices, "Number of devices")->required();
   sub->add_option("--device-memory", o->device_memory, "Usable memory per device (24GiB)")
       ->required();
-  sub->add_option("--global-batch", o->global_batch, "Samples per optimizer step")->required();
+  sub->add_option("--global-batch", o->global_batch,
+                  "Samples per optimizer step (with --inference: per request)")
+      ->required();
   sub->add_option("--devices-per-node", o->devices_per_node, "Devices per node (default: all)");
   sub->add_option("--inter-node-bandwidth", o->inter_node_bandwidth,
                   "Bandwidth between nodes, a size per second (default 12.5GB, assumed)");
@@ -279,6 +347,14 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--top", o->top, "Alternatives to list")->capture_default_str();
   sub->add_option("--calibrate", o->calibrate,
                   "run.json of a plan of this profile: correct the models from its measurements");
+  sub->add_flag("--inference", o->inference,
+                "Plan forward-only inference (pipeplan infer): gpipe's forward order, weights "
+                "and activations in flight only; ranked by --objective");
+  sub->add_option("--objective", o->objective,
+                  "With --inference: throughput (samples/s, default) or latency (one request)");
+  sub->add_option("--max-latency-ms", o->max_latency_ms,
+                  "With --inference: keep only plans whose predicted request latency is at most "
+                  "this many ms");
   sub->add_option("-o,--output", o->output, "Where to write plan.json")->required();
   sub->footer(detail::concat(
       "Exit status: 0 when a plan was written; 1 when no plan fits (an answer, not bad input: "
