@@ -226,6 +226,19 @@ TEST(InferenceTest, LatencyBoundKeepsTheFastestPlanWithinItOrSaysWhyNone) {
             std::string::npos);
 }
 
+TEST(InferenceTest, MemoryInfeasibilityIsExplainedAsForTraining) {
+  const Profile profile = testing::three_layer_profile();
+  PlanningContext context = inference_context(profile, /*devices=*/2, /*global_batch=*/4);
+  context.cluster.device_memory_bytes = 2000;  // below the runtime overhead plus any weights
+  const SearchResult result = search(context, SearchOptions{});
+  EXPECT_TRUE(result.plans.empty());
+  ASSERT_FALSE(result.infeasible.empty());
+  for (const std::string& reason : result.infeasible) {
+    EXPECT_NE(reason.find("needs"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("(inference, gpipe)"), std::string::npos) << reason;
+  }
+}
+
 TEST(InferenceTest, InferencePlanValidatesAndRoundTrips) {
   const Profile profile = overhead_profile();
   const PlanningContext context = inference_context(profile, 4, 8);
