@@ -23,6 +23,7 @@
 #include "executor/metrics.h"
 #include "executor/plan_checks.h"
 #include "executor/stage.h"
+#include "executor/trainer.h"
 #include "models/torch_compat.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
@@ -42,7 +43,8 @@ using Batch = std::pair<torch::Tensor, torch::Tensor>;
 // CUDA work is asynchronous: wait for the device's stream so that a steady-clock interval
 // covers the compute. A no-op on CPU.
 void wait_for_device(const torch::Device& device) {
-  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+  if (device.is_cuda())
+    c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
 }
 
 // One forward-only stream of micro-batches through this rank, in groups of `group_size`
@@ -51,7 +53,7 @@ struct Stream {
   int64_t group_size = 1;
   int64_t num_groups = 1;
   std::function<int64_t(int64_t stream_idx)> rows;
-  std::function<Batch(int64_t stream_idx)> load;                    // first and last stage
+  std::function<Batch(int64_t stream_idx)> load;  // first and last stage
   std::function<void(int64_t stream_idx, const Batch& output_and_target)> output;  // last stage
   bool timed = false;  // requests: groups are the recorder's steps, stamped for latency
 };
@@ -110,18 +112,22 @@ Inferencer::Inferencer(const InferOptions& options) : options_(options) {
 
 // Everything that is bad input fails here, on every rank alike, before any rank waits.
 void Inferencer::check_inputs() {
-  PIPEPLAN_CHECK(options_.timeout_s > 0 && options_.timeout_s <= 7 * 24 * 3600, "--timeout-s: ",
-                 options_.timeout_s, " is out of range; give more than 0 and at most a week");
-  PIPEPLAN_CHECK(options_.requests >= 1 && options_.requests <= kMaxInferRequests, "--requests: ",
-                 options_.requests, " is out of range; give 1 to ", kMaxInferRequests);
+  PIPEPLAN_CHECK(options_.timeout_s > 0 && options_.timeout_s <= kMaxTimeoutS,
+                 "--timeout-s: ", options_.timeout_s,
+                 " is out of range; give more than 0 and at most ", kMaxTimeoutS);
+  PIPEPLAN_CHECK(options_.requests >= 1 && options_.requests <= kMaxInferRequests,
+                 "--requests: ", options_.requests, " is out of range; give 1 to ",
+                 kMaxInferRequests);
   PIPEPLAN_CHECK(options_.warmup_requests >= 0 && options_.warmup_requests < options_.requests,
-                 "--warmup: ", options_.warmup_requests, " leaves no request measured of --requests ",
-                 options_.requests, "; give fewer warm-up requests or more requests");
+                 "--warmup: ", options_.warmup_requests,
+                 " leaves no request measured of --requests ", options_.requests,
+                 "; give fewer warm-up requests or more requests");
   env_ = read_rendezvous_env();
   set_threads_from_env();
   plan_ = read_plan(options_.plan_path);
-  PIPEPLAN_CHECK(plan_.mode == PlanMode::kInference, options_.plan_path, ": mode: ",
-                 to_string(plan_.mode), ": pipeplan infer serves inference plans; plan one with "
+  PIPEPLAN_CHECK(plan_.mode == PlanMode::kInference, options_.plan_path,
+                 ": mode: ", to_string(plan_.mode),
+                 ": pipeplan infer serves inference plans; plan one with "
                  "pipeplan plan --inference, or train this one with pipeplan train");
   plan_hash_ = plan_hash(plan_);
   model_ = models::make_model_from_config(plan_.model.name, plan_.model.config);
@@ -132,9 +138,10 @@ void Inferencer::check_inputs() {
   trained_ = !options_.checkpoint_dir.empty();
   data_ = open_data(options_.data, options_.data_dir, model_, options_.seed);
   requests_per_pass_ = data_->size(Split::kTest) / plan_.global_batch;
-  PIPEPLAN_CHECK(requests_per_pass_ >= 1, options_.plan_path, ": global_batch: ",
-                 plan_.global_batch, " is larger than the ", data_->size(Split::kTest),
-                 " test samples of ", quote(options_.data), "; plan a smaller global batch");
+  PIPEPLAN_CHECK(requests_per_pass_ >= 1, options_.plan_path,
+                 ": global_batch: ", plan_.global_batch, " is larger than the ",
+                 data_->size(Split::kTest), " test samples of ", quote(options_.data),
+                 "; plan a smaller global batch");
 }
 
 void Inferencer::build() {
@@ -158,10 +165,10 @@ void Inferencer::load_weights() {
   PIPEPLAN_CHECK(step > 0, "--checkpoint: ", quote(dir),
                  " holds no complete checkpoint; give a training run's --checkpoint-dir");
   const CheckpointManifest m = read_checkpoint_manifest(dir, step);
-  PIPEPLAN_CHECK(m.model_hash.empty() || m.model_hash == plan_.model.hash, "--checkpoint: ",
-                 quote(checkpoint_step_dir(dir, step)), " holds weights of model ",
-                 quote(m.model_name), " (hash ", quote(m.model_hash), "), this plan's is ",
-                 quote(plan_.model.name), " (hash ", quote(plan_.model.hash),
+  PIPEPLAN_CHECK(m.model_hash.empty() || m.model_hash == plan_.model.hash,
+                 "--checkpoint: ", quote(checkpoint_step_dir(dir, step)),
+                 " holds weights of model ", quote(m.model_name), " (hash ", quote(m.model_hash),
+                 "), this plan's is ", quote(plan_.model.name), " (hash ", quote(plan_.model.hash),
                  "); serve the model and configuration it was trained with");
   load_stage_weights_by_name(dir, step, m, *stage_);
   if (is_rank0()) log_info("serving the weights of ", quote(checkpoint_step_dir(dir, step)));
@@ -183,7 +190,8 @@ void Inferencer::run() {
   measurement.peak_memory_bytes = tracker_->peak_bytes(device_.type());
 #ifdef PIPEPLAN_HAS_CUDA
   if (device_.is_cuda())
-    measurement.cuda_allocator_peak_bytes = compat::cuda_allocator_bytes(device_.index()).peak_allocated;
+    measurement.cuda_allocator_peak_bytes =
+        compat::cuda_allocator_bytes(device_.index()).peak_allocated;
 #endif
   save_outputs();
   finish(measurement, evaluate());
@@ -202,10 +210,10 @@ void Inferencer::serve() {
   stream.timed = true;
   stream.rows = [this](int64_t) { return plan_.micro_batch_size; };
   stream.load = [&](int64_t stream_idx) {
-    return load(Split::kTest, micro_batch_indices(order, (stream_idx / m) % requests_per_pass_,
-                                                  plan_.global_batch, plan_.dp, replica(),
-                                                  plan_.num_micro_batches,
-                                                  static_cast<int>(stream_idx % m)));
+    return load(Split::kTest,
+                micro_batch_indices(order, (stream_idx / m) % requests_per_pass_,
+                                    plan_.global_batch, plan_.dp, replica(),
+                                    plan_.num_micro_batches, static_cast<int>(stream_idx % m)));
   };
   stream.output = [&](int64_t stream_idx, const Batch& output) {
     const int64_t request = stream_idx / m;
@@ -257,13 +265,16 @@ void Inferencer::run_stream(const Stream& stream) {
         ++waited;
         post_ahead();
         break;
-      case ActionKind::kForward: forward(action, stream_of[position], stream, &activation); break;
+      case ActionKind::kForward:
+        forward(action, stream_of[position], stream, &activation);
+        break;
       case ActionKind::kSendActivation:
         comm_->wait_sends(kMaxSendsInFlight - 1);
         comm_->send(action, activation);
         activation = torch::Tensor();
         break;
-      default: PIPEPLAN_ASSERT(false, "inference runs forward actions only, not ", to_string(action));
+      default:
+        PIPEPLAN_ASSERT(false, "inference runs forward actions only, not ", to_string(action));
     }
     if (stream.timed && position % group.size() == group.size() - 1) recorder_->end_step();
   }
@@ -370,9 +381,11 @@ void Inferencer::write_outputs(std::vector<RankMeasurement> ranks, const std::ve
     const RankAssignment& a = plan_.ranks[rank];
     for (size_t request = 0; request < requests; ++request) {
       if (a.stage == 0)
-        start_ms[request] = std::min(start_ms[request], reports[rank]["request_start_ms"][request].get<double>());
+        start_ms[request] =
+            std::min(start_ms[request], reports[rank]["request_start_ms"][request].get<double>());
       if (a.stage == plan_.pp - 1)
-        end_ms[request] = std::max(end_ms[request], reports[rank]["request_end_ms"][request].get<double>());
+        end_ms[request] =
+            std::max(end_ms[request], reports[rank]["request_end_ms"][request].get<double>());
     }
   }
   const auto warmup = static_cast<size_t>(options_.warmup_requests);
@@ -400,10 +413,11 @@ void Inferencer::write_outputs(std::vector<RankMeasurement> ranks, const std::ve
   run.measured.latency_p90_ms = quantile_or_zero(latency_ms, 0.9);
   run.measured.latency_p99_ms = quantile_or_zero(latency_ms, 0.99);
   write_run(options_.output_path, run);
-  log_info(detail::concat("served ", options_.requests, " requests: ", run.measured.samples_per_s,
-                          " samples/s, latency p50 ", run.measured.latency_p50_ms, " ms, p99 ",
-                          run.measured.latency_p99_ms, " ms",
-                          accuracy ? detail::concat(", test accuracy ", *accuracy) : std::string()));
+  log_info(
+      detail::concat("served ", options_.requests, " requests: ", run.measured.samples_per_s,
+                     " samples/s, latency p50 ", run.measured.latency_p50_ms, " ms, p99 ",
+                     run.measured.latency_p99_ms, " ms",
+                     accuracy ? detail::concat(", test accuracy ", *accuracy) : std::string()));
 }
 
 }  // namespace
