@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds pipeplan and runs the end-to-end example: profile resnet_tiny
 # on this machine's CPU, plan it for 2 devices under a memory limit that one device cannot meet,
-# simulate the plan, train one epoch of Fashion-MNIST with 2 local ranks, and compare the plan
-# with the run. Every artefact lands in $DEMO_DIR (default out/demo).
+# simulate the plan, train one epoch of Fashion-MNIST with 2 local ranks, compare the plan with
+# the run, and serve the trained weights with an inference plan of 2 stages. Every artefact lands
+# in $DEMO_DIR (default out/demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -34,11 +35,30 @@ step "simulate the plan's schedule"
 
 step "train one epoch of Fashion-MNIST on 2 local ranks"
 "$pipeplan" launch --nproc 2 -- "$pipeplan" train --plan "$out/plan.json" --data fashion-mnist \
-  --epochs 1 --log "$out/steps.jsonl" --trace "$out/run_trace.json" -o "$out/run.json"
+  --epochs 1 --log "$out/steps.jsonl" --trace "$out/run_trace.json" \
+  --checkpoint-dir "$out/checkpoints" -o "$out/run.json"
 
 step "compare the plan's predictions with the run"
 "$pipeplan" compare --plan "$out/plan.json" --run "$out/run.json" --svg "$out/compare.svg" \
   | tee "$out/compare.txt"
+
+# The training plan's micro-batch size, so that serving evaluates the test split in the same
+# batches as training's evaluation did (and gets the same accuracy, not one within rounding).
+if ! "$pipeplan" plan --help | grep -q -- --inference; then
+  step "skipped serving: this pipeplan's plan has no --inference yet"
+else
+  micro_batch_size=$(grep -o '"micro_batch_size": *[0-9]*' "$out/plan.json" | grep -o '[0-9]*$')
+  step "plan inference for 2 pipeline stages, requests of 64 samples in micro-batches of $micro_batch_size"
+  "$pipeplan" plan --inference --profile "$out/profile.json" --devices 2 --pp 2 \
+    --device-memory "$memory" --global-batch 64 --micro-batch-size "$micro_batch_size" \
+    -o "$out/infer_plan.json" | tee "$out/infer_plan.txt"
+
+  step "serve the trained weights: 50 requests on 2 local ranks"
+  "$pipeplan" launch --nproc 2 -- "$pipeplan" infer --plan "$out/infer_plan.json" \
+    --data fashion-mnist --requests 50 --checkpoint "$out/checkpoints" -o "$out/infer_run.json"
+  accuracy() { grep -o '"test_accuracy": *[0-9.e-]*' "$1" | tail -1 | grep -o '[0-9.e-]*$'; }
+  echo "test accuracy: trained $(accuracy "$out/run.json"), served with pp=2 $(accuracy "$out/infer_run.json")"
+fi
 
 step "done"
 cat <<DONE
@@ -49,4 +69,7 @@ artefacts in $out/:
   run.json            measured iteration time, memory, accuracy (steps.jsonl: per-step log)
   run_trace.json      every rank's real actions (Chrome trace; open in ui.perfetto.dev)
   compare.svg         predicted beside measured, and the two timelines (compare.txt: table)
+  checkpoints/        the trained weights
+  infer_plan.json     the inference plan (infer_plan.txt: what plan printed)
+  infer_run.json      served samples/s, request latency p50/p90/p99, accuracy
 DONE
