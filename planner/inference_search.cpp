@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/units.h"
 #include "planner/search_space.h"
 
@@ -49,13 +50,15 @@ class InferenceSearch {
       for (int64_t b : micro_batch_sizes(context_.global_batch, dp, options_)) {
         ++result_.candidates;
         InferenceFamily& family = families_[{dp, pp, b}];
-        const std::string unplannable =
-            unplannable_reason(*context_.profile, b, context_.optimizer);
-        if (!unplannable.empty()) {
-          family.reason = unplannable;
-          continue;
-        }
         const int num_micro_batches = static_cast<int>(context_.global_batch / (dp * b));
+        family.reason = unplannable_reason(*context_.profile, b, context_.optimizer);
+        // The interval plays two requests: 2m micro-batches through pp stages.
+        if (family.reason.empty() && 2 * int64_t{pp} * num_micro_batches > kMaxPipelineMicroBatches)
+          family.reason = detail::concat(
+              num_micro_batches, " micro-batches of ", pp, " stages: expected at most ",
+              kMaxPipelineMicroBatches / 2,
+              " micro-batches times stages (the simulator's limit, which plays two requests)");
+        if (!family.reason.empty()) continue;
         evaluate({dp, pp, b, num_micro_batches, Schedule::kGpipe, CheckpointPolicy::kNone,
                   Layout::kReplicaMajor, /*virtual_stages=*/1, /*zero=*/0},
                  &family);

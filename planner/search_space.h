@@ -30,7 +30,9 @@ void predict_with_draws(std::vector<Plan>* plans);
 
 /// The inference search (context.mode inference; `search` calls it after validating both):
 /// every dp × pp and micro-batch size b as the training search enumerates them (m = global
-/// batch / (dp · b) micro-batches per request and replica), each with schedule gpipe, no
+/// batch / (dp · b) micro-batches per request and replica; a family is infeasible, with the
+/// reason, where the profile cannot be planned at b or 2m·pp passes kMaxPipelineMicroBatches:
+/// the interval plays two requests), each with schedule gpipe, no
 /// checkpointing, no ZeRO and one chunk per stage, placed replica-major, partitioned by
 /// options.partition on a forward-only layer table (cost: the forward and the activation send;
 /// memory: forward_stage_memory), and predicted by predict_inference_timing with the draws.
