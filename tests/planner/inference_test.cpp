@@ -1,6 +1,6 @@
 // Tests for issue 23's planning side: the forward-only memory model and stage cost worked out
 // by hand on the 3-layer profile, one request's latency and the interval by hand for a 2-stage
-// pipeline, the inference search ranking by throughput or latency and refusing over a latency
+// pipeline (the forward-only list itself: tests/plans/schedule_test.cpp), the inference search ranking by throughput or latency and refusing over a latency
 // bound, the plan's validation and round trip, and compare on a hand-made inference run.
 #include <gtest/gtest.h>
 
@@ -13,7 +13,6 @@
 #include "planner/search.h"
 #include "planner/simulator.h"
 #include "planner/stage_cost.h"
-#include "plans/stage_action_list.h"
 #include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
 #include "tests/planner/test_runs.h"
@@ -153,20 +152,6 @@ TEST(InferenceTest, LatencyAndIntervalOfTwoStagesByHand) {
   // The timeline has forwards only: nothing after the last forward.
   for (const TimelineEvent& event : one.timeline.events)
     EXPECT_NE(event.kind, TimelineKind::kOptimizer);
-}
-
-TEST(InferenceTest, ForwardOnlyListIsTheExecutorsForwardOrder) {
-  const Profile profile = testing::four_layer_profile();
-  Plan plan = testing::plan_for(profile, /*dp=*/1, /*pp=*/3);
-  for (int m : {1, 3, 7}) {
-    const std::vector<std::vector<Action>> expected = expand_forward_only(plan, m);
-    for (int stage = 0; stage < 3; ++stage) {
-      const StageActionList list = StageActionList::forward_only(3, stage, m);
-      ASSERT_EQ(list.size(), expected[stage].size());
-      EXPECT_EQ(list.tail_size(), 0u);
-      for (size_t idx = 0; idx < list.size(); ++idx) EXPECT_EQ(list[idx], expected[stage][idx]);
-    }
-  }
 }
 
 TEST(InferenceTest, ThroughputAndLatencyPickDifferentMicroBatches) {

@@ -353,6 +353,34 @@ TEST(ScheduleTest, InterleavedOneFOneBInvariants) {
       }
 }
 
+// The simulator's forward-only list is the executor's forward-only pass (one chunk per stage):
+// the same actions in the same order, peers as stages, no tail, one block per micro-batch whose
+// first action is its receive (or its forward on stage 0).
+TEST(ScheduleTest, ForwardOnlyListEqualsTheForwardOnlyPass) {
+  for (int pp : {1, 2, 4})
+    for (int m : {1, 3, 8}) {
+      const Plan plan = testing::make_test_plan(1, pp, pp, Schedule::kGpipe, 1 << 20, 0);
+      const std::vector<std::vector<Action>> pass = expand_forward_only(plan, m);
+      for (int stage = 0; stage < pp; ++stage) {
+        const StageActionList list = StageActionList::forward_only(pp, stage, m);
+        EXPECT_TRUE(list.is_forward_only());
+        EXPECT_EQ(list.tail_size(), 0u);
+        EXPECT_EQ(list.num_blocks(), m);
+        const std::vector<Action>& expected = pass[rank_of(plan, stage, 0)];
+        ASSERT_EQ(list.size(), expected.size()) << "pp=" << pp << " m=" << m;
+        for (size_t idx = 0; idx < list.size(); ++idx) {
+          Action action = list[idx];
+          if (action.peer >= 0) action.peer = rank_of(plan, action.peer, 0);
+          EXPECT_EQ(action, expected[idx]) << to_string(action) << " at " << idx;
+        }
+        for (int block_idx = 0; block_idx < m; ++block_idx)
+          EXPECT_EQ(list[list.first_action(block_idx)].kind,
+                    stage > 0 ? ActionKind::kRecvActivation : ActionKind::kForward);
+        EXPECT_EQ(list.first_action(m), list.size());
+      }
+    }
+}
+
 // Forward-only passes of any length never deadlock, even when a link buffers only what the
 // executor allows: chunk by chunk over the whole pass (all of chunk 0 first) would, once a pass
 // has more micro-batches than that (the player catches it).
