@@ -186,7 +186,9 @@ void memory_block(std::string* out, const Comparison& c) {
 
 void run_rows(std::string* out, const Comparison& c) {
   *out += "\n";
-  row(out, "run", "iteration_ms", format_fixed(c.iteration_ms.predicted, 3),
+  // Inference: the iteration is the interval between back-to-back requests.
+  row(out, "run", c.mode == PlanMode::kInference ? "interval_ms" : "iteration_ms",
+      format_fixed(c.iteration_ms.predicted, 3),
       format_fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
   row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1),
       format_fixed(c.samples_per_s.measured, 1), percent_text(c.samples_per_s.error_percent()));

@@ -249,6 +249,7 @@ void PlanningContext::validate() const {
   PIPEPLAN_CHECK(inter == 0 || (inter >= kMinBandwidthBytesPerS && inter <= kMaxBandwidthBytesPerS),
                  "--inter-node-bandwidth: ", inter, " bytes/s: expected ", kMinBandwidthBytesPerS,
                  " to ", kMaxBandwidthBytesPerS, " bytes/s");
+  if (mode == PlanMode::kInference) return;  // forward passes take no optimizer step
   const std::string optimizer_name = to_string(optimizer);
   for (size_t layer_idx = 0; layer_idx < profile->layers.size(); ++layer_idx)
     PIPEPLAN_CHECK(profile->layers[layer_idx].optimizer_step_ms.count(optimizer_name) == 1,

@@ -48,8 +48,8 @@ struct PlanningContext {
   /// What the search relies on, naming the flags: a profile; --devices and
   /// --devices-per-node in [1, kMaxDevices]; --device-memory in [1, kMaxBytes]; --global-batch
   /// in [1, kMaxBatchSize]; --inter-node-bandwidth 0 or in [kMinBandwidthBytesPerS,
-  /// kMaxBandwidthBytesPerS] (common/limits.h); a step time of --optimizer for every layer of
-  /// the profile (naming profile_path). Throws Error(kBadInput).
+  /// kMaxBandwidthBytesPerS] (common/limits.h); for training, a step time of --optimizer for
+  /// every layer of the profile (naming profile_path). Throws Error(kBadInput).
   void validate() const;
 };
 

@@ -261,6 +261,8 @@ TEST(InferenceTest, CompareShowsLatencyPercentilesAndRefusesTheOtherMode) {
   const std::string table = to_table(c);
   EXPECT_NE(table.find("latency p99"), std::string::npos) << table;
   EXPECT_NE(table.find("interval between requests"), std::string::npos);
+  EXPECT_NE(table.find("interval_ms"), std::string::npos);
+  EXPECT_NE(to_svg(c).find("</svg>"), std::string::npos);
   const Json json = to_json(c);
   EXPECT_EQ(json.at("mode"), "inference");
   EXPECT_DOUBLE_EQ(json.at("latency_p90_ms").at("predicted").get<double>(),
