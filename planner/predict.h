@@ -122,9 +122,10 @@ void check_predicts_compute(const Plan& plan, std::string_view document);
 ///                                 forward to the last stage's last one
 ///   iteration_ms = T(2m) − T(m)   what a second request adds: the steady-state interval
 ///
-/// (clamped to at most latency_ms). With constant times and free links, T(k) = Σ_s f_s +
-/// (k − 1) · max_s f_s (a micro-batch's path through every stage, then one bottleneck forward
-/// per further micro-batch), so the interval is m · max_s f_s, the bottleneck stage's request;
+/// (at least the interval of the plays with mean action times, at most latency_ms). With
+/// constant times and free links, T(k) = Σ_s f_s + (k − 1) · max_s f_s (a micro-batch's path
+/// through every stage, then one bottleneck forward per further micro-batch), so the interval is
+/// m · max_s f_s, the bottleneck stage's request;
 /// transfers act as one more stage of their transfer time per link, and on Gloo a send holds its
 /// sender, adding to its stage's. Each play is the mean over the draws when forward times vary.
 /// busy_ms is a stage's forwards of one request, idle_ms = iteration_ms − busy_ms (at least 0),
@@ -132,7 +133,8 @@ void check_predicts_compute(const Plan& plan, std::string_view document);
 SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& options);
 
 /// The two plays of predict_inference_timing on a forward-only `input`: the one-request play
-/// (its iteration_ms is the latency) and the interval T(2m) − T(m), clamped to [0, latency].
+/// (its iteration_ms is the latency) and the interval T(2m) − T(m): at least that of the plays
+/// with mean times (variation only slows a pipeline), at most the latency.
 std::pair<SimulationResult, double> play_requests(SimulationInput input,
                                                   const SimulationOptions& options);
 
