@@ -19,7 +19,8 @@ using FamilyKey = std::tuple<int, int, int64_t>;  // dp, pp, micro-batch size
 struct InferenceFamily {
   std::string reason;
   int64_t needed_bytes = 0;
-  double least_latency_ms = 0;  // of its feasible plans over the bound
+  bool over_bound = false;      // its plan's latency passed options.max_latency_ms
+  double least_latency_ms = 0;  // that latency
 };
 
 // The ranking key of `plan` under `objective`; whole nanoseconds so that rounding ties.
@@ -64,22 +65,22 @@ class InferenceSearch {
                  &family);
       }
     }
+    // Ranked with mean action times, the top K are predicted with the draws and ranked again,
+    // as the training search does. The draws only lengthen a request, so a plan they move over
+    // the bound leaves the list, its family's reason then its drawn latency.
+    rank(&result_.plans);
+    if (static_cast<int>(result_.plans.size()) > options_.top_k)
+      result_.plans.resize(options_.top_k);
     predict_with_draws(&result_.plans);
-    // The draws can move a plan over the bound; it then leaves the list as its family's reason.
     std::vector<Plan> kept;
     for (Plan& plan : result_.plans) {
       if (within_bound(plan))
         kept.push_back(std::move(plan));
       else
-        families_[{plan.dp, plan.pp, plan.micro_batch_size}].least_latency_ms =
-            plan.predictions.latency_ms;
+        over_bound(&families_[{plan.dp, plan.pp, plan.micro_batch_size}], plan);
     }
     result_.plans = std::move(kept);
-    std::stable_sort(result_.plans.begin(), result_.plans.end(), [&](const Plan& a, const Plan& b) {
-      return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
-    });
-    if (static_cast<int>(result_.plans.size()) > options_.top_k)
-      result_.plans.resize(options_.top_k);
+    rank(&result_.plans);
     report_families();
     return std::move(result_);
   }
@@ -95,6 +96,12 @@ class InferenceSearch {
                                                      /*forward_only=*/true))
                .first;
     return *it->second;
+  }
+
+  void rank(std::vector<Plan>* plans) const {
+    std::stable_sort(plans->begin(), plans->end(), [&](const Plan& a, const Plan& b) {
+      return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
+    });
   }
 
   bool within_bound(const Plan& plan) const {
@@ -119,10 +126,15 @@ class InferenceSearch {
                                             /*variability_draws=*/0});
     ++result_.simulated;
     if (!within_bound(plan)) {
-      family->least_latency_ms = plan.predictions.latency_ms;
+      over_bound(family, plan);
       return;
     }
     result_.plans.push_back(std::move(plan));
+  }
+
+  static void over_bound(InferenceFamily* family, const Plan& plan) {
+    family->over_bound = true;
+    family->least_latency_ms = plan.predictions.latency_ms;
   }
 
   void report_families() {
@@ -133,7 +145,7 @@ class InferenceSearch {
       });
       if (listed) continue;
       std::string reason = family.reason;
-      if (reason.empty() && options_.max_latency_ms)
+      if (reason.empty() && family.over_bound)
         reason = detail::concat("latency ", family.least_latency_ms, " ms > --max-latency-ms ",
                                 *options_.max_latency_ms);
       if (reason.empty()) continue;  // feasible, only ranked below the top K

@@ -35,7 +35,8 @@ void predict_with_draws(std::vector<Plan>* plans);
 /// the interval plays two requests), each with schedule gpipe, no
 /// checkpointing, no ZeRO and one chunk per stage, placed replica-major, partitioned by
 /// options.partition on a forward-only layer table (cost: the forward and the activation send;
-/// memory: forward_stage_memory), and predicted by predict_inference_timing with the draws.
+/// memory: forward_stage_memory), and predicted by predict_inference_timing with mean action
+/// times; the top K of that ranking are predicted again with the draws and ranked again.
 /// Ranked by options.objective: throughput — samples/s first, then latency — keeping only
 /// plans whose latency_ms is at most options.max_latency_ms when given; latency — latency_ms
 /// first, then samples/s; ties by peak memory, pp, dp, b, boundaries. A family (dp, pp, b)

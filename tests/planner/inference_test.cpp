@@ -193,6 +193,14 @@ TEST(InferenceTest, LatencyBoundKeepsTheFastestPlanWithinItOrSaysWhyNone) {
   ASSERT_FALSE(bounded.plans.empty());
   EXPECT_EQ(bounded.plans[0].micro_batch_size, 2);  // 4.2 ms; b = 4 and 8 take longer
   for (const Plan& plan : bounded.plans) EXPECT_LE(plan.predictions.latency_ms, 5);
+  // b = 4 and 8 are over the bound; b = 1, within it but ranked below the top 1, is no refusal.
+  options.top_k = 1;
+  const SearchResult top_one = search(context, options);
+  ASSERT_EQ(top_one.plans.size(), 1u);
+  ASSERT_EQ(top_one.infeasible.size(), 2u);
+  EXPECT_NE(top_one.infeasible[0].find("b=4: latency 5.5 ms > --max-latency-ms 5"),
+            std::string::npos) << top_one.infeasible[0];
+  EXPECT_NE(top_one.infeasible[1].find("b=8: latency 8.4 ms"), std::string::npos);
 
   options.max_latency_ms = 3;
   const SearchResult none = search(context, options);
