@@ -112,8 +112,8 @@ void check_inference_flags(const PlanOptions& o) {
   const char* why = " with --inference (forward passes stream through gpipe's forward order)";
   PIPEPLAN_CHECK(o.schedule == "auto" || o.schedule == "gpipe", "--schedule: ", quote(o.schedule),
                  ": expected auto or gpipe", why);
-  PIPEPLAN_CHECK(!o.virtual_stages, "--virtual-stages: ", o.virtual_stages.value_or(0),
-                 ": not", why, ", one chunk per stage");
+  PIPEPLAN_CHECK(!o.virtual_stages, "--virtual-stages: ", o.virtual_stages.value_or(0), ": not",
+                 why, ", one chunk per stage");
   PIPEPLAN_CHECK(o.zero.value_or(0) == 0, "--zero: ", o.zero.value_or(0),
                  ": expected 0 with --inference (there is no optimizer state to shard)");
   PIPEPLAN_CHECK(o.checkpoint != "all", "--checkpoint: ", quote(o.checkpoint),

@@ -34,8 +34,7 @@ void print_ranks(const Plan& plan, const SimulationResult& result, double iterat
     const double busy = result.busy_ms[rank.rank];
     const double idle = result.idle_ms[rank.rank];
     std::printf("%6d %6d %8d %5d %12.3f %12.3f %6.1f%%\n", rank.rank, rank.stage, rank.replica,
-                rank.node, busy, idle,
-                iteration_ms > 0 ? idle / iteration_ms * 100 : 0.0);
+                rank.node, busy, idle, iteration_ms > 0 ? idle / iteration_ms * 100 : 0.0);
   }
 }
 
@@ -59,9 +58,9 @@ SimulationResult simulate_inference(const Plan& plan, const SimulationOptions& o
       result.iteration_ms, interval_ms, samples_per_s(plan.global_batch, interval_ms),
       bubble.c_str(), plan.predictions.latency_ms, plan.predictions.iteration_ms);
   print_ranks(plan, result, interval_ms);
-  result.timeline.title = detail::concat(plan_path, " (inference: dp=", plan.dp, " pp=", plan.pp,
-                                         " b=", plan.micro_batch_size, " m=",
-                                         plan.num_micro_batches, ", one request)");
+  result.timeline.title =
+      detail::concat(plan_path, " (inference: dp=", plan.dp, " pp=", plan.pp,
+                     " b=", plan.micro_batch_size, " m=", plan.num_micro_batches, ", one request)");
   return result;
 }
 

@@ -60,8 +60,8 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
 // bubble and idle time per request as predict_inference_timing counts them, and the predicted
 // latency against each measured percentile.
 void inference_comparison(const Plan& plan, const Run& run, Comparison* c) {
-  const auto [one, interval_ms] =
-      play_requests(measured_simulation_input(plan, run), SimulationOptions{/*record_timeline=*/false});
+  const auto [one, interval_ms] = play_requests(measured_simulation_input(plan, run),
+                                                SimulationOptions{/*record_timeline=*/false});
   const Measurements& m = run.measured;
   c->split = {to_ns(plan.predictions.iteration_ms), to_ns(interval_ms), to_ns(m.iteration_ms)};
   c->resimulated_latency_ms = one.iteration_ms;
@@ -95,12 +95,14 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
   // one mistake the configuration line cannot show.
   const bool inference_run = run.measured.latency_p50_ms > 0;
   const bool inference_plan = plan.mode == PlanMode::kInference;
-  PIPEPLAN_CHECK(inference_run == inference_plan, run_path, ": ",
-                 inference_run ? "an inference run (it measured latency_p50_ms)"
-                               : "a training run (it measured no latency)",
-                 ": expected ", inference_plan ? "an inference run (pipeplan infer)" : "a training run (pipeplan train)",
-                 " of ", quote(plan_path), ", which is ", inference_plan ? "an inference" : "a training",
-                 " plan (compare a run with the plan it ran)");
+  PIPEPLAN_CHECK(
+      inference_run == inference_plan, run_path, ": ",
+      inference_run ? "an inference run (it measured latency_p50_ms)"
+                    : "a training run (it measured no latency)",
+      ": expected ",
+      inference_plan ? "an inference run (pipeplan infer)" : "a training run (pipeplan train)",
+      " of ", quote(plan_path), ", which is ", inference_plan ? "an inference" : "a training",
+      " plan (compare a run with the plan it ran)");
   // The configuration first: a message naming what differs says more than a hash does.
   const std::string of_plan = detail::concat(" of ", quote(plan_path), " (", plan_configuration(plan),
                                              "): the run ran another configuration");

@@ -188,16 +188,16 @@ void run_rows(std::string* out, const Comparison& c) {
   *out += "\n";
   // Inference: the iteration is the interval between back-to-back requests.
   row(out, "run", c.mode == PlanMode::kInference ? "interval_ms" : "iteration_ms",
-      format_fixed(c.iteration_ms.predicted, 3),
-      format_fixed(c.iteration_ms.measured, 3), percent_text(c.iteration_ms.error_percent()));
+      format_fixed(c.iteration_ms.predicted, 3), format_fixed(c.iteration_ms.measured, 3),
+      percent_text(c.iteration_ms.error_percent()));
   row(out, "", "samples/s", format_fixed(c.samples_per_s.predicted, 1),
       format_fixed(c.samples_per_s.measured, 1), percent_text(c.samples_per_s.error_percent()));
   if (c.mode == PlanMode::kInference)  // the interval above; the latency of one request here
-    for (const auto& [name, difference] :
-         {std::pair{"latency p50", c.latency_p50_ms}, {"latency p90", c.latency_p90_ms},
-          {"latency p99", c.latency_p99_ms}})
-      row(out, "", name, format_fixed(difference.predicted, 3), format_fixed(difference.measured, 3),
-          percent_text(difference.error_percent()));
+    for (const auto& [name, difference] : {std::pair{"latency p50", c.latency_p50_ms},
+                                           {"latency p90", c.latency_p90_ms},
+                                           {"latency p99", c.latency_p99_ms}})
+      row(out, "", name, format_fixed(difference.predicted, 3),
+          format_fixed(difference.measured, 3), percent_text(difference.error_percent()));
   // One stage is no pipeline: it has no bubble to compare (its ranks' idle time is listed above).
   if (c.stages.size() == 1) return;
   row(out, "", "bubble", format_fixed(c.bubble_fraction.predicted * kPercent, 1) + "%",
@@ -277,9 +277,10 @@ std::string to_table(const Comparison& c) {
   run_rows(&out, c);
   split_lines(&out, c.split, c.resimulated_bubble_fraction, c.stages.size() > 1);
   if (c.mode == PlanMode::kInference)
-    out += detail::concat("  (inference: iteration is the interval between requests; one request "
-                          "re-simulated with the measured forward times takes ",
-                          format_fixed(c.resimulated_latency_ms, 3), " ms)\n");
+    out += detail::concat(
+        "  (inference: iteration is the interval between requests; one request "
+        "re-simulated with the measured forward times takes ",
+        format_fixed(c.resimulated_latency_ms, 3), " ms)\n");
   const std::optional<double> compute_percent =
       share_percent(c.split.compute_error_ns(), c.split.measured_ns);
   if (!c.in_sample && compute_percent && std::abs(*compute_percent) >= kCalibrationHintPercent)

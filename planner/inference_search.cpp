@@ -113,7 +113,8 @@ class InferenceSearch {
   void evaluate(const Candidate& candidate, InferenceFamily* family) {
     const LayerTable& layer_table = table(candidate.micro_batch_size);
     const PartitionProblem problem = partition_problem(context_, candidate);
-    const PartitionResult split = run_partition(options_.partition, StageEvaluator(layer_table, problem));
+    const PartitionResult split =
+        run_partition(options_.partition, StageEvaluator(layer_table, problem));
     ++result_.evaluated;
     if (!split.feasible) {
       family->reason = split.reason + " (inference, gpipe)";
@@ -140,9 +141,9 @@ class InferenceSearch {
   void report_families() {
     for (const auto& [key, family] : families_) {
       const auto& [dp, pp, b] = key;
-      const bool listed = std::any_of(result_.plans.begin(), result_.plans.end(), [&](const Plan& p) {
-        return p.dp == dp && p.pp == pp && p.micro_batch_size == b;
-      });
+      const bool listed = std::any_of(
+          result_.plans.begin(), result_.plans.end(),
+          [&](const Plan& p) { return p.dp == dp && p.pp == pp && p.micro_batch_size == b; });
       if (listed) continue;
       std::string reason = family.reason;
       if (reason.empty() && family.over_bound)

@@ -115,9 +115,9 @@ inline int64_t optimizer_state_bytes(int64_t params, const MemorySettings& setti
 /// Bytes of `params` parameters that do not depend on the micro-batch: weights, gradients,
 /// optimizer state (optimizer_state_bytes) and, under autocast, the low-precision copy.
 inline int64_t parameter_bytes(int64_t params, const MemorySettings& settings) {
-  return params * (kWeightBytesPerParameter +
-                   (settings.forward_only ? 0 : kGradientBytesPerParameter) +
-                   (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter)) +
+  return params *
+             (kWeightBytesPerParameter + (settings.forward_only ? 0 : kGradientBytesPerParameter) +
+              (settings.precision == Precision::kFp32 ? 0 : kAutocastCopyBytesPerParameter)) +
          optimizer_state_bytes(params, settings);
 }
 

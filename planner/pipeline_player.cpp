@@ -35,8 +35,7 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
       record_timeline_(record_timeline),
       pipelines_(std::move(pipelines)) {
   PIPEPLAN_ASSERT(!pipelines_.empty());
-  PIPEPLAN_ASSERT(!in_.forward_only ||
-                  (in_.schedule == Schedule::kGpipe && virtual_stages_ == 1));
+  PIPEPLAN_ASSERT(!in_.forward_only || (in_.schedule == Schedule::kGpipe && virtual_stages_ == 1));
   for (int stage = 0; stage < pp_; ++stage) {
     if (in_.forward_only)
       lists_.push_back(StageActionList::forward_only(pp_, stage, in_.num_micro_batches));

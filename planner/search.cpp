@@ -20,9 +20,9 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "planner/bounds.h"
-#include "planner/search_space.h"
 #include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
+#include "planner/search_space.h"
 
 namespace pipeplan {
 namespace {

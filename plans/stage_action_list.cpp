@@ -72,7 +72,8 @@ StageActionList StageActionList::forward_only(int pp, int stage_idx, int num_mic
   list.num_segments_ = 1;
   const Segment& forwards = list.segments_[0];
   list.num_blocks_ = forwards.steps * forwards.period;
-  list.size_ = forwards.first_action + static_cast<size_t>(forwards.steps) * forwards.actions_per_step;
+  list.size_ =
+      forwards.first_action + static_cast<size_t>(forwards.steps) * forwards.actions_per_step;
   return list;
 }
 

@@ -1,7 +1,8 @@
 // Tests for issue 23's planning side: the forward-only memory model and stage cost worked out
 // by hand on the 3-layer profile, one request's latency and the interval by hand for a 2-stage
-// pipeline (the forward-only list itself: tests/plans/schedule_test.cpp), the inference search ranking by throughput or latency and refusing over a latency
-// bound, the plan's validation and round trip, and compare on a hand-made inference run.
+// pipeline (the forward-only list itself: tests/plans/schedule_test.cpp), the inference search
+// ranking by throughput or latency and refusing over a latency bound, the plan's validation and
+// round trip, and compare on a hand-made inference run.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -101,7 +102,7 @@ TEST(InferenceTest, ForwardOnlyMemoryByHand) {
   EXPECT_EQ(s0.total_bytes, 12000 + 6000 + 16 + 40 + 140 + 96 + 1000);
   const MemoryTerms s1 = stage_memory(table, settings, 1, 2, 3, false);
   EXPECT_EQ(s1.parameters_bytes + s1.master_copy_bytes, 500 * 6);
-  EXPECT_EQ(s1.activations_bytes, 48);       // the received input under its forward
+  EXPECT_EQ(s1.activations_bytes, 48);  // the received input under its forward
   EXPECT_EQ(s1.transient_bytes, 20);
   EXPECT_EQ(s1.comm_buffers_bytes, 2 * 48);  // two receives posted ahead
   EXPECT_EQ(s1.total_bytes, 3000 + 4 + 48 + 20 + 96 + 1000);
@@ -199,7 +200,8 @@ TEST(InferenceTest, LatencyBoundKeepsTheFastestPlanWithinItOrSaysWhyNone) {
   ASSERT_EQ(top_one.plans.size(), 1u);
   ASSERT_EQ(top_one.infeasible.size(), 2u);
   EXPECT_NE(top_one.infeasible[0].find("b=4: latency 5.5 ms > --max-latency-ms 5"),
-            std::string::npos) << top_one.infeasible[0];
+            std::string::npos)
+      << top_one.infeasible[0];
   EXPECT_NE(top_one.infeasible[1].find("b=8: latency 8.4 ms"), std::string::npos);
 
   options.max_latency_ms = 3;
@@ -279,17 +281,18 @@ TEST(InferenceTest, CompareShowsLatencyPercentilesAndRefusesTheOtherMode) {
   pipeplan::Run training_run = run;
   training_run.measured.latency_p50_ms = training_run.measured.latency_p90_ms =
       training_run.measured.latency_p99_ms = 0;
-  EXPECT_NE(error_of([&] { check_run_of_plan(plan, "plan.json", training_run, "run.json"); })
-                .find("a training run (it measured no latency): expected an inference run"),
+  EXPECT_NE(error_of([&] {
+              check_run_of_plan(plan, "plan.json", training_run, "run.json");
+            }).find("a training run (it measured no latency): expected an inference run"),
             std::string::npos);
   const Plan training_plan = testing::plan_for(testing::four_layer_profile(), 1, 2);
   pipeplan::Run inference_run = testing::run_as_predicted(training_plan, training_plan);
   inference_run.measured.latency_p50_ms = inference_run.measured.latency_p90_ms =
       inference_run.measured.latency_p99_ms = 1;
-  EXPECT_NE(
-      error_of([&] { check_run_of_plan(training_plan, "plan.json", inference_run, "run.json"); })
-          .find("an inference run"),
-      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              check_run_of_plan(training_plan, "plan.json", inference_run, "run.json");
+            }).find("an inference run"),
+            std::string::npos);
 }
 
 }  // namespace
