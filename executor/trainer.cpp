@@ -89,6 +89,7 @@ class Trainer {
   void run_step(int64_t step);
   void on_report(const StepReport& report);
   void flush_reports();
+  void average_buffers(int64_t step);
   void evaluate(int64_t step, int64_t epoch);
   void save_checkpoint(int64_t step);
   void finish();
@@ -130,6 +131,7 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t start_step_ = 0;
   int64_t last_checkpoint_step_ = -1;
+  int64_t buffers_averaged_step_ = -1;
   int64_t order_epoch_ = -1;
   int64_t step_in_epoch_ = 0;
   std::vector<int64_t> order_;
@@ -350,9 +352,39 @@ void Trainer::flush_reports() {
   if (std::optional<StepReport> report = reducer_->flush()) on_report(*report);
 }
 
+// The replicas' floating-point buffers (BatchNorm's running statistics), which each replica
+// updates from its own samples, set to their mean over the replicas before an evaluation and a
+// checkpoint: every replica then evaluates with the buffers the checkpoint holds (replica 0's
+// file), so that serving the checkpoint (pipeplan infer) gives the accuracy the run reported,
+// and a resume continues with the buffers every replica had. Training's forward uses batch
+// statistics, so the losses do not change.
+void Trainer::average_buffers(int64_t step) {
+  // Once per step: averaging equal buffers again could change their last bit (dp = 3).
+  if (plan_.dp == 1 || buffers_averaged_step_ == step) return;
+  buffers_averaged_step_ = step;
+  std::vector<torch::Tensor> buffers;
+  for (const models::LayerPtr& layer : stage_->layers())
+    for (const torch::Tensor& buffer : layer->buffers())
+      if (buffer.is_floating_point()) buffers.push_back(buffer);
+  if (buffers.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& buffer : buffers) flat.push_back(buffer.reshape(-1).to(torch::kFloat32));
+  torch::Tensor packed = torch::cat(flat);
+  comm_->start_bucket(BucketOp::kAllReduce, packed);
+  comm_->finish_buckets();
+  packed.div_(plan_.dp);
+  int64_t offset = 0;
+  for (torch::Tensor& buffer : buffers) {
+    buffer.copy_(packed.narrow(0, offset, buffer.numel()).view(buffer.sizes()));
+    offset += buffer.numel();
+  }
+}
+
 // Forward-only pass over the test split, sharded over replicas; counts summed over all ranks.
 void Trainer::evaluate(int64_t step, int64_t epoch) {
   flush_reports();
+  average_buffers(step);
   const int64_t size = data_->size(Split::kTest);
   const int64_t begin = size * replica() / plan_.dp;
   const int64_t count = size * (replica() + 1) / plan_.dp - begin;
@@ -384,6 +416,7 @@ void Trainer::evaluate(int64_t step, int64_t epoch) {
 // store.
 void Trainer::save_checkpoint(int64_t step) {
   flush_reports();
+  average_buffers(step);
   const std::string checksum_key = detail::concat("checkpoint/", step, "/stage-");
   if (replica() == 0)
     comm_->store_set(checksum_key + std::to_string(stage_idx()),
