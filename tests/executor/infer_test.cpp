@@ -126,6 +126,27 @@ TEST(SerialInferTest, ACheckpointOfOneSplitServesAnotherAtTheTrainingAccuracy) {
   expect_one_line_error(exits.at(0), 2, "serve the model and configuration it was trained with");
 }
 
+// Each replica updates BatchNorm's running statistics from its own samples; training averages
+// them before it evaluates and checkpoints, so the checkpoint (replica 0's file) serves at the
+// accuracy the run reported (without the average the replicas evaluated with their own).
+TEST(SerialInferTest, ACheckpointOfTwoReplicasServesAtTheirAccuracy) {
+  TestPlanSpec spec;
+  spec.model = "resnet_tiny";
+  spec.dp = 2;
+  spec.num_micro_batches = 2;
+  const TrainRun trained = train_new(make_test_plan(spec), "trained", /*steps=*/3);
+  expect_success(trained);
+  const double trained_accuracy = read_run(trained.run_json).test_accuracy.back().test_accuracy;
+  spec.dp = 1;
+  spec.pp = 2;
+  spec.num_micro_batches = 4;
+  const std::string dir = fresh_dir("served");
+  expect_success(infer(dir, make_inference_plan(spec), {"--checkpoint", trained.checkpoints}));
+  const pipeplan::Run served = read_run(dir + "/run.json");
+  ASSERT_EQ(served.test_accuracy.size(), 1u);
+  EXPECT_DOUBLE_EQ(served.test_accuracy.back().test_accuracy, trained_accuracy);
+}
+
 TEST(InferRefusalTest, InferRefusesATrainingPlanAndTrainAnInferencePlan) {
   const std::string dir = fresh_dir("modes");
   expect_one_line_error(infer(dir, make_test_plan(TestPlanSpec())).at(0), 2,
