@@ -269,6 +269,7 @@ class Search {
                 if (zero == 1 && dp == 1) continue;  // no replicas to shard over
                 Candidate c{dp,     pp,     b, num_micro_batches, schedule, policy,
                             Layout::kReplicaMajor, virtual_stages, zero};
+                if (zero == 1 && options_.zero.size() > 1 && !replicated_cannot_fit(c)) continue;
                 entries.push_back({c, iteration_lower_bound_ms(context_, table(c), c)});
                 ++families_[{dp, pp, b}].unevaluated;
               }
@@ -429,6 +430,20 @@ class Search {
                .emplace(key, interleaved_chunk_boundaries(options_.partition, table, problem))
                .first;
     return evaluate_interleaved(table, problem, it->second);
+  }
+
+  // Searching both: ZeRO-1's sibling of `candidate` with replicated optimizer state is proven
+  // not to fit by the quick memory proof. Only then is ZeRO-1 searched: with replicas it adds
+  // an all-gather after every step for an optimizer step 1/dp as long, which measured slower
+  // than replicated state with overlap (bench/RESULTS.md), and searching it everywhere took
+  // the 1,000-layer searches past their second. --zero 1 searches it alone.
+  bool replicated_cannot_fit(Candidate candidate) {
+    candidate.zero = 0;
+    const PartitionProblem problem = partition_problem(context_, candidate);
+    PartitionResult proof;
+    return candidate.virtual_stages > 1
+               ? interleaved_proven_infeasible(table(candidate), problem, &proof)
+               : proven_infeasible(StageEvaluator(table(candidate), problem), &proof);
   }
 
   // For a skipped candidate: counts it as infeasible when the quick memory proof applies.

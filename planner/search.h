@@ -33,7 +33,8 @@ struct SearchOptions {
   std::vector<int> virtual_stages{2, 3, 4};
   std::vector<CheckpointPolicy> policies{CheckpointPolicy::kNone, CheckpointPolicy::kAll,
                                          CheckpointPolicy::kNeeded};
-  /// ZeRO-1 or not (--zero fixes one): candidates with dp > 1 are searched with each; dp = 1
+  /// ZeRO-1 or not (--zero fixes one). With both, a candidate with dp > 1 is searched with
+  /// ZeRO-1 where the quick memory proof shows its replicated optimizer state cannot fit; dp = 1
   /// has no replicas to shard over and is searched without.
   std::vector<int> zero{0, 1};
   PartitionSpec partition;
@@ -77,9 +78,9 @@ struct SearchResult {
 /// candidate is refused, saying why), split by interleaved_partition (an explicit --partition
 /// then gives pp·V ranges and needs one V), without kNone when kNeeded is searched (the same
 /// chunk split: kNone's plan is kNeeded's or none);
-/// each zero of options.zero where dp > 1 (ZeRO-1 shards the optimizer state: less memory, an
-/// optimizer step over 1/dp of the parameters, a reduce-scatter and an all-gather instead of the
-/// all-reduce); duplicates (a policy giving the same split and flags as another) are dropped.
+/// ZeRO-1 where dp > 1 and options.zero asks for it (both: only where the replicated candidate
+/// is proven not to fit; ZeRO-1 shards the optimizer state: less memory, an optimizer step over
+/// 1/dp of the parameters, a reduce-scatter and an all-gather instead of the all-reduce); duplicates (a policy giving the same split and flags as another) are dropped.
 /// Each is partitioned with `options.partition`; its ranks are placed replica-major, or
 /// stage-major when its replicas' all-reduce bytes exceed its pipeline's p2p bytes
 /// (choose_layout) and the cluster has more than one node; feasible ones are simulated.
