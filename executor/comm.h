@@ -126,6 +126,19 @@ class Comm {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Runs `job->run()`; when it throws, leaks `job` instead of destroying it and lets the exception
+/// go on: the process groups it holds could wait in their destructors for a collective that a
+/// failed peer never finishes, while the process should report the error and exit at once.
+template <typename Job>
+void run_leaking_on_failure(std::unique_ptr<Job> job) {
+  try {
+    job->run();
+  } catch (...) {
+    (void)job.release();
+    throw;
+  }
+}
+
 /// The job's store at MASTER_ADDR:MASTER_PORT (rank 0 serves it, or torchrun's agent when
 /// env.agent_store), returned once every rank has joined. `what` names what the job runs; with
 /// the world size and launch id it is the job's identity (job_identity), which each rank compares

@@ -27,6 +27,7 @@
 #include "models/torch_compat.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
+#include "runtime/device.h"
 #include "runtime/memory_tracker.h"
 
 namespace pipeplan::executor {
@@ -39,13 +40,6 @@ constexpr int64_t kSavedOutputRequests = 4;
 constexpr int64_t kTagGroupCycle = 1024;
 
 using Batch = std::pair<torch::Tensor, torch::Tensor>;
-
-// CUDA work is asynchronous: wait for the device's stream so that a steady-clock interval
-// covers the compute. A no-op on CPU.
-void wait_for_device(const torch::Device& device) {
-  if (device.is_cuda())
-    c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
-}
 
 // One forward-only stream of micro-batches through this rank, in groups of `group_size`
 // (a request; an evaluation is one group). Micro-batch `stream_idx` = group · group_size + k.
@@ -298,7 +292,7 @@ void Inferencer::forward(const Action& action, int64_t stream_idx, const Stream&
   }
   const double start_ms = recorder_->now_ms();
   torch::Tensor output = stage_->infer(/*chunk=*/0, *activation);
-  wait_for_device(device_);
+  runtime::wait_for_stream(device_);  // the interval covers the compute itself
   if (stream.timed && recorder_->measuring())
     recorder_->record(TimelineKind::kForward, static_cast<int>(micro_batch), start_ms,
                       recorder_->now_ms(), /*peer=*/-1, action.chunk);
@@ -423,14 +417,7 @@ void Inferencer::write_outputs(std::vector<RankMeasurement> ranks, const std::ve
 }  // namespace
 
 void infer(const InferOptions& options) {
-  auto inferencer = std::make_unique<Inferencer>(options);
-  try {
-    inferencer->run();
-  } catch (...) {
-    // As train(): a process group's destructor can wait on a failed peer; report at once.
-    (void)inferencer.release();
-    throw;
-  }
+  run_leaking_on_failure(std::make_unique<Inferencer>(options));
 }
 
 }  // namespace pipeplan::executor

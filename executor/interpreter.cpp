@@ -4,15 +4,10 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "runtime/device.h"
 
 namespace pipeplan::executor {
 namespace {
-
-// CUDA work is asynchronous: wait for this device's current stream so that a steady-clock
-// interval covers the compute itself. A no-op on CPU.
-void wait_for_device(const torch::Device& device) {
-  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
-}
 
 int queue_index(ActionKind kind) { return kind == ActionKind::kRecvActivation ? 0 : 1; }
 
@@ -52,7 +47,7 @@ void Interpreter::timed(TimelineKind kind, const Action& action, Body&& body) {
   }
   const double start_ms = recorder_.now_ms();
   body();
-  wait_for_device(stage_.device());
+  runtime::wait_for_stream(stage_.device());
   const bool transfer = kind == TimelineKind::kSend || kind == TimelineKind::kRecvWait;
   recorder_.record(kind, action.micro_batch, start_ms, recorder_.now_ms(),
                    transfer ? action.peer : -1, action.chunk);

@@ -550,15 +550,7 @@ void Trainer::write_outputs(std::vector<RankMeasurement> ranks,
 }  // namespace
 
 void train(const TrainOptions& options) {
-  auto trainer = std::make_unique<Trainer>(options);
-  try {
-    trainer->run();
-  } catch (...) {
-    // A process group's destructor can wait for a collective that a failed peer never
-    // finishes: leave them to process exit and report the error at once.
-    (void)trainer.release();
-    throw;
-  }
+  run_leaking_on_failure(std::make_unique<Trainer>(options));
 }
 
 }  // namespace pipeplan::executor

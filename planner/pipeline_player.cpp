@@ -283,12 +283,12 @@ bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch, int 
   return true;
 }
 
-double PipelinePlayer::buckets_end_ms(int stage) const {
+double PipelinePlayer::buckets_end_ms(int stage) {
   // Each bucket starts once every replica has it ready; the replicas run one collective at a
   // time, in the order the buckets become ready.
   const std::vector<BucketPrediction>& buckets = in_.stages[stage].buckets;
-  std::vector<std::pair<double, double>> ready;  // (ready, comm)
-  ready.reserve(buckets.size());
+  std::vector<std::pair<double, double>>& ready = bucket_ready_;  // (ready, comm)
+  ready.clear();
   for (const BucketPrediction& bucket : buckets) {
     double ready_ms = 0;
     for (size_t pipeline_idx = 0; pipeline_idx < pipelines_.size(); ++pipeline_idx) {

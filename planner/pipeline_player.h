@@ -188,7 +188,7 @@ class PipelinePlayer {
   template <bool kRecord>
   bool collective(SimRank& rank, Tail phase);
   // With overlap: when the stage's buckets' collectives end, from the replicas' weight passes.
-  double buckets_end_ms(int stage) const;
+  double buckets_end_ms(int stage);
   template <bool kRecord>
   void run_tail(SimRank& rank);
   // The last weight-gradient action of local chunk `chunk` has just run for `compute_ms`.
@@ -212,6 +212,7 @@ class PipelinePlayer {
   std::vector<Channel> channels_;                   // [pipeline][link][direction]
   std::vector<int> arrived_[2];                     // by stage: at the all-reduce, all-gather
   std::vector<int> ready_;
+  std::vector<std::pair<double, double>> bucket_ready_;  // buckets_end_ms's scratch
   // Open Gloo send decisions: (send time, sim rank), earliest first; stale entries skipped.
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
       decisions_;

@@ -65,7 +65,6 @@ void add_data_parallel(const PlanningContext& context, const LayerTable& table,
                        const Candidate& candidate, const std::vector<ChunkRange>& chunks,
                        bool spans_nodes, StagePrediction* stage) {
   if (candidate.dp <= 1 || context.mode == PlanMode::kInference) return;
-  stage->allreduce_ms = 0;
   for (int chunk = static_cast<int>(chunks.size()) - 1; chunk >= 0; --chunk)
     add_chunk_buckets(context, table, candidate, chunk, chunks[chunk].first, chunks[chunk].last,
                       spans_nodes, stage);

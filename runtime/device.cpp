@@ -1,6 +1,8 @@
 // The device that profiling and training run on: flags, facts, timers, memory, autocast.
 #include "runtime/device.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <unistd.h>
 
 #ifdef __GLIBC__
@@ -193,6 +195,11 @@ void keep_freed_cpu_memory() {
 
 void synchronize(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+void wait_for_stream(const c10::Device& device) {
+  if (device.is_cuda())
+    c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
 }
 
 std::unique_ptr<DeviceTimer> make_device_timer(const c10::Device& device) {
