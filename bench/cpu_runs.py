@@ -178,6 +178,22 @@ def scheduling():
     print("\n".join(rows))
 
 
+def print_paired_ratios(plans, measured, base):
+    """Prints each variant's measured iteration over the `base` variant's of the same repeat (the
+    host's drift cancels), and their median beside the simulated ratio; returns the simulated
+    iteration of each variant."""
+    simulated = {name: load(path)["predictions"]["iteration_ms"] for name, path in plans.items()}
+    for name in plans:
+        if name == base:
+            continue
+        ratios = [x / b for x, b in zip(measured[name], measured[base])]
+        print(f"\n{name} / {base} measured iteration, repeat by repeat: "
+              + ", ".join(f"{x:.3f}" for x in ratios)
+              + f"; median {statistics.median(ratios):.3f} (simulated "
+              + f"{simulated[name] / simulated[base]:.3f})")
+    return simulated
+
+
 def schedules():
     """Issue 21: 1f1b against interleaved-1f1b (V=2) and zb-h1 on one balanced model, simulated
     and measured, runs of the three schedules alternating so that the host's drift falls on all."""
@@ -215,13 +231,7 @@ def schedules():
           "error | compute part | schedule part | memory, stage 0 / 1 | steal |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    simulated = {name: load(path)["predictions"]["iteration_ms"] for name, path in plans.items()}
-    for name in ("interleaved-1f1b", "zb-h1"):
-        ratios = [x / base for x, base in zip(measured[name], measured["1f1b"])]
-        print(f"\n{name} / 1f1b measured iteration, repeat by repeat: "
-              + ", ".join(f"{x:.3f}" for x in ratios)
-              + f"; median {statistics.median(ratios):.3f} (simulated "
-              + f"{simulated[name] / simulated['1f1b']:.3f})")
+    simulated = print_paired_ratios(plans, measured, "1f1b")
     simulated_order = sorted(plans, key=lambda name: simulated[name])
     for repeat in range(ARGS.repeat):
         order = sorted(plans, key=lambda name: measured[name][repeat])
@@ -351,13 +361,7 @@ def data_parallel():
           "memory error | steal |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    simulated = {name: load(path)["predictions"]["iteration_ms"] for name, path in plans.items()}
-    for name in ("overlap", "zero-1"):
-        ratios = [x / base for x, base in zip(measured[name], measured["no-overlap"])]
-        print(f"\n{name} / no-overlap measured iteration, repeat by repeat: "
-              + ", ".join(f"{x:.3f}" for x in ratios)
-              + f"; median {statistics.median(ratios):.3f} (simulated "
-              + f"{simulated[name] / simulated['no-overlap']:.3f})")
+    print_paired_ratios(plans, measured, "no-overlap")
 
 
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,

@@ -36,7 +36,6 @@ namespace {
 constexpr int64_t kSmallBucketBytes = 4096;
 constexpr int kSteps = 4;
 constexpr double kRelativeTolerance = 1e-5;
-constexpr double kAbsoluteTolerance = 1e-6;
 
 // Buckets of stage `stage_idx` of `spec`'s plan with kSmallBucketBytes.
 struct BuiltStage {
@@ -186,17 +185,6 @@ TEST(BucketCollectiveTest, RingReduceScatterAndAllGatherOverThreeRanks) {
   for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
 }
 
-void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
-                            const std::map<std::string, torch::Tensor>& expected,
-                            const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (const auto& [name, tensor] : expected) {
-    ASSERT_EQ(actual.count(name), 1u) << what << ": " << name;
-    EXPECT_TRUE(torch::allclose(actual.at(name), tensor, kRelativeTolerance, kAbsoluteTolerance))
-        << what << ": " << name << " differs by "
-        << (actual.at(name) - tensor).abs().max().item<double>();
-  }
-}
 
 // The elements of optimizer state tensor "optimizer.<name>" in a checkpoint file.
 int64_t optimizer_state_elements(const std::string& path, const std::string& name) {

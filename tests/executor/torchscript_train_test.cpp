@@ -211,13 +211,8 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeUnderInterleaved1F1B) {
   ASSERT_EQ(step_losses(whole.log).size(), 3u);
   expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
                      "tied_gpt interleaved-1f1b");
-  const auto whole_parameters = final_parameters(whole, 1, /*step=*/3);
-  const auto split_parameters = final_parameters(split, 2, /*step=*/3);
-  ASSERT_EQ(split_parameters.size(), whole_parameters.size());
-  for (const auto& [key, tensor] : whole_parameters) {
-    ASSERT_EQ(split_parameters.count(key), 1u) << key;
-    EXPECT_TRUE(torch::allclose(split_parameters.at(key), tensor, 1e-5, 1e-6)) << key;
-  }
+  expect_same_parameters(final_parameters(split, 2, /*step=*/3),
+                         final_parameters(whole, 1, /*step=*/3), "tied_gpt parameters");
 }
 
 // tied_gpt over dp=2 × pp=2 with ZeRO-1 and overlapped buckets of 4 KiB: the buckets holding the
@@ -238,13 +233,8 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeWithZero1AndOverlap) {
   ASSERT_EQ(step_losses(whole.log).size(), 3u);
   expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
                      "tied_gpt dp=2 pp=2 zero-1 overlap");
-  const auto whole_parameters = final_parameters(whole, 1, /*step=*/3);
-  const auto split_parameters = final_parameters(split, 2, /*step=*/3);
-  ASSERT_EQ(split_parameters.size(), whole_parameters.size());
-  for (const auto& [key, tensor] : whole_parameters) {
-    ASSERT_EQ(split_parameters.count(key), 1u) << key;
-    EXPECT_TRUE(torch::allclose(split_parameters.at(key), tensor, 1e-5, 1e-6)) << key;
-  }
+  expect_same_parameters(final_parameters(split, 2, /*step=*/3),
+                         final_parameters(whole, 1, /*step=*/3), "tied_gpt parameters");
 }
 
 // The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the

@@ -285,6 +285,18 @@ void expect_same_losses(const std::vector<double>& actual, const std::vector<dou
         << what << ": step " << step + 1;
 }
 
+void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
+                            const std::map<std::string, torch::Tensor>& expected,
+                            const std::string& what, double relative, double absolute) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (const auto& [name, tensor] : expected) {
+    ASSERT_EQ(actual.count(name), 1u) << what << ": " << name;
+    EXPECT_TRUE(torch::allclose(actual.at(name), tensor, relative, absolute))
+        << what << ": " << name << " differs by "
+        << (actual.at(name) - tensor).abs().max().item<double>();
+  }
+}
+
 void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle) {
   EXPECT_EQ(exit.exit_code, exit_code) << exit.stderr_text;
   EXPECT_EQ(exit.stderr_text.rfind("pipeplan: error: ", 0), 0u) << exit.stderr_text;

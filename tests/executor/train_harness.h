@@ -103,6 +103,13 @@ std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int p
 void expect_same_losses(const std::vector<double>& actual, const std::vector<double>& expected,
                         double relative, const std::string& what);
 
+/// The same tensors by name, each within `relative` and `absolute` (torch::allclose) of the
+/// expected one; a failure names the tensor and its largest difference.
+void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
+                            const std::map<std::string, torch::Tensor>& expected,
+                            const std::string& what, double relative = 1e-5,
+                            double absolute = 1e-6);
+
 /// stderr of a refused run: exactly one line, "pipeplan: error: ..." containing `needle`, and
 /// the exit code `exit_code`.
 void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle);

@@ -28,21 +28,7 @@ namespace {
 const std::vector<std::string> kEquivalenceModels = {"mlp_tiny", "gpt_tiny"};
 constexpr int kSteps = 5;
 constexpr double kLossRelativeTolerance = 1e-5;
-constexpr double kParameterRelativeTolerance = 1e-5;
-constexpr double kParameterAbsoluteTolerance = 1e-6;
 
-void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
-                            const std::map<std::string, torch::Tensor>& expected,
-                            const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (const auto& [name, tensor] : expected) {
-    ASSERT_EQ(actual.count(name), 1u) << what << ": " << name;
-    EXPECT_TRUE(torch::allclose(actual.at(name), tensor, kParameterRelativeTolerance,
-                                kParameterAbsoluteTolerance))
-        << what << ": " << name << " differs by "
-        << (actual.at(name) - tensor).abs().max().item<double>();
-  }
-}
 
 class SerialTrainEquivalenceTest : public ::testing::TestWithParam<std::string> {};
 
