@@ -171,11 +171,6 @@ ReplicaSync::~ReplicaSync() {
   for (auto& [accumulator, key] : hooks_) accumulator->del_post_hook(key);
 }
 
-bool ReplicaSync::overlaps(const Action& action, int num_micro_batches) const {
-  return overlap_ && action.micro_batch == num_micro_batches - 1 &&
-         (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight);
-}
-
 void ReplicaSync::arm(int chunk) { armed_chunk_ = chunk; }
 
 void ReplicaSync::disarm() {

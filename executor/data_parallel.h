@@ -51,10 +51,11 @@ std::vector<runtime::FlatSegment> shard_segments(const std::vector<FlatBucket>& 
 /// The replicas' exchanges of one rank (dp > 1; with dp = 1 every call is a no-op).
 ///
 /// Without overlap, reduce() starts every bucket's collective and waits for them. With
-/// plan.data_parallel.overlap, the chunk's last weight-gradient action (micro-batch m − 1's
-/// backward, or zb-h1's W) runs between arm() and disarm(): a post-hook on each trainable
-/// parameter's gradient accumulator counts it done, and a bucket whose parameters are all done
-/// starts at once, as DDP's reducer does. Buckets start strictly in flat_buckets order (a ready
+/// plan.data_parallel.overlap, the chunk's last weight-gradient compute (micro-batch m − 1's
+/// backward, or zb-h1's W: the action its kAllReduceStart follows) runs after arm(), and the
+/// kAllReduceStart calls disarm(): meanwhile a post-hook on each trainable parameter's gradient
+/// accumulator counts it done, and a bucket whose parameters are all done starts at once, as
+/// DDP's reducer does. Buckets start strictly in flat_buckets order (a ready
 /// bucket waits for the ones before it), so every replica starts the same collectives in the same
 /// order whatever order its hooks run in; disarm() starts the chunk's buckets whose parameters got
 /// no gradient (nothing adds to a chunk's gradients after its last weight pass: a parameter tied
@@ -73,10 +74,9 @@ class ReplicaSync {
   ReplicaSync(const ReplicaSync&) = delete;
   ReplicaSync& operator=(const ReplicaSync&) = delete;
 
-  /// Whether `action` of a pass of `num_micro_batches` is its chunk's last weight-gradient
-  /// action and the plan overlaps: the one to run between arm() and disarm().
-  bool overlaps(const Action& action, int num_micro_batches) const;
+  /// Before the compute that chunk `chunk`'s kAllReduceStart follows: its hooks start buckets.
   void arm(int chunk);
+  /// kAllReduceStart: starts the armed chunk's buckets not started yet, goes on unwaited.
   void disarm();
   /// kAllReduce: starts the buckets not started yet, waits for all, divides the gradients by dp.
   void reduce();

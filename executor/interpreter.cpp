@@ -138,8 +138,7 @@ void Interpreter::backward(const Action& action) {
       input_gradient = stage_.backward_input(chunk, mb, received, loss_factor);
       return;
     }
-    with_bucket_hooks(action,
-                      [&] { input_gradient = stage_.backward(chunk, mb, received, loss_factor); });
+    input_gradient = stage_.backward(chunk, mb, received, loss_factor);
   });
   received = torch::Tensor();
   outgoing_[slot(action)] = std::move(input_gradient);
@@ -147,19 +146,8 @@ void Interpreter::backward(const Action& action) {
 
 void Interpreter::backward_weight(const Action& action) {
   timed(TimelineKind::kBackwardWeight, action, [&] {
-    with_bucket_hooks(action, [&] { stage_.backward_weight(action.chunk, action.micro_batch); });
+    stage_.backward_weight(action.chunk, action.micro_batch);
   });
-}
-
-template <typename Body>
-void Interpreter::with_bucket_hooks(const Action& action, Body&& body) {
-  if (!sync_.overlaps(action, static_cast<int>(num_micro_batches_))) {
-    body();
-    return;
-  }
-  sync_.arm(action.chunk);
-  body();
-  sync_.disarm();
 }
 
 void Interpreter::send(const Action& action) {
@@ -212,7 +200,12 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
   loss_sum_ = torch::Tensor();
   stage_.begin_iteration(static_cast<int>(data.rows.size()));
   begin_pass(actions, data);
-  for (const Action& action : actions) {
+  for (size_t idx = 0; idx < actions.size(); ++idx) {
+    const Action& action = actions[idx];
+    // The compute a kAllReduceStart follows starts its chunk's buckets from hooks as their
+    // gradients complete (overlap); the kAllReduceStart starts the rest.
+    if (idx + 1 < actions.size() && actions[idx + 1].kind == ActionKind::kAllReduceStart)
+      sync_.arm(actions[idx + 1].chunk);
     switch (action.kind) {
       case ActionKind::kRecvActivation:
       case ActionKind::kRecvGradient: receive(action, data); break;
@@ -224,6 +217,7 @@ IterationOutcome Interpreter::train(const std::vector<Action>& actions, const Pa
         break;
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: send(action); break;
+      case ActionKind::kAllReduceStart: sync_.disarm(); break;
       case ActionKind::kAllReduce:
         timed(TimelineKind::kAllReduce, kWholeStage, [&] { sync_.reduce(); });
         break;

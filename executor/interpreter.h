@@ -91,10 +91,6 @@ class Interpreter {
   void forward(const Action& action, const PassData& data);
   void backward(const Action& action);  // kBackward, or zb-h1's kBackwardInput
   void backward_weight(const Action& action);  // zb-h1's kBackwardWeight
-  // Runs a weight-gradient action's `body`, between the replica sync's arm and disarm when it is
-  // its chunk's last (overlap).
-  template <typename Body>
-  void with_bucket_hooks(const Action& action, Body&& body);
   void send(const Action& action);
   void optimizer_step(double lr, IterationOutcome* outcome);
   void end_pass();

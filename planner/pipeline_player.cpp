@@ -40,8 +40,10 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
     if (in_.forward_only)
       lists_.push_back(StageActionList::forward_only(pp_, stage, in_.num_micro_batches));
     else
-      lists_.emplace_back(in_.schedule, pp_, stage, in_.num_micro_batches, in_.dp > 1,
-                          virtual_stages_, in_.all_gather);
+      lists_.emplace_back(
+          in_.schedule, pp_, stage, in_.num_micro_batches,
+          ReplicaActions{in_.dp > 1, in_.dp > 1 && in_.overlap_allreduce, in_.all_gather},
+          virtual_stages_);
     fwd_shape_.push_back(log_normal(in_.stages[stage].fwd_cv));
     bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
   }

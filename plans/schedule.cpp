@@ -23,10 +23,15 @@ int interleaved_in_flight(int pp, int virtual_stages, int stage_idx, int chunk,
       std::min<int64_t>(num_micro_batches, interleaved_chunk_slots(window, pp, virtual_stages)));
 }
 
+ReplicaActions replica_actions(const Plan& plan) {
+  const bool replicated = plan.dp > 1;
+  return {replicated, replicated && plan.data_parallel.overlap,
+          replicated && plan.data_parallel.zero == 1};
+}
+
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                  bool all_reduce, int virtual_stages, bool all_gather) {
-  const StageActionList list(schedule, pp, stage_idx, num_micro_batches, all_reduce,
-                             virtual_stages, all_gather);
+                                  ReplicaActions replicas, int virtual_stages) {
+  const StageActionList list(schedule, pp, stage_idx, num_micro_batches, replicas, virtual_stages);
   std::vector<Action> actions;
   actions.reserve(list.size());
   for (size_t idx = 0; idx < list.size(); ++idx) actions.push_back(list[idx]);
@@ -37,8 +42,8 @@ std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
   std::vector<std::vector<Action>> per_rank(plan.ranks.size());
   for (const RankAssignment& assignment : plan.ranks) {
     std::vector<Action> actions =
-        stage_actions(plan.schedule, plan.pp, assignment.stage, plan.num_micro_batches, plan.dp > 1,
-                      plan.virtual_stages, plan.dp > 1 && plan.data_parallel.zero == 1);
+        stage_actions(plan.schedule, plan.pp, assignment.stage, plan.num_micro_batches,
+                      replica_actions(plan), plan.virtual_stages);
     for (Action& action : actions)
       if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
     per_rank[assignment.rank] = std::move(actions);
@@ -73,6 +78,8 @@ std::string to_string(const Action& action) {
       return "step";
     case ActionKind::kAllGather:
       return "all-gather";
+    case ActionKind::kAllReduceStart:
+      return action.chunk > 0 ? "ar-start v" + std::to_string(action.chunk) : "ar-start";
   }
   return "?";
 }

@@ -33,6 +33,12 @@ enum class ActionKind {
   /// ZeRO-1, after the optimizer step: every replica gathers the others' updated parameter
   /// shards (dp > 1 with data_parallel.zero = 1 only).
   kAllGather,
+  /// data_parallel.overlap (dp > 1): right after the compute of a chunk's last weight-gradient
+  /// action (the backward, or zb-h1's W, of micro-batch m − 1), the point by which every gradient
+  /// bucket of the chunk has started its all-reduce (ZeRO-1: reduce-scatter). The buckets whose
+  /// gradients were complete earlier started inside that compute, from hooks; this action starts
+  /// the rest and goes on without waiting (kAllReduce waits). One per chunk, in `chunk`.
+  kAllReduceStart,
 };
 
 /// How many transfers a rank keeps going at once — the executor's policy, which the memory
@@ -44,10 +50,11 @@ inline constexpr int kRecvLookahead = 2;
 /// it sends alive until it completes.
 inline constexpr int kMaxSendsInFlight = 2;
 
-/// One action. `micro_batch` is -1 for kAllReduce, kOptimizerStep and kAllGather; `peer` is the rank (or,
-/// from stage_actions, the stage) on the other end of a send or receive, else -1; `chunk` the
-/// rank's local chunk the action belongs to (interleaved-1f1b: v of global chunk v·pp + stage;
-/// 0 under the other schedules and for kAllReduce and kOptimizerStep). A transfer's chunk is
+/// One action. `micro_batch` is -1 for kAllReduce, kAllReduceStart, kOptimizerStep and
+/// kAllGather; `peer` is the rank (or, from stage_actions, the stage) on the other end of a send
+/// or receive, else -1; `chunk` the rank's local chunk the action belongs to (interleaved-1f1b:
+/// v of global chunk v·pp + stage; 0 under the other schedules and for kAllReduce,
+/// kOptimizerStep and kAllGather). A transfer's chunk is
 /// this rank's: a send-act of chunk v on the last stage arrives as chunk v + 1 of stage 0.
 struct Action {
   ActionKind kind = ActionKind::kForward;
@@ -101,16 +108,34 @@ inline int interleaved_rank_in_flight(int pp, int virtual_stages, int stage_idx,
 /// of one chunk whose pp-slot share of each pp·V round starts at slot 0; 0 for slots <= 0.
 int64_t interleaved_chunk_slots(int64_t slots, int pp, int virtual_stages);
 
+/// What a stage's list does for data parallelism (dp > 1): kAllReduce before the optimizer
+/// step, a kAllReduceStart after each chunk's last weight-gradient compute (overlap), kAllGather
+/// after the step (ZeRO-1). All false for dp = 1.
+struct ReplicaActions {
+  bool all_reduce = false;
+  bool overlap = false;  ///< needs all_reduce
+  bool all_gather = false;
+};
+
+/// The replica actions of `plan`'s lists: dp > 1, data_parallel.overlap and zero = 1.
+ReplicaActions replica_actions(const Plan& plan);
+
 /// The actions of stage `stage_idx` of a `pp`-stage pipeline over `num_micro_batches`, with
-/// peers given as stage indices; ends with kAllReduce when `all_reduce`, then kOptimizerStep,
-/// then kAllGather when `all_gather` (ZeRO-1).
+/// peers given as stage indices; ends with kAllReduce when `replicas.all_reduce`, then
+/// kOptimizerStep, then kAllGather when `replicas.all_gather` (ZeRO-1).
 ///
-/// The data-parallel tail. Under ZeRO-1 kAllReduce reduce-scatters instead of all-reducing (each
-/// replica gets the sum of its shard). With data_parallel.overlap the all-reduce of each gradient
-/// bucket (plans/buckets.h) starts inside the last weight-gradient action of its chunk (the
-/// backward, or zb-h1's W, of micro-batch m − 1) as soon as the bucket's gradients are complete,
-/// and kAllReduce starts the buckets not yet started and waits for them all; without overlap
-/// kAllReduce runs every bucket then.
+/// The data-parallel actions. Under ZeRO-1 kAllReduce reduce-scatters instead of all-reducing
+/// (each replica gets the sum of its shard). With `replicas.overlap` the all-reduce of each
+/// gradient bucket (plans/buckets.h) starts inside the last weight-gradient compute of its chunk
+/// (the backward, or zb-h1's W, of micro-batch m − 1) as soon as the bucket's gradients are
+/// complete, the kAllReduceStart of the chunk right after that compute (before its gradient
+/// send) starts the chunk's remaining buckets, and kAllReduce waits for them all; without
+/// overlap kAllReduce runs every bucket then. Under interleaved-1f1b a chunk's last backward
+/// comes in the cool-down, so its buckets overlap the backwards of the chunks after it:
+///
+///   interleaved-1f1b, pp=2, V=2, m=2, stage 1, overlap (ar-start v1: chunk 1's start)
+///   F0 F1 F0v1 B0v1 F1v1 B1v1 ar-start v1 recv-grad 0 B0 recv-grad 1 B1 ar-start all-reduce step
+///   (activation transfers and gradient sends left out)
 ///
 /// gpipe, stage s:  F0 F1 .. F(m-1)  B0 B1 .. B(m-1)            in flight: m
 /// 1f1b,  stage s:  w = min(pp-s-1, m) warm-up forwards, then alternating F(w+i) B(i),
@@ -135,15 +160,14 @@ int64_t interleaved_chunk_slots(int64_t slots, int pp, int virtual_stages);
 /// Peers of the last stage's activation sends and the first stage's gradient sends wrap around
 /// (stage pp − 1 sends chunk v's output to stage 0's chunk v + 1).
 std::vector<Action> stage_actions(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                  bool all_reduce, int virtual_stages = 1,
-                                  bool all_gather = false);
+                                  ReplicaActions replicas, int virtual_stages = 1);
 
 /// The actions of every rank of `plan` (indexed by rank), peers as ranks of the same replica.
 std::vector<std::vector<Action>> expand_schedule(const Plan& plan);
 
-/// Short text for logs and tests: "F3", "B0", "Bi0", "W0", "recv-act 2 <- r1", "all-reduce",
-/// "step", "all-gather"; an action of local chunk v > 0 adds "v<chunk>" after its micro-batch ("F3v1",
-/// "send-act 3v1 -> r0").
+/// Short text for logs and tests: "F3", "B0", "Bi0", "W0", "recv-act 2 <- r1", "ar-start",
+/// "all-reduce", "step", "all-gather"; an action of local chunk v > 0 adds "v<chunk>" after its
+/// micro-batch ("F3v1", "send-act 3v1 -> r0", "ar-start v1").
 std::string to_string(const Action& action);
 
 /// A forward-only pass over `num_micro_batches` (evaluation): for every rank of `plan`, each

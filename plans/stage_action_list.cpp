@@ -9,15 +9,16 @@
 namespace pipeplan {
 
 StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
-                                 bool all_reduce, int virtual_stages, bool all_gather)
+                                 ReplicaActions replicas, int virtual_stages)
     : stage_idx_(stage_idx),
       pp_(pp),
       virtual_stages_(virtual_stages),
       has_in_(stage_idx > 0 || virtual_stages > 1),
       has_out_(stage_idx < pp - 1 || virtual_stages > 1),
-      all_reduce_(all_reduce),
-      all_gather_(all_gather) {
+      replicas_(replicas),
+      num_micro_batches_(num_micro_batches) {
   PIPEPLAN_ASSERT(pp >= 1 && stage_idx >= 0 && stage_idx < pp && num_micro_batches >= 1);
+  PIPEPLAN_ASSERT(!replicas.overlap || replicas.all_reduce, "overlap needs the all-reduce");
   PIPEPLAN_ASSERT((schedule == Schedule::kInterleaved1F1B) == (virtual_stages > 1),
                   "interleaved-1f1b needs V >= 2 chunks, the other schedules one");
   using K = BlockKind;
@@ -63,10 +64,48 @@ StageActionList::StageActionList(Schedule schedule, int pp, int stage_idx, int n
   const Segment& last = segments_[num_segments_ - 1];  // m >= 1: some segment is not empty
   size_ = last.first_action + static_cast<size_t>(last.steps) * last.actions_per_step -
           static_cast<size_t>(missing_transfers(num_blocks_)) + tail_size();
+  if (!replicas_.overlap) return;
+  for (int chunk = 0; chunk < virtual_stages_; ++chunk) {
+    // After the compute: past the block's gradient receive (a backward of a chunk with output).
+    const int block_idx = last_weight_block(chunk);
+    const BlockKind kind = block_kind(block_idx);
+    const bool receives = kind != BlockKind::kBackwardWeight &&
+                          (virtual_stages_ > 1 ? chunk_has_output(chunk) : has_out_);
+    reduce_starts_.push_back({base_first_action(block_idx) + (receives ? 2 : 1), 0, chunk});
+  }
+  std::sort(reduce_starts_.begin(), reduce_starts_.end(),
+            [](const ReduceStart& a, const ReduceStart& b) { return a.base_idx < b.base_idx; });
+  for (size_t idx = 0; idx < reduce_starts_.size(); ++idx)
+    reduce_starts_[idx].idx = reduce_starts_[idx].base_idx + idx;
+  size_ += reduce_starts_.size();
+}
+
+int StageActionList::last_weight_block(int chunk) const {
+  const int m = num_micro_batches_;
+  int block_idx = num_blocks_ - 1;  // gpipe, 1f1b: B(m − 1); zb-h1: W(m − 1)
+  if (virtual_stages_ > 1) {
+    // interleaved-1f1b: the rank's backward k of micro-batch m − 1 of the chunk (see
+    // interleaved_warmup) is in the last round of its chunk, its last slot; backward k is block
+    // w + 2k + 1 in the steady state and total + k in the cool-down.
+    const int total = m * virtual_stages_;
+    const int round = (m / pp_ - 1) * virtual_stages_ + virtual_stages_ - 1 - chunk;
+    const int k = round * pp_ + pp_ - 1;
+    block_idx = k < total - warmup_ ? warmup_ + 2 * k + 1 : total + k;
+  }
+  const ComputeBlock block = this->block(block_idx);
+  PIPEPLAN_ASSERT(
+      block.micro_batch == m - 1 && block.chunk == chunk &&
+          (block.kind == BlockKind::kBackward || block.kind == BlockKind::kBackwardWeight),
+      "chunk ", chunk, "'s last weight-gradient block is not block ", block_idx);
+  return block_idx;
+}
+
+int StageActionList::reduce_start_block(int chunk) const {
+  return replicas_.overlap ? last_weight_block(chunk) : -1;
 }
 
 StageActionList StageActionList::forward_only(int pp, int stage_idx, int num_micro_batches) {
-  StageActionList list(Schedule::kGpipe, pp, stage_idx, num_micro_batches, /*all_reduce=*/false);
+  StageActionList list(Schedule::kGpipe, pp, stage_idx, num_micro_batches);
   // gpipe's first segment is the forwards in micro-batch order; drop its backwards and tail.
   list.forward_only_ = true;
   list.num_segments_ = 1;
@@ -137,6 +176,13 @@ void StageActionList::add_segment(int first_step, int end_step,
 
 size_t StageActionList::first_action(int block_idx) const {
   if (block_idx >= num_blocks_) return compute_end();
+  const size_t base_idx = base_first_action(block_idx);
+  size_t idx = base_idx;
+  for (const ReduceStart& start : reduce_starts_) idx += start.base_idx <= base_idx ? 1 : 0;
+  return idx;
+}
+
+size_t StageActionList::base_first_action(int block_idx) const {
   const Segment& seg = segments_[segment_of_block(block_idx)];
   const int rel = block_idx - seg.first_block;
   size_t idx = seg.first_action + static_cast<size_t>(rel / seg.period) * seg.actions_per_step;
@@ -147,11 +193,20 @@ size_t StageActionList::first_action(int block_idx) const {
 Action StageActionList::operator[](size_t idx) const {
   if (idx >= compute_end()) {
     size_t tail_idx = idx - compute_end();
-    if (!all_reduce_) ++tail_idx;  // the tail is [all-reduce], step, [all-gather]
+    if (!replicas_.all_reduce) ++tail_idx;  // the tail is [all-reduce], step, [all-gather]
     constexpr ActionKind kTail[] = {ActionKind::kAllReduce, ActionKind::kOptimizerStep,
                                     ActionKind::kAllGather};
     return {kTail[tail_idx], -1, -1};
   }
+  size_t before = 0;  // kAllReduceStarts before idx
+  for (const ReduceStart& start : reduce_starts_) {
+    if (start.idx == idx) return {ActionKind::kAllReduceStart, -1, -1, start.chunk};
+    before += start.idx < idx ? 1 : 0;
+  }
+  return base_action(idx - before);
+}
+
+Action StageActionList::base_action(size_t idx) const {
   if (virtual_stages_ > 1) return interleaved_action(idx);
   int seg_idx = 0;
   while (idx >= segments_[seg_idx].first_action + static_cast<size_t>(segments_[seg_idx].steps) *
@@ -187,13 +242,13 @@ Action StageActionList::interleaved_action(size_t idx) const {
   int low = 0, high = num_blocks_ - 1;  // the last block whose first action is at most idx
   while (low < high) {
     const int mid = low + (high - low + 1) / 2;
-    if (first_action(mid) <= idx)
+    if (base_first_action(mid) <= idx)
       low = mid;
     else
       high = mid - 1;
   }
   const ComputeBlock block = this->block(low);
-  const int offset = static_cast<int>(idx - first_action(low));
+  const int offset = static_cast<int>(idx - base_first_action(low));
   const int mb = block.micro_batch;
   const int v = block.chunk;
   const int upstream = (stage_idx_ + pp_ - 1) % pp_;

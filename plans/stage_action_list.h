@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <vector>
 
 #include "plans/schedule.h"
 
@@ -20,15 +21,18 @@ struct ComputeBlock {
   int chunk = 0;  ///< local chunk (interleaved-1f1b), else 0
 };
 
-/// stage_actions(schedule, pp, stage_idx, num_micro_batches, all_reduce) without the list:
+/// stage_actions(schedule, pp, stage_idx, num_micro_batches, replicas, V) without the list:
 /// each action (or block of actions) is computed from its index, so that a player of long
 /// pipelines (the simulator) holds no stage's list in memory. Equal to stage_actions element by
 /// element (a test checks). The blocks form at most kMaxSegments runs, each a repeated pattern
 /// of up to three blocks (1f1b's steady state: F(w+i) B(i)); an index is found by scanning them.
+/// The kAllReduceStart actions (one per chunk, with replicas.overlap) sit inside the blocks
+/// holding their chunk's last weight-gradient compute, after it: an index is first checked
+/// against their V positions, then mapped to the list without them.
 class StageActionList {
  public:
-  StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches, bool all_reduce,
-                  int virtual_stages = 1, bool all_gather = false);
+  StageActionList(Schedule schedule, int pp, int stage_idx, int num_micro_batches,
+                  ReplicaActions replicas = {}, int virtual_stages = 1);
   /// The forward-only list of stage `stage_idx` (inference, one chunk per stage): equal to
   /// expand_forward_only(plan, num_micro_batches)'s list of the stage's rank, with peers as
   /// stage indices — gpipe's forward half, each micro-batch's [recv-act] F [send-act] in order,
@@ -41,7 +45,7 @@ class StageActionList {
   size_t compute_end() const { return size_ - tail_size(); }
   /// The tail's length: 1 to 3; 0 for a forward-only list.
   size_t tail_size() const {
-    return forward_only_ ? 0 : 1 + (all_reduce_ ? 1 : 0) + (all_gather_ ? 1 : 0);
+    return forward_only_ ? 0 : 1 + (replicas_.all_reduce ? 1 : 0) + (replicas_.all_gather ? 1 : 0);
   }
   /// Whether this is a forward-only list (forward_only()): forwards alone, no tail.
   bool is_forward_only() const { return forward_only_; }
@@ -72,6 +76,9 @@ class StageActionList {
   }
   /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
   size_t first_action(int block_idx) const;
+  /// The block whose compute a kAllReduceStart of chunk `chunk` follows (the chunk's last
+  /// weight-gradient block); -1 without replicas.overlap.
+  int reduce_start_block(int chunk) const;
   /// Actions of one block of `kind` on this stage: the compute plus its transfers (for
   /// interleaved-1f1b, of a chunk with both neighbours; chunk_block_actions has the rest).
   int block_actions(BlockKind kind) const {
@@ -93,9 +100,11 @@ class StageActionList {
     return stage_idx_ < pp_ - 1 || chunk < virtual_stages_ - 1;
   }
   /// Whether the list ends with an all-reduce before the optimizer step.
-  bool all_reduce() const { return all_reduce_; }
+  bool all_reduce() const { return replicas_.all_reduce; }
   /// Whether the optimizer step is followed by an all-gather of the parameters (ZeRO-1).
-  bool all_gather() const { return all_gather_; }
+  bool all_gather() const { return replicas_.all_gather; }
+  /// Whether each chunk's buckets start after its last weight-gradient compute (kAllReduceStart).
+  bool overlap() const { return replicas_.overlap; }
 
   /// Runs of repeated block patterns; gpipe has 2, 1f1b 3, zb-h1 up to 5.
   static constexpr int kMaxSegments = 6;
@@ -123,8 +132,14 @@ class StageActionList {
     return seg_idx;
   }
 
-  // interleaved-1f1b's operator[]: the block holding action idx, found by bisection.
-  Action interleaved_action(size_t idx) const;
+  // first_action and operator[] of the list without kAllReduceStart (`base` indices).
+  size_t base_first_action(int block_idx) const;
+  Action base_action(size_t base_idx) const;
+  // interleaved-1f1b's base_action: the block holding base action idx, found by bisection.
+  Action interleaved_action(size_t base_idx) const;
+  // The last weight-gradient block of local chunk `chunk` (the backward, or W, of micro-batch
+  // m − 1).
+  int last_weight_block(int chunk) const;
   // interleaved-1f1b: blocks before `block_idx` of the chunk that has no input (stage 0's chunk
   // 0) and of the one without output (stage pp − 1's chunk V − 1), each a transfer short.
   int64_t missing_transfers(int block_idx) const;
@@ -138,13 +153,21 @@ class StageActionList {
   int warmup_ = 0;  // forwards before the first backward
   bool has_in_;     // stage > 0: receives activations, sends gradients (interleaved: true)
   bool has_out_;    // stage < pp − 1 (interleaved: true)
-  bool all_reduce_;
-  bool all_gather_;
+  ReplicaActions replicas_;
   bool forward_only_ = false;
+  int num_micro_batches_ = 0;
   int num_blocks_ = 0;
   int num_segments_ = 0;
   size_t size_ = 0;
   Segment segments_[kMaxSegments];
+  // replicas_.overlap: the kAllReduceStarts, ordered by place: each one's base index (that of
+  // the action it precedes), its index in the list, its chunk.
+  struct ReduceStart {
+    size_t base_idx = 0;
+    size_t idx = 0;
+    int chunk = 0;
+  };
+  std::vector<ReduceStart> reduce_starts_;
 };
 
 }  // namespace pipeplan

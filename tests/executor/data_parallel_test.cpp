@@ -185,7 +185,6 @@ TEST(BucketCollectiveTest, RingReduceScatterAndAllGatherOverThreeRanks) {
   for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
 }
 
-
 // The elements of optimizer state tensor "optimizer.<name>" in a checkpoint file.
 int64_t optimizer_state_elements(const std::string& path, const std::string& name) {
   torch::serialize::InputArchive archive;
@@ -273,24 +272,36 @@ INSTANTIATE_TEST_SUITE_P(Models, SerialDataParallelTrainTest,
                            return info.param.model;
                          });
 
-// zb-h1 over dp=2 pp=2 with overlap and ZeRO-1: the buckets start in each chunk's last W.
-TEST(SerialDataParallelTrainTest, ZeroBubbleWithOverlapMatchesTheSingleProcessRun) {
+// zb-h1 and interleaved-1f1b (V=2) over dp=2 pp=2 with overlap, with and without ZeRO-1: the
+// buckets start in each chunk's last W (zb-h1), or in each chunk's last backward, chunk 1's in
+// the cool-down while chunk 0's backwards still run (interleaved-1f1b: its kAllReduceStart
+// mid-list).
+TEST(SerialDataParallelTrainTest, ZeroBubbleAndInterleavedWithOverlapMatchTheSingleProcessRun) {
   TestPlanSpec reference_spec;
   reference_spec.model_args = {"layers=8"};
   reference_spec.num_micro_batches = 8;
   const TrainRun reference = train_new(make_test_plan(reference_spec), "reference", kSteps);
   expect_success(reference);
-  for (int zero : {0, 1}) {
-    TestPlanSpec spec = reference_spec;
-    spec.pp = 2;
-    spec.schedule = Schedule::kZeroBubbleH1;
-    const std::string what = std::string("zb-h1 dp=2 pp=2 overlap") + (zero ? " zero-1" : "");
-    const TrainRun run =
-        train_new(data_parallel_plan(spec, /*overlap=*/true, zero), "zb-h1", kSteps);
-    expect_success(run);
-    expect_same_losses(step_losses(run.log), step_losses(reference.log), kRelativeTolerance, what);
-    expect_same_parameters(final_parameters(run, 2, kSteps), final_parameters(reference, 1, kSteps),
-                           what);
+  for (Schedule schedule : {Schedule::kZeroBubbleH1, Schedule::kInterleaved1F1B}) {
+    for (int zero : {0, 1}) {
+      TestPlanSpec spec = reference_spec;
+      spec.pp = 2;
+      spec.schedule = schedule;
+      if (schedule == Schedule::kInterleaved1F1B) spec.virtual_stages = 2;
+      const std::string what = to_string(schedule) + " dp=2 pp=2 overlap" + (zero ? " zero-1" : "");
+      const Plan plan = data_parallel_plan(spec, /*overlap=*/true, zero);
+      int starts = 0;
+      const std::vector<std::vector<Action>> expanded = expand_schedule(plan);
+      for (const Action& action : expanded[0])
+        starts += action.kind == ActionKind::kAllReduceStart ? 1 : 0;
+      EXPECT_EQ(starts, plan.virtual_stages) << what;
+      const TrainRun run = train_new(plan, "overlap", kSteps);
+      expect_success(run);
+      expect_same_losses(step_losses(run.log), step_losses(reference.log), kRelativeTolerance,
+                         what);
+      expect_same_parameters(final_parameters(run, 2, kSteps),
+                             final_parameters(reference, 1, kSteps), what);
+    }
   }
 }
 

@@ -144,7 +144,7 @@ TEST(SimulatorTest, InterleavedPlaysTheExpansionsOrder) {
           std::sort(played.begin(), played.end());
           std::string order, expected;
           for (const auto& [start, name] : played) order += name + " ";
-          for (const Action& a : stage_actions(Schedule::kInterleaved1F1B, pp, stage, m, false, v))
+          for (const Action& a : stage_actions(Schedule::kInterleaved1F1B, pp, stage, m, {}, v))
             if (a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward)
               expected += (a.kind == ActionKind::kForward ? "F" : "B") +
                           std::to_string(a.micro_batch) + "v" + std::to_string(a.chunk) + " ";

@@ -150,7 +150,7 @@ TEST(ScheduleTest, EveryMicroBatchForwardPrecedesItsBackwardOnEveryStage) {
   for (Schedule schedule : kSchedules)
     for (const Shape& s : shapes()) {
       for (int stage = 0; stage < s.pp; ++stage) {
-        const std::vector<Action> actions = stage_actions(schedule, s.pp, stage, s.m, s.dp > 1);
+        const std::vector<Action> actions = stage_actions(schedule, s.pp, stage, s.m, ReplicaActions{s.dp > 1});
         std::vector<int> forwards(s.m, 0), backwards(s.m, 0), weights(s.m, 0);
         for (const Action& action : actions) {
           if (action.kind == ActionKind::kForward) ++forwards[action.micro_batch];
@@ -226,8 +226,8 @@ int peak_deferred(const std::vector<Action>& actions) {
 TEST(ScheduleTest, PeakInFlightIsMForGpipeAndMinOfMAndRemainingStagesFor1f1b) {
   for (const Shape& s : shapes())
     for (int stage = 0; stage < s.pp; ++stage) {
-      EXPECT_EQ(peak_in_flight(stage_actions(Schedule::kGpipe, s.pp, stage, s.m, false)), s.m);
-      EXPECT_EQ(peak_in_flight(stage_actions(Schedule::kOneFOneB, s.pp, stage, s.m, false)),
+      EXPECT_EQ(peak_in_flight(stage_actions(Schedule::kGpipe, s.pp, stage, s.m, {})), s.m);
+      EXPECT_EQ(peak_in_flight(stage_actions(Schedule::kOneFOneB, s.pp, stage, s.m, {})),
                 std::min(s.m, s.pp - stage))
           << "pp=" << s.pp << " m=" << s.m << " stage=" << stage;
     }
@@ -241,18 +241,18 @@ TEST(ScheduleTest, ZeroBubbleH1IsOneFOneBWithDeferredWeightPasses) {
   for (int pp = 1; pp <= 8; ++pp)
     for (int m = 1; m <= 32; ++m) {
       for (int stage = 0; stage < pp; ++stage) {
-        const std::vector<Action> zb = stage_actions(Schedule::kZeroBubbleH1, pp, stage, m, false);
+        const std::vector<Action> zb = stage_actions(Schedule::kZeroBubbleH1, pp, stage, m, {});
         std::vector<Action> without_w;
         for (Action action : zb) {
           if (action.kind == ActionKind::kBackwardWeight) continue;
           if (action.kind == ActionKind::kBackwardInput) action.kind = ActionKind::kBackward;
           without_w.push_back(action);
         }
-        EXPECT_EQ(without_w, stage_actions(Schedule::kOneFOneB, pp, stage, m, false))
+        EXPECT_EQ(without_w, stage_actions(Schedule::kOneFOneB, pp, stage, m, {}))
             << "pp=" << pp << " m=" << m << " stage=" << stage;
         EXPECT_EQ(peak_in_flight(zb), std::min(m, pp)) << "pp=" << pp << " m=" << m;
         EXPECT_EQ(peak_deferred(zb), std::min(m, stage + 1)) << "pp=" << pp << " m=" << m;
-        const StageActionList list(Schedule::kZeroBubbleH1, pp, stage, m, false);
+        const StageActionList list(Schedule::kZeroBubbleH1, pp, stage, m);
         ASSERT_EQ(list.size(), zb.size());
         for (size_t idx = 0; idx < zb.size(); ++idx) EXPECT_EQ(list[idx], zb[idx]);
       }
@@ -268,7 +268,7 @@ TEST(ScheduleTest, BlocksAndActionIndicesAgree) {
     for (int pp : {1, 2, 5})
       for (int m : {1, 3, 8})
         for (int stage = 0; stage < pp; ++stage) {
-          const StageActionList list(schedule, pp, stage, m, true);
+          const StageActionList list(schedule, pp, stage, m, ReplicaActions{true});
           for (int block_idx = 0; block_idx < list.num_blocks(); ++block_idx) {
             const ComputeBlock block = list.block(block_idx);
             const size_t first = list.first_action(block_idx);
@@ -300,9 +300,9 @@ TEST(ScheduleTest, InterleavedOneFOneBInvariants) {
     for (int v = 2; v <= 4; ++v)
       for (int m = pp; m <= 32; m += pp) {
         for (int stage = 0; stage < pp; ++stage) {
-          const StageActionList list(Schedule::kInterleaved1F1B, pp, stage, m, true, v);
+          const StageActionList list(Schedule::kInterleaved1F1B, pp, stage, m, ReplicaActions{true}, v);
           const std::vector<Action> actions =
-              stage_actions(Schedule::kInterleaved1F1B, pp, stage, m, true, v);
+              stage_actions(Schedule::kInterleaved1F1B, pp, stage, m, ReplicaActions{true}, v);
           ASSERT_EQ(list.num_blocks(), 2 * m * v);
           ASSERT_EQ(list.size(), actions.size());
           std::vector<std::vector<int>> forwards(v, std::vector<int>(m, 0));
@@ -409,6 +409,74 @@ TEST(ScheduleTest, ForwardOnlyPassesRunInRoundsWithoutDeadlock) {
       }
 }
 
+// Issue 22's overlap in the expansion: each chunk's kAllReduceStart comes right after the compute
+// of its last weight-gradient action (the backward, or W, of micro-batch m − 1), before that
+// block's gradient send, once per chunk, and no weight gradient of the chunk follows it; taking
+// the starts out leaves the list without overlap; the lazy list equals its written-out form
+// (first_action too) for every schedule, pp up to 5, V up to 4; a dp=2 pipeline plays through.
+TEST(ScheduleTest, EachChunksReduceStartFollowsItsLastWeightGradientCompute) {
+  const ReplicaActions overlap{true, true, false};
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubbleH1,
+                            Schedule::kInterleaved1F1B})
+    for (int pp = 1; pp <= 5; ++pp)
+      for (int v : {1, 2, 4})
+        for (int m : {1, 2, 3, 4, 8, 12}) {
+          const bool interleaved = schedule == Schedule::kInterleaved1F1B;
+          if (interleaved != (v > 1) || (interleaved && (pp < 2 || m % pp != 0))) continue;
+          const std::string where = to_string(schedule) + " pp=" + std::to_string(pp) +
+                                    " V=" + std::to_string(v) + " m=" + std::to_string(m);
+          for (int stage = 0; stage < pp; ++stage) {
+            const std::vector<Action> actions = stage_actions(schedule, pp, stage, m, overlap, v);
+            const StageActionList list(schedule, pp, stage, m, overlap, v);
+            ASSERT_EQ(list.size(), actions.size()) << where;
+            for (size_t idx = 0; idx < actions.size(); ++idx)
+              ASSERT_EQ(list[idx], actions[idx]) << where << " stage " << stage << " at " << idx;
+            std::vector<int> starts(v, 0);
+            std::vector<Action> without;
+            for (size_t idx = 0; idx < actions.size(); ++idx) {
+              const Action& action = actions[idx];
+              const bool weights = action.kind == ActionKind::kBackward ||
+                                   action.kind == ActionKind::kBackwardWeight;
+              if (weights) {
+                EXPECT_EQ(starts[action.chunk], 0) << where << " " << to_string(action);
+              }
+              if (action.kind != ActionKind::kAllReduceStart) {
+                without.push_back(action);
+                continue;
+              }
+              ++starts[action.chunk];
+              ASSERT_GT(idx, 0u);
+              const Action& before = actions[idx - 1];
+              EXPECT_TRUE(before.kind == (schedule == Schedule::kZeroBubbleH1
+                                              ? ActionKind::kBackwardWeight
+                                              : ActionKind::kBackward))
+                  << where << ": " << to_string(before) << " before " << to_string(action);
+              EXPECT_EQ(before.micro_batch, m - 1);
+              EXPECT_EQ(before.chunk, action.chunk);
+              const int block_idx = list.reduce_start_block(action.chunk);
+              EXPECT_EQ(list.block(block_idx).micro_batch, m - 1);
+              EXPECT_LT(list.first_action(block_idx), idx);
+              EXPECT_GT(list.first_action(block_idx + 1), idx);
+            }
+            EXPECT_EQ(starts, std::vector<int>(v, 1)) << where << " stage " << stage;
+            EXPECT_EQ(without, stage_actions(schedule, pp, stage, m, ReplicaActions{true}, v));
+            for (int block_idx = 0; block_idx < list.num_blocks(); ++block_idx) {
+              const ComputeBlock block = list.block(block_idx);
+              const Action first = list[list.first_action(block_idx)];
+              EXPECT_EQ(first.micro_batch, block.micro_batch) << where << " block " << block_idx;
+              EXPECT_EQ(first.chunk, block.chunk);
+            }
+            EXPECT_EQ(list.first_action(list.num_blocks()), list.size() - 2);
+          }
+          Plan plan = testing::make_test_plan(2, pp, m, schedule, 1 << 20, pp * (v - 1));
+          if (interleaved) testing::make_interleaved(&plan, v);
+          plan.data_parallel.overlap = true;
+          const std::vector<std::vector<Action>> expanded = expand_schedule(plan);
+          EXPECT_EQ(expanded[0], stage_actions(schedule, pp, plan.ranks[0].stage, m, overlap, v));
+          EXPECT_EQ(play(plan, expanded, kBufferedMessages), "") << where;
+        }
+}
+
 // The order of two small schedules, written out: the invariant tests above hold for many
 // orders, this pins the one the executor and the simulator play.
 TEST(ScheduleTest, SmallSchedulesInTheirExactOrder) {
@@ -419,31 +487,42 @@ TEST(ScheduleTest, SmallSchedulesInTheirExactOrder) {
       {K::kForward, 2, -1},      {K::kSendActivation, 2, 1}, {K::kRecvGradient, 1, 1},
       {K::kBackward, 1, -1},     {K::kRecvGradient, 2, 1},   {K::kBackward, 2, -1},
       {K::kAllReduce, -1, -1},   {K::kOptimizerStep, -1, -1}};
-  EXPECT_EQ(stage_actions(Schedule::kOneFOneB, 2, 0, 3, /*all_reduce=*/true), one_f_one_b);
+  EXPECT_EQ(stage_actions(Schedule::kOneFOneB, 2, 0, 3, ReplicaActions{true}), one_f_one_b);
   const std::vector<Action> gpipe = {
       {K::kRecvActivation, 0, 0}, {K::kForward, 0, -1},       {K::kRecvActivation, 1, 0},
       {K::kForward, 1, -1},       {K::kBackward, 0, -1},      {K::kSendGradient, 0, 0},
       {K::kBackward, 1, -1},      {K::kSendGradient, 1, 0},   {K::kOptimizerStep, -1, -1}};
-  EXPECT_EQ(stage_actions(Schedule::kGpipe, 2, 1, 2, /*all_reduce=*/false), gpipe);
+  EXPECT_EQ(stage_actions(Schedule::kGpipe, 2, 1, 2, {}), gpipe);
   // zb-h1, pp=3, m=4, the middle stage: W lags its B by one micro-batch (the stage index).
   std::string middle;
-  for (const Action& action : stage_actions(Schedule::kZeroBubbleH1, 3, 1, 4, false))
+  for (const Action& action : stage_actions(Schedule::kZeroBubbleH1, 3, 1, 4, {}))
     if (action.micro_batch >= 0 && action.peer < 0) middle += to_string(action) + " ";
   EXPECT_EQ(middle, "F0 F1 Bi0 F2 Bi1 W0 F3 Bi2 W1 Bi3 W2 W3 ");
   // interleaved-1f1b, pp=2, V=2, m=4: Megatron-LM's order (plans/schedule.h's example).
   std::string first, second;
-  for (const Action& action : stage_actions(Schedule::kInterleaved1F1B, 2, 0, 4, false, 2))
+  for (const Action& action : stage_actions(Schedule::kInterleaved1F1B, 2, 0, 4, {}, 2))
     if (action.peer < 0 && action.micro_batch >= 0) first += to_string(action) + " ";
-  for (const Action& action : stage_actions(Schedule::kInterleaved1F1B, 2, 1, 4, false, 2))
+  for (const Action& action : stage_actions(Schedule::kInterleaved1F1B, 2, 1, 4, {}, 2))
     if (action.peer < 0 && action.micro_batch >= 0) second += to_string(action) + " ";
   EXPECT_EQ(first, "F0 F1 F0v1 F1v1 F2 B0v1 F3 B1v1 F2v1 B0 F3v1 B1 B2v1 B3v1 B2 B3 ");
   EXPECT_EQ(second, "F0 F1 F0v1 B0v1 F1v1 B1v1 F2 B0 F3 B1 F2v1 B2v1 F3v1 B3v1 B2 B3 ");
   // The wrap-around: stage 1's chunk 0 feeds stage 0's chunk 1, whose gradient goes back.
-  const std::vector<Action> last = stage_actions(Schedule::kInterleaved1F1B, 2, 1, 2, false, 2);
+  const std::vector<Action> last = stage_actions(Schedule::kInterleaved1F1B, 2, 1, 2, {}, 2);
   EXPECT_EQ(to_string(last[0]), "recv-act 0 <- r0");
   EXPECT_EQ(to_string(last[2]), "send-act 0 -> r0");
-  const std::vector<Action> head = stage_actions(Schedule::kInterleaved1F1B, 2, 0, 2, false, 2);
+  const std::vector<Action> head = stage_actions(Schedule::kInterleaved1F1B, 2, 0, 2, {}, 2);
   EXPECT_EQ(to_string(head[4]), "recv-act 0v1 <- r1");
+  // With overlap (plans/schedule.h's example): chunk 1's buckets start in the cool-down, while
+  // chunk 0's backwards still run.
+  std::string overlapped;
+  const ReplicaActions overlap{true, true, false};
+  for (const Action& action : stage_actions(Schedule::kInterleaved1F1B, 2, 1, 2, overlap, 2))
+    if (action.kind != ActionKind::kRecvActivation && action.kind != ActionKind::kSendActivation)
+      overlapped += to_string(action) + " ";
+  EXPECT_EQ(overlapped,
+            "F0 F1 F0v1 B0v1 send-grad 0v1 -> r0 F1v1 B1v1 ar-start v1 send-grad 1v1 -> r0 "
+            "recv-grad 0 <- r0 B0 send-grad 0 -> r0 recv-grad 1 <- r0 B1 ar-start "
+            "send-grad 1 -> r0 all-reduce step ");
 }
 
 }  // namespace
