@@ -39,6 +39,10 @@ Json point_json(const LayerPoint& point) {
   if (point.bwd_kernel_ms) json["bwd_kernel_ms"] = *point.bwd_kernel_ms;
   if (point.bwd_input_ms) json["bwd_input_ms"] = *point.bwd_input_ms;
   if (point.bwd_weight_ms) json["bwd_weight_ms"] = *point.bwd_weight_ms;
+  if (point.inference_fwd_ms) json["inference_fwd_ms"] = *point.inference_fwd_ms;
+  if (point.inference_fwd_ms_p90) json["inference_fwd_ms_p90"] = *point.inference_fwd_ms_p90;
+  if (point.inference_fwd_peak_bytes)
+    json["inference_fwd_peak_bytes"] = *point.inference_fwd_peak_bytes;
   return json;
 }
 
@@ -53,6 +57,11 @@ LayerPoint point_from(const JsonReader& reader) {
   if (reader.has("bwd_kernel_ms")) point.bwd_kernel_ms = reader.time_ms("bwd_kernel_ms");
   if (reader.has("bwd_input_ms")) point.bwd_input_ms = reader.time_ms("bwd_input_ms");
   if (reader.has("bwd_weight_ms")) point.bwd_weight_ms = reader.time_ms("bwd_weight_ms");
+  if (reader.has("inference_fwd_ms")) point.inference_fwd_ms = reader.time_ms("inference_fwd_ms");
+  if (reader.has("inference_fwd_ms_p90"))
+    point.inference_fwd_ms_p90 = reader.time_ms("inference_fwd_ms_p90");
+  if (reader.has("inference_fwd_peak_bytes"))
+    point.inference_fwd_peak_bytes = reader.byte_count("inference_fwd_peak_bytes");
   point.output_shape = reader.integers_in("output_shape", 1, kMaxBytes);
   point.output_bytes = reader.byte_count("output_bytes");
   point.retained_bytes = reader.byte_count("retained_bytes");
@@ -72,6 +81,9 @@ Json fits_json(const LayerFits& fits) {
             {"bwd_transient_bytes", fit_json(fits.bwd_transient_bytes)}};
   if (fits.bwd_input_ms) json["bwd_input_ms"] = fit_json(*fits.bwd_input_ms);
   if (fits.bwd_weight_ms) json["bwd_weight_ms"] = fit_json(*fits.bwd_weight_ms);
+  if (fits.inference_fwd_ms) json["inference_fwd_ms"] = fit_json(*fits.inference_fwd_ms);
+  if (fits.inference_fwd_peak_bytes)
+    json["inference_fwd_peak_bytes"] = fit_json(*fits.inference_fwd_peak_bytes);
   return json;
 }
 
@@ -85,6 +97,10 @@ LayerFits fits_from(const JsonReader& reader) {
   fits.bwd_transient_bytes = fit_from(reader.object("bwd_transient_bytes"));
   if (reader.has("bwd_input_ms")) fits.bwd_input_ms = fit_from(reader.object("bwd_input_ms"));
   if (reader.has("bwd_weight_ms")) fits.bwd_weight_ms = fit_from(reader.object("bwd_weight_ms"));
+  if (reader.has("inference_fwd_ms"))
+    fits.inference_fwd_ms = fit_from(reader.object("inference_fwd_ms"));
+  if (reader.has("inference_fwd_peak_bytes"))
+    fits.inference_fwd_peak_bytes = fit_from(reader.object("inference_fwd_peak_bytes"));
   return fits;
 }
 
@@ -287,15 +303,16 @@ LinearFit fit_field(const std::vector<LayerPoint>& points, Field field) {
   return fit_linear(xs, ys);
 }
 
-// The fit of an optional time, or nullopt unless every point has it.
+// The fit of an optional time or byte count, or nullopt unless every point has it.
+template <typename T>
 std::optional<LinearFit> fit_optional(const std::vector<LayerPoint>& points,
-                                      std::optional<double> LayerPoint::*field) {
+                                      std::optional<T> LayerPoint::*field) {
   std::vector<double> xs;
   std::vector<double> ys;
   for (const LayerPoint& point : points) {
     if (!(point.*field)) return std::nullopt;
     xs.push_back(static_cast<double>(point.batch_size));
-    ys.push_back(*(point.*field));
+    ys.push_back(static_cast<double>(*(point.*field)));
   }
   return fit_linear(xs, ys);
 }
@@ -312,6 +329,8 @@ LayerFits fit_points(const std::vector<LayerPoint>& points) {
   fits.bwd_transient_bytes = fit_field(points, &LayerPoint::bwd_transient_bytes);
   fits.bwd_input_ms = fit_optional(points, &LayerPoint::bwd_input_ms);
   fits.bwd_weight_ms = fit_optional(points, &LayerPoint::bwd_weight_ms);
+  fits.inference_fwd_ms = fit_optional(points, &LayerPoint::inference_fwd_ms);
+  fits.inference_fwd_peak_bytes = fit_optional(points, &LayerPoint::inference_fwd_peak_bytes);
   return fits;
 }
 
@@ -320,6 +339,15 @@ bool Profile::has_backward_split() const {
   for (const LayerProfile& layer : layers)
     for (const LayerPoint& point : layer.points)
       if (!point.bwd_input_ms || !point.bwd_weight_ms) return false;
+  return true;
+}
+
+bool Profile::has_inference_forward() const {
+  if (layers.empty()) return false;
+  for (const LayerProfile& layer : layers)
+    for (const LayerPoint& point : layer.points)
+      if (!point.inference_fwd_ms || !point.inference_fwd_ms_p90 || !point.inference_fwd_peak_bytes)
+        return false;
   return true;
 }
 

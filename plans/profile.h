@@ -60,6 +60,24 @@ struct LayerPoint {
   /// at every point of every layer or at none (profiles from before the split).
   std::optional<double> bwd_input_ms;
   std::optional<double> bwd_weight_ms;
+  /// The forward as `pipeplan infer` runs it: the layer in evaluation mode under
+  /// torch::NoGradGuard, recording no autograd graph (no loss on the last layer), timed in passes
+  /// of its own over the chain (same clock, warm-up and repeats as fwd_ms, consecutive layers in
+  /// sequence as in a stage, one after each of the training passes): median and p90. On the CPU
+  /// 0.58-0.84x fwd_ms for resnet_tiny's layers at b = 4 (no graph to record, batch norm from its
+  /// running statistics). The three inference_fwd_* fields are present together, at every point
+  /// of every layer or at none (profiles from before they were measured); without them an
+  /// inference plan takes fwd_ms, fwd_ms_p90 and output_bytes + fwd_transient_bytes instead.
+  std::optional<double> inference_fwd_ms;
+  std::optional<double> inference_fwd_ms_p90;
+  /// Peak bytes during that forward above the bytes alive just before it (its input, which it
+  /// does not free): the output it allocates (0 when the output shares the input's storage) and
+  /// the temporaries alive beside it at the worst moment: an intermediate such as a block's first
+  /// ReLU output, and on the CPU oneDNN's copy of a convolution's input in its blocked layout and
+  /// its reordered weight (resnet_tiny's first block at b = 4: 3 x 200,704 + 9,216 bytes, where
+  /// fwd_transient_bytes, measured with the graph alive, is 2 x 200,704). Allocator-reported
+  /// bytes, as the executor measures (CPU: requested sizes; CUDA: block sizes).
+  std::optional<int64_t> inference_fwd_peak_bytes;
   std::vector<int64_t> output_shape;  ///< including the batch dimension
   int64_t output_bytes = 0;           ///< bytes of the output activation
   /// Bytes the layer's autograd graph keeps alive from forward until backward, measured with
@@ -91,6 +109,10 @@ struct LayerFits {
   /// Fits of the B/W split, present exactly when the points have it.
   std::optional<LinearFit> bwd_input_ms;
   std::optional<LinearFit> bwd_weight_ms;
+  /// Fits of the inference forward's median time and peak bytes, present exactly when the points
+  /// have them.
+  std::optional<LinearFit> inference_fwd_ms;
+  std::optional<LinearFit> inference_fwd_peak_bytes;
 };
 
 /// Every per-point quantity fitted over the batch size of `points` (not empty).
@@ -191,6 +213,8 @@ struct Profile {
 
   /// Whether every layer has the B/W split (bwd_input_ms and bwd_weight_ms at every point).
   bool has_backward_split() const;
+  /// Whether every layer has the inference forward (the inference_fwd_* fields at every point).
+  bool has_inference_forward() const;
 
   /// Checks everything a reader relies on, for meaning as well as syntax
   /// (profile_validate.cpp): one layer record per model layer with index i at position i;
@@ -198,10 +222,11 @@ struct Profile {
   /// device of device.kind; p90s at least the medians; saved parts within retained bytes; each
   /// output shape batch-first with one sample shape and output_bytes its size; parameter bytes 0
   /// exactly without parameters; the B/W split (bwd_input_ms with bwd_weight_ms) at every point
-  /// of every layer or at none; the stored fits those of the points; each tie over existing
-  /// layers in ascending order, of at most each layer's param_count. The readers bound every
-  /// time by kMaxTimeMs and byte count by kMaxBytes (common/limits.h). Throws Error(kBadInput)
-  /// "<document>: <field>: <value>: <what is expected>".
+  /// of every layer or at none; the inference forward (inference_fwd_ms, inference_fwd_ms_p90 at
+  /// least that median, inference_fwd_peak_bytes) likewise; the stored fits those of the points;
+  /// each tie over existing layers in ascending order, of at most each layer's param_count. The
+  /// readers bound every time by kMaxTimeMs and byte count by kMaxBytes (common/limits.h).
+  /// Throws Error(kBadInput) "<document>: <field>: <value>: <what is expected>".
   void validate(std::string_view document) const;
 };
 

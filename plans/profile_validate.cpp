@@ -53,9 +53,37 @@ void validate_split(const LayerPoint& point, const std::string& at) {
                    time_ms->value_or(0), ": expected a time in ms in [0, ", kMaxTimeMs, "]");
 }
 
+// The inference forward of one point: its three fields or none, times in ms with the p90 at
+// least the median, bytes within kMaxBytes (the JSON reader checks the ranges; a profile built in
+// memory is checked here).
+void validate_inference(const LayerPoint& point, const std::string& at) {
+  const bool has[] = {point.inference_fwd_ms.has_value(), point.inference_fwd_ms_p90.has_value(),
+                      point.inference_fwd_peak_bytes.has_value()};
+  const char* keys[] = {"inference_fwd_ms", "inference_fwd_ms_p90", "inference_fwd_peak_bytes"};
+  const int present = has[0] + has[1] + has[2];
+  if (present == 0) return;
+  for (int key_idx = 0; key_idx < 3; ++key_idx)
+    PIPEPLAN_CHECK(has[key_idx], at, keys[key_idx], ": missing: expected beside ",
+                   keys[has[0] ? 0 : 1],
+                   " (the inference forward has inference_fwd_ms, inference_fwd_ms_p90 and "
+                   "inference_fwd_peak_bytes, or none)");
+  const std::pair<const char*, double> times[] = {{keys[0], *point.inference_fwd_ms},
+                                                  {keys[1], *point.inference_fwd_ms_p90}};
+  for (const auto& [key, time_ms] : times)
+    PIPEPLAN_CHECK(time_ms >= 0 && time_ms <= kMaxTimeMs, at, key, ": ", time_ms,
+                   ": expected a time in ms in [0, ", kMaxTimeMs, "]");
+  PIPEPLAN_CHECK(*point.inference_fwd_ms_p90 >= *point.inference_fwd_ms, at,
+                 "inference_fwd_ms_p90: ", *point.inference_fwd_ms_p90,
+                 ": expected at least the median inference_fwd_ms ", *point.inference_fwd_ms);
+  PIPEPLAN_CHECK(
+      *point.inference_fwd_peak_bytes >= 0 && *point.inference_fwd_peak_bytes <= kMaxBytes, at,
+      "inference_fwd_peak_bytes: ", *point.inference_fwd_peak_bytes,
+      ": expected a byte count in [0, ", kMaxBytes, "]");
+}
+
 // One point: p90s at least the medians, the saved parts within what is retained, an output
-// shape of `batch_size` samples whose bytes are output_bytes, and its B/W split.
-void validate_split(const LayerPoint& point, const std::string& at);
+// shape of `batch_size` samples whose bytes are output_bytes, its B/W split and its inference
+// forward.
 
 void validate_point(const LayerProfile& layer, size_t point_idx, const std::string& where) {
   const LayerPoint& point = layer.points[point_idx];
@@ -81,6 +109,7 @@ void validate_point(const LayerProfile& layer, size_t point_idx, const std::stri
                  point.output_bytes, ": expected ", bytes, " (output_shape ", format_shape(shape),
                  " of ", layer.output_dtype, ")");
   validate_split(point, at);
+  validate_inference(point, at);
 }
 
 bool close(double stored, double expected, double scale) {
@@ -99,8 +128,8 @@ void validate_fit(const LinearFit& stored, const LinearFit& fitted, const LayerP
                  fitted.intercept, ", ", fitted.slope, ", ", fitted.rms_residual, ")");
 }
 
-// Each stored fit against the least-squares fit of the layer's points; the B/W split's fits
-// exactly when the points have the split.
+// Each stored fit against the least-squares fit of the layer's points; the B/W split's and the
+// inference forward's fits exactly when the points have them.
 void validate_fits(const LayerProfile& layer, const std::string& where) {
   const LayerFits expected = fit_points(layer.points);
   const std::pair<const char*, LinearFit LayerFits::*> fields[] = {
@@ -112,9 +141,12 @@ void validate_fits(const LayerProfile& layer, const std::string& where) {
       {"bwd_transient_bytes", &LayerFits::bwd_transient_bytes}};
   for (const auto& [key, field] : fields)
     validate_fit(layer.fits.*field, expected.*field, layer, where, key);
-  const std::pair<const char*, std::optional<LinearFit> LayerFits::*> split_fields[] = {
-      {"bwd_input_ms", &LayerFits::bwd_input_ms}, {"bwd_weight_ms", &LayerFits::bwd_weight_ms}};
-  for (const auto& [key, field] : split_fields) {
+  const std::pair<const char*, std::optional<LinearFit> LayerFits::*> optional_fields[] = {
+      {"bwd_input_ms", &LayerFits::bwd_input_ms},
+      {"bwd_weight_ms", &LayerFits::bwd_weight_ms},
+      {"inference_fwd_ms", &LayerFits::inference_fwd_ms},
+      {"inference_fwd_peak_bytes", &LayerFits::inference_fwd_peak_bytes}};
+  for (const auto& [key, field] : optional_fields) {
     const std::optional<LinearFit>& stored = layer.fits.*field;
     const std::optional<LinearFit>& fitted = expected.*field;
     PIPEPLAN_CHECK(stored.has_value() == fitted.has_value(), where, ".fits.", key, ": ",
@@ -124,23 +156,36 @@ void validate_fits(const LayerProfile& layer, const std::string& where) {
   }
 }
 
-// The B/W split at every point of every layer or at none: a planner that schedules B and W
-// apart needs both times of every layer.
-void validate_split_everywhere(const Profile& profile, std::string_view document) {
+// An optional measurement (`what`, its fields `keys`, `has` telling whether a point has any of
+// them) at every point of every layer or at none: a planner that uses it needs it of every layer.
+void validate_everywhere(const Profile& profile, std::string_view document, const char* what,
+                         const char* keys, bool (*has)(const LayerPoint&)) {
   std::optional<std::pair<size_t, size_t>> with;
   std::optional<std::pair<size_t, size_t>> without;
   for (size_t layer_idx = 0; layer_idx < profile.layers.size(); ++layer_idx) {
     const std::vector<LayerPoint>& points = profile.layers[layer_idx].points;
     for (size_t point_idx = 0; point_idx < points.size(); ++point_idx) {
-      const bool split = points[point_idx].bwd_input_ms || points[point_idx].bwd_weight_ms;
-      std::optional<std::pair<size_t, size_t>>& first = split ? with : without;
+      std::optional<std::pair<size_t, size_t>>& first = has(points[point_idx]) ? with : without;
       if (!first) first = std::make_pair(layer_idx, point_idx);
     }
   }
+  const std::string first_key(keys, std::string_view(keys).find(','));
   PIPEPLAN_CHECK(!with || !without, document, ": layers[", without->first, "].points[",
-                 without->second, "].bwd_input_ms: missing: expected the B/W split (bwd_input_ms, ",
-                 "bwd_weight_ms) at every point, as layers[", with->first, "].points[",
-                 with->second, "] has it, or at none");
+                 without->second, "].", first_key, ": missing: expected ", what, " (", keys,
+                 ") at every point, as layers[", with->first, "].points[", with->second,
+                 "] has it, or at none");
+}
+
+// The B/W split (a planner that schedules B and W apart needs both times of every layer) and the
+// inference forward, each at every point of every layer or at none.
+void validate_optional_measurements(const Profile& profile, std::string_view document) {
+  validate_everywhere(profile, document, "the B/W split", "bwd_input_ms, bwd_weight_ms",
+                      [](const LayerPoint& p) { return p.bwd_input_ms || p.bwd_weight_ms; });
+  validate_everywhere(
+      profile, document, "the inference forward",
+      "inference_fwd_ms, inference_fwd_ms_p90, inference_fwd_peak_bytes", [](const LayerPoint& p) {
+        return p.inference_fwd_ms || p.inference_fwd_ms_p90 || p.inference_fwd_peak_bytes;
+      });
 }
 
 void validate_layer(const Profile& profile, size_t layer_idx, std::string_view document) {
@@ -171,7 +216,7 @@ void Profile::validate(std::string_view document) const {
   PIPEPLAN_CHECK(static_cast<int>(layers.size()) == model.num_layers, document, ": layers: ",
                  layers.size(), " records: expected one per layer of the model (",
                  model.num_layers, ", model.num_layers)");
-  validate_split_everywhere(*this, document);
+  validate_optional_measurements(*this, document);
   for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx)
     validate_layer(*this, layer_idx, document);
   for (size_t tie_idx = 0; tie_idx < ties.size(); ++tie_idx) {

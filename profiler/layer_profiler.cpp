@@ -69,6 +69,23 @@ void zero_gradients(models::Layer& layer) {
     if (param.grad().defined()) param.grad().zero_();
 }
 
+// RAII: puts layers in evaluation mode (batch norm from its running statistics, no dropout), as
+// an inference run does, and back in training mode.
+class EvalScope {
+ public:
+  explicit EvalScope(std::vector<models::Layer*> layers) : layers_(std::move(layers)) {
+    for (models::Layer* layer : layers_) layer->eval();
+  }
+  ~EvalScope() {
+    for (models::Layer* layer : layers_) layer->train();
+  }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  std::vector<models::Layer*> layers_;
+};
+
 // The base address of the allocation behind `tensor`, as the allocator reported it.
 const void* storage_base(const torch::Tensor& tensor) {
   return tensor.defined() ? tensor.storage().data_ptr().get() : nullptr;
@@ -108,9 +125,15 @@ struct LayerProfiler::Pass {
   std::shared_ptr<InputGradSink> sink;  // when the input's gradient is computed
 };
 
-// What a timer window measured: a forward, the whole backward, or B (the input gradient alone)
-// or W (the parameter gradients alone) of the split backward.
-enum class LayerProfiler::Phase { kForward, kBackward, kBackwardInput, kBackwardWeight };
+// What a timer window measured: a forward, the whole backward, B (the input gradient alone) or W
+// (the parameter gradients alone) of the split backward, or an inference forward.
+enum class LayerProfiler::Phase {
+  kForward,
+  kBackward,
+  kBackwardInput,
+  kBackwardWeight,
+  kInferenceForward
+};
 
 // A chain being measured: its layers and loss, how each layer's input is treated, the backward
 // seeds, and the samples of every layer.
@@ -131,6 +154,7 @@ struct LayerProfiler::Chain {
   std::vector<PhaseSamples> backward;
   std::vector<PhaseSamples> backward_input;
   std::vector<PhaseSamples> backward_weight;
+  std::vector<PhaseSamples> inference_forward;
   std::vector<Window> windows;  // every window in order, to assign CUPTI's kernel times
 
   LossFn loss_of(size_t layer_idx) const {
@@ -146,6 +170,8 @@ struct LayerProfiler::Chain {
         return backward_input;
       case Phase::kBackwardWeight:
         return backward_weight;
+      case Phase::kInferenceForward:
+        return inference_forward;
     }
     PIPEPLAN_ASSERT(false, "unknown phase");
   }
@@ -202,6 +228,7 @@ std::vector<LayerMeasurement> LayerProfiler::measure_chain(
   chain.backward.resize(layers.size());
   chain.backward_input.resize(layers.size());
   chain.backward_weight.resize(layers.size());
+  chain.inference_forward.resize(layers.size());
   for (models::Layer* layer : layers) {
     allocate_gradients(*layer);
     zero_gradients(*layer);
@@ -223,6 +250,7 @@ std::vector<LayerMeasurement> LayerProfiler::measure_chain(
     split_backward_chain(chain, passes, timed);
     passes.clear();
     for (models::Layer* layer : layers) zero_gradients(*layer);
+    inference_chain(chain, input, timed);
   }
   take_kernel_windows(chain);
   return finish_chain(chain, input, outputs);
@@ -319,6 +347,22 @@ void LayerProfiler::split_backward_chain(Chain& chain, std::vector<Pass>& passes
   }
 }
 
+// One pass of inference forwards, in order, each timed on its own: the layers in evaluation mode
+// under NoGradGuard, as StageRuntime::infer runs them, each layer's output the next one's input
+// (the first gets a copy of the chain's input, made outside the window). No loss: a served
+// model's last stage returns its output. The layers are back in training mode afterwards.
+void LayerProfiler::inference_chain(Chain& chain, const torch::Tensor& input, bool timed) {
+  const EvalScope eval(chain.layers);
+  const torch::NoGradGuard no_grad;
+  const runtime::AutocastScope autocast(settings_.device, settings_.precision);
+  torch::Tensor activation = input.detach().clone();
+  for (size_t layer_idx = 0; layer_idx < chain.layers.size(); ++layer_idx) {
+    timer_->start();
+    activation = chain.layers[layer_idx]->forward(activation);
+    chain.record(layer_idx, Phase::kInferenceForward, timed, timer_->stop_ms());
+  }
+}
+
 // Assigns CUPTI's kernel busy time of every window to its layer and phase (CUDA only).
 void LayerProfiler::take_kernel_windows(Chain& chain) {
   const std::optional<std::vector<double>> kernel_ms = timer_->take_kernel_ms();
@@ -348,15 +392,21 @@ std::vector<LayerMeasurement> LayerProfiler::finish_chain(
       summarise(chain.backward[layer_idx], point.bwd_ms, point.bwd_ms_p90, point.bwd_kernel_ms);
     point.bwd_input_ms = median_or_zero(chain.backward_input[layer_idx]);
     point.bwd_weight_ms = median_or_zero(chain.backward_weight[layer_idx]);
+    std::optional<double> unused_kernel_ms;  // CUPTI kernel times: the training forward's only
+    point.inference_fwd_ms.emplace();
+    point.inference_fwd_ms_p90.emplace();
+    summarise(chain.inference_forward[layer_idx], *point.inference_fwd_ms,
+              *point.inference_fwd_ms_p90, unused_kernel_ms);
     measurement.output = outputs[layer_idx];
     point.output_shape = measurement.output.sizes().vec();
     point.output_bytes = static_cast<int64_t>(measurement.output.nbytes());
     measurement.output_dtype = runtime::dtype_name(measurement.output.scalar_type());
     models::Layer& layer = *chain.layers[layer_idx];
-    measure_memory(layer, layer_idx == 0 ? input : outputs[layer_idx - 1],
-                   chain.track_input[layer_idx], chain.loss_of(layer_idx), chain.seeds[layer_idx],
-                   point);
+    const torch::Tensor& layer_input = layer_idx == 0 ? input : outputs[layer_idx - 1];
+    measure_memory(layer, layer_input, chain.track_input[layer_idx], chain.loss_of(layer_idx),
+                   chain.seeds[layer_idx], point);
     zero_gradients(layer);
+    point.inference_fwd_peak_bytes = measure_inference_memory(layer, layer_input);
   }
   return measurements;
 }
@@ -395,6 +445,27 @@ void LayerProfiler::measure_memory(models::Layer& layer, const torch::Tensor& in
   run_backward(*root, root_grad);
   runtime::synchronize(device);
   point.bwd_transient_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_backward);
+}
+
+int64_t LayerProfiler::measure_inference_memory(models::Layer& layer,
+                                                const torch::Tensor& input) const {
+  const c10::Device& device = settings_.device;
+  auto tracker = std::make_shared<runtime::MemoryTracker>();
+  runtime::MemoryMeter meter(device, tracker);
+  const EvalScope eval({&layer});
+  const torch::NoGradGuard no_grad;
+  const runtime::AutocastScope autocast(device, settings_.precision);
+  runtime::synchronize(device);
+  const runtime::MemoryTrackingScope scope(tracker);
+  const torch::Tensor layer_input = input.detach().clone();  // tracked, as a received input is
+  runtime::synchronize(device);
+  const int64_t before_bytes = meter.current_bytes();
+  meter.reset_peak();
+  {
+    const torch::Tensor output = layer.forward(layer_input);
+    runtime::synchronize(device);
+  }
+  return std::max<int64_t>(0, meter.peak_bytes() - before_bytes);
 }
 
 std::map<std::string, double> LayerProfiler::flat_optimizer_step_ms(int64_t numel) {

@@ -66,6 +66,9 @@ struct LayerMeasurement {
 ///    W recomputes the gradients inside the layer on the way to its first parameters, so B + W
 ///    exceeds the whole backward by about those. B is 0 without an input that takes a gradient
 ///    (the data, an integer input), W is 0 without parameters; both 0 without any backward.
+///  - The inference forward (LayerPoint::inference_fwd_ms) has passes of its own too, one after
+///    each of the above: the chain's forwards in order, each timed on its own, with the layers
+///    in evaluation mode under NoGradGuard as `pipeplan infer` runs them, without the loss.
 /// Memory: per layer, after the timed passes (caches and workspaces are in place), one more
 /// untimed forward and backward of the layer alone on a fresh copy of its input from the last
 /// pass (with the sink as above, so that no graph node holds the input itself), with the
@@ -78,6 +81,10 @@ struct LayerMeasurement {
 ///    (an output that shares the input's storage counts as input only);
 ///  - bwd_transient_bytes = peak during backward minus the bytes alive just before it (graph,
 ///    output gradient, allocated parameter gradients), which includes the input gradient.
+/// Then one more inference forward of the layer alone (evaluation mode, NoGradGuard) on another
+/// fresh copy of that input, tracked the same way:
+///  - inference_fwd_peak_bytes = peak during it minus the bytes alive just before it (the
+///    input), which includes the output it allocates.
 class LayerProfiler {
  public:
   /// Checks warmup >= 0 and repeats >= 1 (bad input otherwise) and creates the device's timer.
@@ -119,6 +126,7 @@ class LayerProfiler {
   static void make_seeds(Chain& chain, const std::vector<Pass>& passes);
   void backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed);
   void split_backward_chain(Chain& chain, std::vector<Pass>& passes, bool timed);
+  void inference_chain(Chain& chain, const torch::Tensor& input, bool timed);
   void take_kernel_windows(Chain& chain);
   std::vector<LayerMeasurement> finish_chain(const Chain& chain, const torch::Tensor& input,
                                              const std::vector<torch::Tensor>& outputs) const;
@@ -127,6 +135,7 @@ class LayerProfiler {
   static double median_or_zero(const PhaseSamples& samples);
   void measure_memory(models::Layer& layer, const torch::Tensor& input, bool track_input,
                       const LossFn& loss, const torch::Tensor& root_grad, LayerPoint& point) const;
+  int64_t measure_inference_memory(models::Layer& layer, const torch::Tensor& input) const;
 
   LayerSettings settings_;
   std::unique_ptr<runtime::DeviceTimer> timer_;

@@ -336,6 +336,127 @@ TEST(ProfileSplitTest, ValidateChecksTheSplitOfAProfileInMemory) {
             0u);
 }
 
+// sample_profile with the inference forward at every point: 0.625 of the training forward's
+// time, p90 0.75 of it, peak bytes 1024 per sample + 256.
+Profile sample_profile_with_inference() {
+  Profile profile = sample_profile();
+  for (LayerProfile& layer : profile.layers) {
+    for (LayerPoint& point : layer.points) {
+      point.inference_fwd_ms = 0.625 * point.fwd_ms;
+      point.inference_fwd_ms_p90 = 0.75 * point.fwd_ms;
+      point.inference_fwd_peak_bytes = 1024 * point.batch_size + 256;
+    }
+    layer.fits = fit_points(layer.points);
+  }
+  return profile;
+}
+
+TEST(ProfileInferenceTest, RoundTripsWithTheInferenceForwardAndWritesNoKeysWithout) {
+  const Profile profile = sample_profile_with_inference();
+  EXPECT_TRUE(profile.has_inference_forward());
+  const Json json = to_json(profile);
+  const Json& point = json["layers"][1]["points"][1];
+  EXPECT_EQ(point["inference_fwd_ms"], 0.46875);
+  EXPECT_EQ(point["inference_fwd_ms_p90"], 0.5625);
+  EXPECT_EQ(point["inference_fwd_peak_bytes"], 4352);
+  EXPECT_NEAR(json["layers"][1]["fits"]["inference_fwd_peak_bytes"]["slope"].get<double>(), 1024,
+              1e-9);
+  EXPECT_NEAR(json["layers"][0]["fits"]["inference_fwd_ms"]["slope"].get<double>(),
+              (0.46875 - 0.15625) / (4 - 1), 1e-12);
+  const Profile back = profile_from_json(json, "profile.json");
+  EXPECT_EQ(to_json(back), json);
+  EXPECT_TRUE(back.has_inference_forward());
+  EXPECT_EQ(*back.layers[0].points[0].inference_fwd_peak_bytes, 1280);
+  ASSERT_TRUE(back.layers[1].fits.inference_fwd_ms.has_value());
+  EXPECT_NEAR(back.layers[1].fits.inference_fwd_ms->at(4), 0.46875, 1e-12);
+
+  // Without it: no keys written, and read back without.
+  const Json plain_json = to_json(sample_profile());
+  for (const Json& layer : plain_json["layers"]) {
+    EXPECT_FALSE(layer["fits"].contains("inference_fwd_ms"));
+    EXPECT_FALSE(layer["fits"].contains("inference_fwd_peak_bytes"));
+    for (const Json& plain_point : layer["points"])
+      for (const char* key :
+           {"inference_fwd_ms", "inference_fwd_ms_p90", "inference_fwd_peak_bytes"})
+        EXPECT_FALSE(plain_point.contains(key)) << key;
+  }
+  EXPECT_FALSE(profile_from_json(plain_json, "profile.json").has_inference_forward());
+}
+
+TEST(ProfileInferenceTest, ProfilesFromBeforeTheInferenceForwardStillRead) {
+  const Profile fixture = read_profile(std::string(PIPEPLAN_SOURCE_DIR) +
+                                       "/tests/data/resnet_tiny_cpu_profile_fixture.json");
+  EXPECT_FALSE(fixture.has_inference_forward());
+  EXPECT_FALSE(fixture.layers.front().points.front().inference_fwd_ms.has_value());
+  EXPECT_FALSE(fixture.layers.front().fits.inference_fwd_peak_bytes.has_value());
+}
+
+TEST(ProfileInferenceTest, IncompleteOrWrongInferenceForwardIsRejectedNamingTheValue) {
+  const Json json = to_json(sample_profile_with_inference());
+  const auto rejects = [&](const std::function<void(Json&)>& spoil, const std::string& expected) {
+    Json bad = json;
+    spoil(bad);
+    const std::string message = error_of([&] { profile_from_json(bad, "p.json"); });
+    EXPECT_NE(message.find("p.json: " + expected), std::string::npos) << message;
+  };
+  rejects([](Json& j) { j["layers"][1]["points"][0].erase("inference_fwd_ms_p90"); },
+          "layers[1].points[0].inference_fwd_ms_p90: missing: expected beside inference_fwd_ms "
+          "(the inference forward has inference_fwd_ms, inference_fwd_ms_p90 and "
+          "inference_fwd_peak_bytes, or none)");
+  rejects([](Json& j) { j["layers"][0]["points"][1].erase("inference_fwd_peak_bytes"); },
+          "layers[0].points[1].inference_fwd_peak_bytes: missing: expected beside "
+          "inference_fwd_ms");
+  rejects(
+      [](Json& j) {
+        for (const char* key :
+             {"inference_fwd_ms", "inference_fwd_ms_p90", "inference_fwd_peak_bytes"})
+          j["layers"][1]["points"][1].erase(key);
+      },
+      "layers[1].points[1].inference_fwd_ms: missing: expected the inference forward "
+      "(inference_fwd_ms, inference_fwd_ms_p90, inference_fwd_peak_bytes) at every point, as "
+      "layers[0].points[0] has it, or at none");
+  rejects([](Json& j) { j["layers"][0]["points"][0]["inference_fwd_ms_p90"] = 0.125; },
+          "layers[0].points[0].inference_fwd_ms_p90: 0.125: expected at least the median "
+          "inference_fwd_ms 0.15625");
+  rejects([](Json& j) { j["layers"][1]["points"][0]["inference_fwd_ms"] = -0.5; },
+          "layers[1].points[0].inference_fwd_ms: -0.5: expected a time in ms in [0, 1e+08]");
+  rejects([](Json& j) { j["layers"][1]["points"][0]["inference_fwd_peak_bytes"] = -1; },
+          "layers[1].points[0].inference_fwd_peak_bytes: -1");
+  rejects([](Json& j) { j["layers"][0]["fits"].erase("inference_fwd_peak_bytes"); },
+          "layers[0].fits.inference_fwd_peak_bytes: missing: expected the fit of the points' "
+          "inference_fwd_peak_bytes");
+  rejects([](Json& j) { j["layers"][1]["fits"]["inference_fwd_ms"]["slope"] = 1.0; },
+          "layers[1].fits.inference_fwd_ms: intercept ");
+  Json stray_fit = to_json(sample_profile());
+  stray_fit["layers"][1]["fits"]["inference_fwd_ms"] =
+      json["layers"][1]["fits"]["inference_fwd_ms"];
+  EXPECT_NE(error_of([&] { profile_from_json(stray_fit, "p.json"); })
+                .find("p.json: layers[1].fits.inference_fwd_ms: present: expected none, as the "
+                      "points have no inference_fwd_ms"),
+            std::string::npos);
+}
+
+// A profile built in memory (the profiler's) is checked as a file is.
+TEST(ProfileInferenceTest, ValidateChecksTheInferenceForwardOfAProfileInMemory) {
+  const auto error_with = [](const std::function<void(Profile&)>& spoil) {
+    Profile profile = sample_profile_with_inference();
+    spoil(profile);
+    return error_of([&] { profile.validate("mem"); });
+  };
+  EXPECT_EQ(error_with([](Profile&) {}), "");
+  EXPECT_EQ(error_with([](Profile& p) { p.layers[1].points[0].inference_fwd_peak_bytes = -4; }),
+            "mem: layers[1].points[0].inference_fwd_peak_bytes: -4: expected a byte count in [0, "
+            "1125899906842624]");
+  EXPECT_EQ(error_with([](Profile& p) { p.layers[0].points[1].inference_fwd_ms.reset(); }),
+            "mem: layers[0].points[1].inference_fwd_ms: missing: expected beside "
+            "inference_fwd_ms_p90 (the inference forward has inference_fwd_ms, "
+            "inference_fwd_ms_p90 and inference_fwd_peak_bytes, or none)");
+  EXPECT_NE(error_with([](Profile& p) {
+              p.layers[1].points[1].inference_fwd_ms = std::nan("");
+            }).find("mem: layers[1].points[1].inference_fwd_ms: nan: expected a time in ms"),
+            std::string::npos);
+}
+
 TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
   const LinearFit fit = fit_linear({1, 2, 4, 8}, {3, 5, 9, 17});
   EXPECT_NEAR(fit.intercept, 1.0, 1e-9);

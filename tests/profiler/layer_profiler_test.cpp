@@ -178,6 +178,68 @@ TEST(LayerProfilerTest, TimesArePositive) {
   }
 }
 
+// The inference forward keeps no graph: a Linear allocates its output alone; a Linear + ReLU
+// its pre-activation and the ReLU's output, both alive as the ReLU runs. Above the input, which
+// the forward does not free.
+TEST(LayerProfilerTest, InferencePeakCountsTheOutputAndTheTemporariesBesideIt) {
+  const int64_t output_bytes = kBatch * kOutFeatures * kFloatBytes;
+  LinearLayer linear(kInFeatures, kOutFeatures, /*relu=*/false);
+  const LayerPoint linear_point = measure(linear, input_of(kInFeatures));
+  ASSERT_TRUE(linear_point.inference_fwd_peak_bytes.has_value());
+  EXPECT_EQ(*linear_point.inference_fwd_peak_bytes, output_bytes);
+  LinearLayer linear_relu(kInFeatures, kOutFeatures, /*relu=*/true);
+  const LayerPoint point = measure(linear_relu, input_of(kInFeatures));
+  EXPECT_EQ(*point.inference_fwd_peak_bytes, 2 * output_bytes);
+  ASSERT_TRUE(point.inference_fwd_ms && point.inference_fwd_ms_p90);
+  EXPECT_GT(*point.inference_fwd_ms, 0.0);
+  EXPECT_GE(*point.inference_fwd_ms_p90, *point.inference_fwd_ms);
+  // A view of the input allocates nothing.
+  FunctionLayer view([](const torch::Tensor& x) { return x.view({-1}); });
+  EXPECT_EQ(*measure(view, input_of(kInFeatures)).inference_fwd_peak_bytes, 0);
+}
+
+// The inference passes run as `pipeplan infer` does: evaluation mode, no autograd graph, no loss;
+// every timed and warm-up pass and the memory pass, and the layer is back in training mode.
+TEST(LayerProfilerTest, InferenceForwardRunsInEvaluationModeWithoutGradients) {
+  struct Seen {
+    int inference = 0;  // forwards in evaluation mode with gradients off
+    int training = 0;   // forwards in training mode with gradients on
+    int other = 0;
+  };
+  Seen seen;
+  class Watching : public models::Layer {
+   public:
+    explicit Watching(Seen& seen) : seen_(seen) {}
+    torch::Tensor forward(const torch::Tensor& input) override {
+      const bool grad = torch::GradMode::is_enabled();
+      if (!is_training() && !grad) {
+        ++seen_.inference;
+      } else if (is_training() && grad) {
+        ++seen_.training;
+      } else {
+        ++seen_.other;
+      }
+      return input * 2.0;
+    }
+
+   private:
+    Seen& seen_;
+  };
+  Watching watching(seen);
+  int loss_calls = 0;
+  const LossFn loss = [&](const torch::Tensor& output) {
+    ++loss_calls;
+    return output.sum();
+  };
+  const LayerSettings settings = quick_settings();
+  LayerProfiler(settings).measure(watching, input_of(kInFeatures), true, loss);
+  const int passes = settings.warmup + settings.repeats;
+  EXPECT_EQ(seen.inference, passes + 1);  // + the memory measurement
+  EXPECT_EQ(seen.other, 0);
+  EXPECT_EQ(loss_calls, seen.training);  // the loss only with the training forwards
+  EXPECT_TRUE(watching.is_training());
+}
+
 TEST(LayerProfilerTest, ChainMeasuresEachLayerAsItWouldAlone) {
   LinearLayer first(kInFeatures, kOutFeatures, /*relu=*/true);
   LinearLayer second(kOutFeatures, kOutFeatures, /*relu=*/false);

@@ -112,6 +112,28 @@ TEST(ModelProfilerTest, EveryLayerHasTheBackwardSplit) {
   }
 }
 
+// Every layer of every zoo model gets the inference forward, in the fits and the file too: a
+// positive time, a p90 at least the median, and a peak (each layer allocates its output).
+TEST(ModelProfilerTest, EveryLayerHasTheInferenceForward) {
+  for (const std::string& name : kModels) {
+    const Profile profile = profile_model(models::make_model(name), quick_options({1, 2}));
+    EXPECT_TRUE(profile.has_inference_forward()) << name;
+    for (const LayerProfile& layer : profile.layers) {
+      ASSERT_TRUE(layer.fits.inference_fwd_ms && layer.fits.inference_fwd_peak_bytes)
+          << name << " " << layer.name;
+      for (const LayerPoint& point : layer.points) {
+        const std::string where =
+            name + " " + layer.name + " b=" + std::to_string(point.batch_size);
+        EXPECT_GT(*point.inference_fwd_ms, 0.0) << where;
+        EXPECT_GE(*point.inference_fwd_ms_p90, *point.inference_fwd_ms) << where;
+        EXPECT_GT(*point.inference_fwd_peak_bytes, 0) << where;
+      }
+    }
+    EXPECT_TRUE(profile_from_json(to_json(profile), "profile.json").has_inference_forward())
+        << name;
+  }
+}
+
 // Per model, B + W of the layers after the first, summed, against their whole backwards summed:
 // within 0.5x..3x (B and W each skip the other's gradients, but W recomputes the gradients inside
 // a layer on the way to its first parameters). resnet_tiny at b=16, whose layers take
