@@ -284,11 +284,13 @@ void Inferencer::forward(const Action& action, int64_t stream_idx, const Stream&
   const bool first = stage_->is_first(), last = stage_->is_last();
   if (stream.timed && first && micro_batch == 0)
     start_ms_[static_cast<size_t>(request)] = recorder_->now_ms();
+  // Only the last stage keeps the target, to score the output (forward_stage_memory counts it
+  // there); the input of a batch the last stage loads is dropped before the forward.
   torch::Tensor target;
   if (first || last) {
     Batch batch = stream.load(stream_idx);
     if (first) *activation = std::move(batch.first);
-    target = std::move(batch.second);
+    if (last) target = std::move(batch.second);
   }
   const double start_ms = recorder_->now_ms();
   torch::Tensor output = stage_->infer(/*chunk=*/0, *activation);

@@ -82,18 +82,21 @@ LayerAt interpolate(const std::vector<LayerPoint>& points, int64_t micro_batch_s
   return at;
 }
 
-// A B or W time at b: the fit outside the profiled sizes, else interpolated between points.
-double split_at(const LayerProfile& layer, const LinearFit& fit, int64_t micro_batch_size,
-                bool outside, std::optional<double> LayerPoint::*field) {
+// An optional quantity at b (a B or W time, the inference forward's time or peak bytes): the fit
+// outside the profiled sizes, else interpolated between points; at least 0.
+template <typename T>
+double optional_at(const LayerProfile& layer, const LinearFit& fit, int64_t micro_batch_size,
+                   bool outside, std::optional<T> LayerPoint::*field) {
   const double b = static_cast<double>(micro_batch_size);
   if (outside) return std::max(0.0, fit.at(b));
   const std::vector<LayerPoint>& points = layer.points;
-  if (points.size() == 1) return (points.front().*field).value_or(0);
+  const auto value = [field](const LayerPoint& p) {
+    return static_cast<double>((p.*field).value_or(0));
+  };
+  if (points.size() == 1) return value(points.front());
   size_t lo = 0;
   while (lo + 2 < points.size() && points[lo + 1].batch_size <= micro_batch_size) ++lo;
-  return std::max(0.0, between(points, lo, b, [field](const LayerPoint& p) {
-                    return (p.*field).value_or(0);
-                  }));
+  return std::max(0.0, between(points, lo, b, value));
 }
 
 }  // namespace
@@ -127,10 +130,20 @@ LayerAt layer_at(const LayerProfile& layer, int64_t micro_batch_size) {
   at.fwd_spread_ms = relative_spread(nearest.fwd_ms, nearest.fwd_ms_p90) * at.fwd_ms;
   at.bwd_spread_ms = relative_spread(nearest.bwd_ms, nearest.bwd_ms_p90) * at.bwd_ms;
   if (layer.fits.bwd_input_ms && layer.fits.bwd_weight_ms) {
-    at.bwd_input_ms = split_at(layer, *layer.fits.bwd_input_ms, micro_batch_size, outside,
-                               &LayerPoint::bwd_input_ms);
-    at.bwd_weight_ms = split_at(layer, *layer.fits.bwd_weight_ms, micro_batch_size, outside,
-                                &LayerPoint::bwd_weight_ms);
+    at.bwd_input_ms = optional_at(layer, *layer.fits.bwd_input_ms, micro_batch_size, outside,
+                                  &LayerPoint::bwd_input_ms);
+    at.bwd_weight_ms = optional_at(layer, *layer.fits.bwd_weight_ms, micro_batch_size, outside,
+                                   &LayerPoint::bwd_weight_ms);
+  }
+  if (layer.fits.inference_fwd_ms && layer.fits.inference_fwd_peak_bytes) {
+    at.inference_fwd_ms = optional_at(layer, *layer.fits.inference_fwd_ms, micro_batch_size,
+                                      outside, &LayerPoint::inference_fwd_ms);
+    at.inference_fwd_spread_ms = relative_spread(nearest.inference_fwd_ms.value_or(0),
+                                                 nearest.inference_fwd_ms_p90.value_or(0)) *
+                                 at.inference_fwd_ms;
+    at.inference_fwd_peak_bytes = non_negative_bytes(
+        optional_at(layer, *layer.fits.inference_fwd_peak_bytes, micro_batch_size, outside,
+                    &LayerPoint::inference_fwd_peak_bytes));
   }
   return at;
 }
@@ -226,6 +239,12 @@ ModelTotals model_totals(const Profile& profile, int64_t b, OptimizerKind optimi
          bytes(f.bwd_transient_bytes, &LayerPoint::bwd_transient_bytes),
          static_cast<double>(layer.points.front().output_bytes) /
              static_cast<double>(layer.points.front().batch_size) * static_cast<double>(b)});
+    if (f.inference_fwd_peak_bytes)
+      totals.largest_layer_bytes =
+          std::max(totals.largest_layer_bytes,
+                   bound_at(layer, *f.inference_fwd_peak_bytes, b, [](const LayerPoint& p) {
+                     return static_cast<double>(p.inference_fwd_peak_bytes.value_or(0));
+                   }));
     totals.params += static_cast<double>(layer.param_count);
     totals.buffers_bytes += static_cast<double>(layer.buffer_bytes);
   }
@@ -274,10 +293,11 @@ LayerTable::LayerTable(const Profile& profile, int64_t micro_batch_size, Optimiz
   PIPEPLAN_CHECK(!split_backward || profile.has_backward_split(),
                  "profile: has no bwd_input_ms/bwd_weight_ms (the B/W split zb-h1 needs): profile "
                  "again with this version of pipeplan, or choose another --schedule");
-  if (forward_only) drop_backward();
+  const bool inference_measured = forward_only && profile.has_inference_forward();
+  if (forward_only) make_forward_only(inference_measured);
   build_prefix_sums(profile, optimizer, split_backward && !forward_only);
   build_boundaries(profile);
-  build_transient_table();
+  build_transient_table(inference_measured);
 }
 
 int64_t LayerTable::tied_duplicates(int first, int last) const {
@@ -355,11 +375,17 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
   }
 }
 
-void LayerTable::drop_backward() {
+void LayerTable::make_forward_only(bool inference_measured) {
   for (LayerAt& layer : layers_) {
     layer.bwd_ms = layer.bwd_spread_ms = layer.bwd_input_ms = layer.bwd_weight_ms = 0;
     layer.retained_bytes = layer.saved_input_bytes = layer.saved_output_bytes = 0;
     layer.bwd_transient_bytes = 0;
+    // An inference run's forward records no graph and runs batch norm from its statistics: the
+    // profile's inference forward is that one, fwd_ms the training forward (slower).
+    if (inference_measured) {
+      layer.fwd_ms = layer.inference_fwd_ms;
+      layer.fwd_spread_ms = layer.inference_fwd_spread_ms;
+    }
   }
 }
 
@@ -388,10 +414,25 @@ void LayerTable::build_boundaries(const Profile& profile) {
         *std::min_element(boundary_bytes_.begin() + 1, boundary_bytes_.begin() + n);
 }
 
-void LayerTable::build_transient_table() {
+void LayerTable::build_transient_table(bool inference_measured) {
   std::vector<int64_t> base;
-  for (const LayerAt& layer : layers_)
-    base.push_back(std::max(layer.fwd_transient_bytes, layer.bwd_transient_bytes));
+  for (size_t idx = 0; idx < layers_.size(); ++idx) {
+    const LayerAt& layer = layers_[idx];
+    if (!forward_only_) {
+      base.push_back(std::max(layer.fwd_transient_bytes, layer.bwd_transient_bytes));
+      continue;
+    }
+    // P_i, and X_i + P_i for a layer that is not its stage's first (transient_bytes).
+    forward_peak_bytes_.push_back(inference_measured
+                                      ? layer.inference_fwd_peak_bytes
+                                      : boundary_bytes_[idx + 1] + layer.fwd_transient_bytes);
+    base.push_back(boundary_bytes_[idx] + forward_peak_bytes_.back());
+  }
+  if (forward_only_) {
+    const std::vector<int64_t>& output = shapes_.back();
+    const std::vector<int64_t> target(output.begin(), output.end() - (output.empty() ? 0 : 1));
+    target_bytes_ = activation_bytes(target, "int64", micro_batch_size_);
+  }
   transient_levels_.push_back(std::move(base));
   for (size_t width = 2; width <= layers_.size(); width *= 2) {
     const std::vector<int64_t>& prev = transient_levels_.back();

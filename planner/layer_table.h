@@ -48,6 +48,12 @@ struct LayerAt {
   /// bwd_ms; 0 when the profile has no B/W split.
   double bwd_input_ms = 0;
   double bwd_weight_ms = 0;
+  /// The inference forward (LayerPoint::inference_fwd_ms and inference_fwd_peak_bytes),
+  /// interpolated like fwd_ms, and its spread as fwd_spread_ms is fwd_ms's; 0 when the profile
+  /// has no inference forward.
+  double inference_fwd_ms = 0;
+  double inference_fwd_spread_ms = 0;
+  int64_t inference_fwd_peak_bytes = 0;
 };
 
 /// `layer` at micro-batch size `micro_batch_size` (>= 1), as documented on LayerAt.
@@ -83,7 +89,9 @@ class LayerTable {
   /// its B + W, as zb-h1 runs it, and the profile must have the B/W split. With `forward_only`
   /// (inference plans) every layer's backward time and spread, retained bytes and backward
   /// transient are 0 and its optimizer step is not looked up (0): forward passes keep no graph,
-  /// so compute is the forward alone and transient_bytes the forward transient.
+  /// so compute is the forward alone; the forward time and spread are the inference forward's
+  /// when the profile has it (Profile::has_inference_forward), else the training forward's; and
+  /// transient_bytes is the forward's working set (see there).
   LayerTable(const Profile& profile, int64_t micro_batch_size, OptimizerKind optimizer,
              bool split_backward = false, bool forward_only = false);
 
@@ -151,11 +159,30 @@ class LayerTable {
            (overlap_prefix_[last - 1] - overlap_prefix_[first]);
   }
   /// The largest forward or backward transient of the stage's layers (a sparse-table query).
+  ///
+  /// Forward-only tables: the peak bytes of the stage's forward beside its input X_first (which
+  /// the caller holds throughout: the received buffer, or stage 0's model input), one micro-batch
+  /// at a time, as StageRuntime::infer runs the layers, layer i reading X_i (boundary_bytes(i))
+  /// and replacing it by its output, X_i freed when layer i returns:
+  ///
+  ///   transient = max( P_first, max over first < i < last of (X_i + P_i) )
+  ///             + target_bytes() · [last = L]
+  ///
+  /// P_i = layer i's inference_fwd_peak_bytes (its output and temporaries above its input),
+  /// or, for a profile without the inference forward, X_{i+1} + fwd_transient_bytes (the output
+  /// and the training forward's transient). Layer first's input is X_first itself; a later
+  /// layer's input X_i is alive beside X_first. The last stage also holds the target the data
+  /// loader delivered with the micro-batch until the output is scored (executor/inferencer.cpp).
+  /// O(1): P_first, and a sparse-table maximum of X_i + P_i over the rest.
   int64_t transient_bytes(int first, int last) const {
-    const int level = 31 - __builtin_clz(static_cast<unsigned>(last - first));  // floor(log2)
-    const std::vector<int64_t>& row = transient_levels_[level];
-    return std::max(row[first], row[last - (1 << level)]);
+    if (!forward_only_) return range_max(first, last);
+    const int64_t later = last - first > 1 ? range_max(first + 1, last) : 0;
+    return std::max(forward_peak_bytes_[first], later) + (last == num_layers() ? target_bytes_ : 0);
   }
+  /// Forward-only: the target of one micro-batch, int64 class indices of the model output's shape
+  /// without its last (class) dimension — [b] for a classifier's [b, C], [b, T] for a language
+  /// model's [b, T, V] (models::TargetSpec: both losses are cross-entropy). 0 otherwise.
+  int64_t target_bytes() const { return target_bytes_; }
   /// Bytes crossing boundary `position` per micro-batch: the model input for 0, else the
   /// output of layer position − 1 (shape from the profile × dtype × b).
   int64_t boundary_bytes(int position) const { return boundary_bytes_[position]; }
@@ -178,10 +205,17 @@ class LayerTable {
 
  private:
   void build_prefix_sums(const Profile& profile, OptimizerKind optimizer, bool split_backward);
-  // forward_only: drops every layer's backward, retained and optimizer quantities.
-  void drop_backward();
+  // forward_only: drops every layer's backward and retained quantities, and takes the inference
+  // forward's time when `inference_measured`.
+  void make_forward_only(bool inference_measured);
   void build_boundaries(const Profile& profile);
-  void build_transient_table();
+  void build_transient_table(bool inference_measured);
+  // The maximum of transient_levels_' base over [first, last) (not empty).
+  int64_t range_max(int first, int last) const {
+    const int level = 31 - __builtin_clz(static_cast<unsigned>(last - first));  // floor(log2)
+    const std::vector<int64_t>& row = transient_levels_[level];
+    return std::max(row[first], row[last - (1 << level)]);
+  }
 
   int64_t micro_batch_size_;
   bool forward_only_ = false;
@@ -197,7 +231,10 @@ class LayerTable {
   std::vector<int64_t> fwd_spread_ns_, bwd_spread_ns_;                // prefix sums, size L+1
   std::vector<int64_t> retained_prefix_;                              // Σ retained_bytes, size L+1
   std::vector<int64_t> overlap_prefix_;  // Σ overlap between layers i and i+1, size L
-  std::vector<std::vector<int64_t>> transient_levels_;  // sparse table for range maxima
+  // Sparse table for range maxima of each layer's transient (forward-only: X_i + P_i).
+  std::vector<std::vector<int64_t>> transient_levels_;
+  std::vector<int64_t> forward_peak_bytes_;             // forward-only: P_i by layer
+  int64_t target_bytes_ = 0;                            // forward-only: target_bytes()
   std::vector<int64_t> boundary_bytes_;                 // size L+1
   std::vector<int64_t> boundary_prefix_;                // Σ boundary_bytes_, size L+2
   std::vector<int64_t> bwd_input_ns_;                   // split_backward: prefix sums, size L+1

@@ -42,8 +42,9 @@ struct MemorySettings {
   int zero = 0;
   /// The gradient bucket of the comm buffers (plan.data_parallel.bucket_bytes).
   int64_t bucket_bytes = kGradientBucketBytes;
-  /// Inference plans (forward_stage_memory): weights (and the autocast copy) and buffers, no
-  /// gradients, optimizer state, retained activations or gradient bucket; the schedule is gpipe.
+  /// Inference plans (forward_stage_memory): weights (and the autocast copy), buffers, the input
+  /// and working set of one forward and the comm buffers; no gradients, optimizer state,
+  /// retained activations or gradient bucket; the schedule is gpipe.
   bool forward_only = false;
 
   /// The correction of stage `stage_idx` (0 when there is none).
@@ -196,17 +197,30 @@ inline CommBufferCounts stage_comm_counts(const MemorySettings& settings, int st
 }
 
 /// Inference (settings.forward_only, a LayerTable built forward_only): every term of stage
-/// `stage_idx` holding layers [first, last), one micro-batch at a time through its forward:
+/// `stage_idx` holding layers [first, last), one micro-batch at a time through its forward, at
+/// the forward's peak (executor/inferencer.cpp; the allocator's bytes after the weights are
+/// loaded, as the run measures):
 ///
 ///   parameters = 4·P, master_copy = 2·P under autocast; gradients = optimizer_state = 0
 ///   buffers    = the layers' buffers
-///   in_flight  = 1, activation_bytes_per_micro_batch = in_bytes' (the input the running forward
-///                reads: the received boundary tensor, or stage 0's model input), activations =
-///                in_bytes'; nothing is retained for a backward (no recompute, no deferred)
-///   transient  = the largest forward transient of the layers
+///   in_flight  = 1, activation_bytes_per_micro_batch = activations = X_first = in_bytes': the
+///                input the running forward reads (the received boundary tensor, or stage 0's
+///                model input from the data loader), held until the stage's forward returns;
+///                nothing is retained for a backward (no recompute, no deferred)
+///   transient  = the forward's working set beside X_first (LayerTable::transient_bytes of a
+///                forward-only table): max(P_first, max_{first<i<last} X_i + P_i), P_i the
+///                layer's inference_fwd_peak_bytes (its output and temporaries above its input),
+///                X_i the previous layer's output it reads; plus the target on the last stage
 ///   comm       = R · in_bytes · [s > 0] + S · out_bytes · [s < pp − 1]   (R = kRecvLookahead
 ///                receives posted ahead, S = kMaxSendsInFlight outputs held by sends)
 ///   runtime overhead, calibration; total their sum (>= 0).
+///
+/// resnet_tiny at b = 4 (bench/RESULTS.md, issue 23), stage 0 = layers 0..2 of pp = 2: the run
+/// measured 1,104,016 bytes = 78,704 weights and buffers + 12,544 model input + 200,704 (2 sends
+/// of 100,352) + 200,704 (layer 1's input, the stem's output) + 611,328 (layer 1's P: its ReLU
+/// output, oneDNN's blocked copy of a convolution's input, that convolution's output and its
+/// reordered 9,216-byte weight); the model without the X_i and with the training forward's
+/// transient (401,408) in place of P said 693,360 (−37%).
 /// StageEvaluator counts the same total (the consumed input as one more receive buffer).
 MemoryTerms forward_stage_memory(const LayerTable& table, const MemorySettings& settings,
                                  int stage_idx, int first, int last);

@@ -75,6 +75,20 @@ Profile with_backward_split(Profile profile, double input_share, double weight_s
   return profile;
 }
 
+Profile with_inference_forward(Profile profile, const std::vector<double>& fwd_ms_per_sample,
+                               const std::vector<int64_t>& peak_bytes_per_sample) {
+  for (LayerProfile& layer : profile.layers) {
+    for (LayerPoint& point : layer.points) {
+      point.inference_fwd_ms = fwd_ms_per_sample.at(layer.index) * point.batch_size;
+      point.inference_fwd_ms_p90 = *point.inference_fwd_ms * 1.25;
+      point.inference_fwd_peak_bytes = peak_bytes_per_sample.at(layer.index) * point.batch_size;
+    }
+    layer.fits = fit_points(layer.points);
+  }
+  profile.validate("test profile");
+  return profile;
+}
+
 Profile three_layer_profile() {
   std::vector<LayerSpec> layers(3);
   //        fwd  bwd  params buf  out  retained in  out  fwd_tr bwd_tr sgd   adamw

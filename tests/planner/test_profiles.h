@@ -40,6 +40,12 @@ Profile make_profile(const std::vector<LayerSpec>& layers,
 /// weight_share) · bwd_ms); fits refitted, validated.
 Profile with_backward_split(Profile profile, double input_share, double weight_share);
 
+/// `profile` with the inference forward at every point: layer i's inference_fwd_ms =
+/// fwd_ms_per_sample[i] · b (p90 1.25 times that) and inference_fwd_peak_bytes =
+/// peak_bytes_per_sample[i] · b; fits refitted, validated.
+Profile with_inference_forward(Profile profile, const std::vector<double>& fwd_ms_per_sample,
+                               const std::vector<int64_t>& peak_bytes_per_sample);
+
 /// The 3-layer profile of the memory model tests (memory_model_test.cpp works it out).
 Profile three_layer_profile();
 
