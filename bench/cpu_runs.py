@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CPU measurements behind bench/RESULTS.md: profiler speed, co-location, the link,
-scheduling efficiency, 1f1b against zb-h1, pp=1 against a plain LibTorch loop, plan quality and
-prediction accuracy.
+scheduling efficiency, 1f1b against zb-h1, pp=1 against a plain LibTorch loop, plan quality,
+prediction accuracy, data parallelism and inference.
 
 Run on a quiet machine (nothing else compiling):
     python3 bench/cpu_runs.py [--build build] [--out out/bench] [--only NAME,...]
@@ -68,6 +68,19 @@ def train(plan_path, name, nproc, steps, data="synthetic"):
     run_path = out(name)
     steal_before, all_before = cpu_ticks()
     cmd = ["train", "--plan", plan_path, "--data", data, "--steps", steps, "-o", run_path]
+    if nproc > 1:
+        seconds, _ = pipeplan("launch", "--nproc", nproc, "--", ARGS.pipeplan, *cmd)
+    else:
+        seconds, _ = pipeplan(*cmd)
+    steal_after, all_after = cpu_ticks()
+    STEAL[run_path] = (steal_after - steal_before) / max(1, all_after - all_before)
+    return run_path, seconds
+
+
+def infer(plan_path, name, nproc, requests, data="synthetic"):
+    run_path = out(name)
+    steal_before, all_before = cpu_ticks()
+    cmd = ["infer", "--plan", plan_path, "--data", data, "--requests", requests, "-o", run_path]
     if nproc > 1:
         seconds, _ = pipeplan("launch", "--nproc", nproc, "--", ARGS.pipeplan, *cmd)
     else:
@@ -364,9 +377,85 @@ def data_parallel():
     print_paired_ratios(plans, measured, "no-overlap")
 
 
+def mib(num_bytes):
+    return f"{num_bytes / 2**20:.3f} MiB"
+
+
+def inference():
+    """Issue 23: one model and split served forward-only, against its training plan's memory, and
+    pp=2 against pp=1 serving; the inference runs alternate so that the host's drift falls on
+    both."""
+    section("Inference: resnet_tiny, split 0:3,3:6, b=4, requests of 64 samples; training against "
+            "inference memory per stage, pp=2 against pp=1 serving")
+    prof, _ = profile("resnet_tiny", "inference_profile.json", "2,4,8,16,32", co_located=2)
+    fixed = ["--micro-batch-size", 4, "--checkpoint", "none"]
+    train_plan, _ = plan(prof, "inference_train_plan.json", 2, "1GiB", 64, "--pp", 2, "--dp", 1,
+                         "--schedule", "1f1b", "--partition", "0:3,3:6", *fixed)
+    plans = {}
+    plans["pp=2"], _ = plan(prof, "inference_plan_pp2.json", 2, "1GiB", 64, "--inference",
+                            "--pp", 2, "--dp", 1, "--partition", "0:3,3:6", *fixed[:2])
+    plans["pp=1"], _ = plan(prof, "inference_plan_pp1.json", 1, "1GiB", 64, "--inference",
+                            "--pp", 1, "--dp", 1, *fixed[:2])
+    # Training's memory is deterministic: one run of 30 steps.
+    train_run, _ = train(train_plan, "inference_train_run.json", 2, 30)
+    memory = {"training pp=2": [compare(train_plan, train_run)[0]]}
+    runs = {name: [] for name in plans}
+    interval = {name: [] for name in plans}
+    rows = []
+    for repeat in range(ARGS.repeat):
+        for name, path in plans.items():
+            nproc = load(path)["pp"]
+            run_path, _ = infer(path, f"inference_run_{name[3:]}_{repeat}.json", nproc, 40)
+            c, table = compare(path, run_path)
+            if repeat == 0:
+                print(f"inference {name}:\n```\n" + table.strip() + "\n```\n")
+            runs[name].append(c)
+            interval[name].append(c["iteration_ms"]["measured"])
+            fwd = " / ".join(f"{st['fwd_ms']['predicted']:.3f} / {st['fwd_ms']['measured']:.3f}"
+                             for st in c["stages"])
+            rows.append(f"| {repeat} | {name} | {c['samples_per_s']['predicted']:.0f} / "
+                        f"{c['samples_per_s']['measured']:.0f} | "
+                        f"{c['latency_p50_ms']['predicted']:.2f} / "
+                        f"{c['latency_p50_ms']['measured']:.2f} / "
+                        f"{c['latency_p99_ms']['measured']:.2f} | {fwd} | "
+                        f"{STEAL[run_path] * 100:.1f}% | {os.getloadavg()[0]:.2f} |")
+    for name in plans:
+        memory[f"inference {name}"] = runs[name]
+    print("Peak memory per stage (allocator bytes; predicted, measured, median over the runs):\n")
+    print("| plan | stage | predicted | measured | error |")
+    print("|---|---|---|---|---|")
+    for name, comparisons in memory.items():
+        for stage in range(len(comparisons[0]["stages"])):
+            points = [c["stages"][stage]["peak_memory_bytes"] for c in comparisons]
+            measured = statistics.median(p["measured"] for p in points)
+            predicted = points[0]["predicted"]
+            print(f"| {name} | {stage} | {mib(predicted)} | {mib(measured)} | "
+                  f"{(predicted - measured) / measured * 100:+.1f}% |")
+    print("\nServing, run by run (forward per micro-batch: predicted / measured ms per stage; "
+          "load: the 1-minute load average after the run):\n")
+    print("| repeat | plan | samples/s pred / meas | latency pred / p50 / p99 ms | "
+          "forward ms per stage | steal | load |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\nMedians over {ARGS.repeat} run(s):\n")
+    print("| plan | samples/s pred / meas | error | latency pred / p50 / p99 ms | p50 error |")
+    print("|---|---|---|---|---|")
+    for name, comparisons in runs.items():
+        def median_of(key):
+            return statistics.median(c[key]["measured"] for c in comparisons)
+        sps, p50, p99 = median_of("samples_per_s"), median_of("latency_p50_ms"), \
+            median_of("latency_p99_ms")
+        sps_pred = comparisons[0]["samples_per_s"]["predicted"]
+        lat_pred = comparisons[0]["latency_p50_ms"]["predicted"]
+        print(f"| {name} | {sps_pred:.0f} / {sps:.0f} | {(sps_pred - sps) / sps * 100:+.1f}% | "
+              f"{lat_pred:.2f} / {p50:.2f} / {p99:.2f} | {(lat_pred - p50) / p50 * 100:+.1f}% |")
+    # pp=2's interval over pp=1's of the same repeat: the inverse of the samples/s ratio.
+    print_paired_ratios(plans, interval, "pp=1")
+
+
 MEASUREMENTS = {"profiler_speed": profiler_speed, "co_location": co_location,
                 "scheduling": scheduling, "schedules": schedules, "plain_loop": plain_loop, "plan_quality": plan_quality,
-                "accuracy": accuracy, "data_parallel": data_parallel}
+                "accuracy": accuracy, "data_parallel": data_parallel, "inference": inference}
 
 
 def main():
