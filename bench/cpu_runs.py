@@ -386,15 +386,20 @@ def inference():
     pp=2 against pp=1 serving; the inference runs alternate so that the host's drift falls on
     both."""
     section("Inference: resnet_tiny, split 0:3,3:6, b=4, requests of 64 samples; training against "
-            "inference memory per stage, pp=2 against pp=1 serving")
+            "inference memory per stage, pp=2 against pp=1 serving (pp=2 planned from a profile "
+            "taken --co-located 2, pp=1 from one taken alone)")
     prof, _ = profile("resnet_tiny", "inference_profile.json", "2,4,8,16,32", co_located=2)
+    # pp=1 serves from one process alone, with LibTorch's default intra-op threads: its profile is
+    # taken the same way (the co-located one times each layer on one thread beside another).
+    prof_alone, _ = profile("resnet_tiny", "inference_profile_alone.json", "2,4,8,16,32",
+                            extra=["--no-comm"])
     fixed = ["--micro-batch-size", 4, "--checkpoint", "none"]
     train_plan, _ = plan(prof, "inference_train_plan.json", 2, "1GiB", 64, "--pp", 2, "--dp", 1,
                          "--schedule", "1f1b", "--partition", "0:3,3:6", *fixed)
     plans = {}
     plans["pp=2"], _ = plan(prof, "inference_plan_pp2.json", 2, "1GiB", 64, "--inference",
                             "--pp", 2, "--dp", 1, "--partition", "0:3,3:6", *fixed[:2])
-    plans["pp=1"], _ = plan(prof, "inference_plan_pp1.json", 1, "1GiB", 64, "--inference",
+    plans["pp=1"], _ = plan(prof_alone, "inference_plan_pp1.json", 1, "1GiB", 64, "--inference",
                             "--pp", 1, "--dp", 1, *fixed[:2])
     # Training's memory is deterministic: one run of 30 steps.
     train_run, _ = train(train_plan, "inference_train_run.json", 2, 30)

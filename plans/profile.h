@@ -63,11 +63,16 @@ struct LayerPoint {
   /// The forward as `pipeplan infer` runs it: the layer in evaluation mode under
   /// torch::NoGradGuard, recording no autograd graph (no loss on the last layer), timed in passes
   /// of its own over the chain (same clock, warm-up and repeats as fwd_ms, consecutive layers in
-  /// sequence as in a stage, one after each of the training passes): median and p90. On the CPU
-  /// 0.58-0.84x fwd_ms for resnet_tiny's layers at b = 4 (no graph to record, batch norm from its
-  /// running statistics). The three inference_fwd_* fields are present together, at every point
-  /// of every layer or at none (profiles from before they were measured); without them an
-  /// inference plan takes fwd_ms, fwd_ms_p90 and output_bytes + fwd_transient_bytes instead.
+  /// sequence as in a stage, the passes back to back as a served stage runs its micro-batches,
+  /// after the training passes): median and p90. On the CPU at b = 4, 0.6-0.75x fwd_ms for
+  /// resnet_tiny's blocks, 0.3x for its stem (batch norm from its running statistics instead of
+  /// the batch's) and 0.2x for its head (whose fwd_ms includes the loss). With interleaved
+  /// training passes evicting its weights between two of its forwards, the same layers took
+  /// 0.65-0.85x, and a pp = 1 stage's forward was over-predicted by up to 21% where back-to-back
+  /// passes were within 6% (issue 23's A/B runs). The three inference_fwd_* fields are present
+  /// together, at every point of every layer or at none (profiles from before they were
+  /// measured); without them an inference plan takes fwd_ms, fwd_ms_p90 and output_bytes +
+  /// fwd_transient_bytes instead.
   std::optional<double> inference_fwd_ms;
   std::optional<double> inference_fwd_ms_p90;
   /// Peak bytes during that forward above the bytes alive just before it (its input, which it

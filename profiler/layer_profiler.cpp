@@ -250,8 +250,12 @@ std::vector<LayerMeasurement> LayerProfiler::measure_chain(
     split_backward_chain(chain, passes, timed);
     passes.clear();
     for (models::Layer* layer : layers) zero_gradients(*layer);
-    inference_chain(chain, input, timed);
   }
+  // Inference forwards run back to back, as a served stage runs its micro-batches: between two
+  // of a layer's forwards only the chain's other forwards run, not a training pass's backwards,
+  // which would leave its weights out of the caches (a slower forward than serving's).
+  for (int pass_idx = 0; pass_idx < num_passes; ++pass_idx)
+    inference_chain(chain, input, /*timed=*/pass_idx >= settings_.warmup);
   take_kernel_windows(chain);
   return finish_chain(chain, input, outputs);
 }

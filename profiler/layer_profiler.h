@@ -66,9 +66,10 @@ struct LayerMeasurement {
 ///    W recomputes the gradients inside the layer on the way to its first parameters, so B + W
 ///    exceeds the whole backward by about those. B is 0 without an input that takes a gradient
 ///    (the data, an integer input), W is 0 without parameters; both 0 without any backward.
-///  - The inference forward (LayerPoint::inference_fwd_ms) has passes of its own too, one after
-///    each of the above: the chain's forwards in order, each timed on its own, with the layers
-///    in evaluation mode under NoGradGuard as `pipeplan infer` runs them, without the loss.
+///  - The inference forward (LayerPoint::inference_fwd_ms) has passes of its own too, `warmup`
+///    then `repeats` of them back to back after all of the above, as a served stage runs its
+///    micro-batches: the chain's forwards in order, each timed on its own, with the layers in
+///    evaluation mode under NoGradGuard as `pipeplan infer` runs them, without the loss.
 /// Memory: per layer, after the timed passes (caches and workspaces are in place), one more
 /// untimed forward and backward of the layer alone on a fresh copy of its input from the last
 /// pass (with the sink as above, so that no graph node holds the input itself), with the
