@@ -10,10 +10,6 @@
 namespace pipeplan {
 namespace {
 
-// The chunk problem's device memory: no split is refused for memory (a quarter of int64's range,
-// so that the partitioner's sums of memory terms stay below it without overflow).
-constexpr int64_t kUnboundedMemoryBytes = std::numeric_limits<int64_t>::max() / 4;
-
 // One stage of the split under the policy: its memory and its chunks' flags.
 struct StageFit {
   int64_t memory_bytes = 0;
@@ -84,7 +80,7 @@ PartitionProblem chunk_problem(const PartitionProblem& problem) {
   chunks.virtual_stages = 1;
   chunks.policy =
       problem.policy == CheckpointPolicy::kAll ? CheckpointPolicy::kAll : CheckpointPolicy::kNone;
-  chunks.device_memory_bytes = kUnboundedMemoryBytes;
+  chunks.device_memory_bytes = kUnlimitedMemoryBytes;  // no split is refused for memory
   chunks.memory.schedule = Schedule::kOneFOneB;
   chunks.memory.pp = chunks.pp;
   chunks.memory.virtual_stages = 1;
@@ -104,17 +100,21 @@ std::vector<ChunkRange> stage_chunks(const std::vector<int>& boundaries, int pp,
 }
 
 std::vector<int> interleaved_chunk_boundaries(const PartitionSpec& spec, const LayerTable& table,
-                                              const PartitionProblem& problem) {
+                                              const PartitionProblem& problem,
+                                              std::shared_ptr<const SendTimes> sends) {
   const PartitionProblem chunks = chunk_problem(problem);
-  const PartitionResult split = run_partition(spec, StageEvaluator(table, chunks));
+  const PartitionResult split =
+      run_partition(spec, StageEvaluator(table, chunks, std::move(sends)));
   PIPEPLAN_ASSERT(split.feasible, "the chunk problem has no memory limit");
   return split.boundaries;
 }
 
 PartitionResult evaluate_interleaved(const LayerTable& table, const PartitionProblem& problem,
-                                     const std::vector<int>& boundaries) {
+                                     const std::vector<int>& boundaries,
+                                     std::shared_ptr<const SendTimes> sends) {
   const PartitionProblem chunks = chunk_problem(problem);
-  return evaluate_chunks(table, problem, StageEvaluator(table, chunks), boundaries);
+  return evaluate_chunks(table, problem, StageEvaluator(table, chunks, std::move(sends)),
+                         boundaries);
 }
 
 PartitionResult interleaved_partition(const PartitionSpec& spec, const LayerTable& table,

@@ -2,6 +2,7 @@
 // holding V of them and fitting the device with their memory together.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "planner/baselines.h"
@@ -38,11 +39,14 @@ PartitionResult interleaved_partition(const PartitionSpec& spec, const LayerTabl
 
 /// interleaved_partition's two steps: the chunk boundaries of `spec`'s method on
 /// chunk_problem(problem) (the same for problems that differ only in kNone against kNeeded, or in
-/// device memory), and the stages of a given split evaluated under problem's policy.
+/// device memory), and the stages of a given split evaluated under problem's policy. `sends`:
+/// the table's send_times over problem.links, or null (computed).
 std::vector<int> interleaved_chunk_boundaries(const PartitionSpec& spec, const LayerTable& table,
-                                              const PartitionProblem& problem);
+                                              const PartitionProblem& problem,
+                                              std::shared_ptr<const SendTimes> sends = nullptr);
 PartitionResult evaluate_interleaved(const LayerTable& table, const PartitionProblem& problem,
-                                     const std::vector<int>& boundaries);
+                                     const std::vector<int>& boundaries,
+                                     std::shared_ptr<const SendTimes> sends = nullptr);
 
 /// A quick proof that no split of `problem`'s chunks fits, O(L + pp·V), from what every split
 /// has (interleaved_stage_memory): stage s holds in_flight(...) chunk micro-batches, each at

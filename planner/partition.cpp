@@ -148,7 +148,7 @@ int64_t min_bottleneck(const StageEvaluator& ev, int64_t bound) {
       int64_t best = kInfinite;
       int best_start = -1;
       auto consider = [&](int i) {
-        const StageChoice choice = ev.evaluate(stage_idx, i, j);
+        const StageChoice choice = ev.evaluate_time(stage_idx, i, j);
         if (!choice.fits || choice.cost_ns > bound) return;
         const int64_t value = std::max(prev[i], choice.cost_ns);
         if (value < best) {
@@ -195,7 +195,7 @@ int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
     int64_t best_cost = 0;
     for (int end = first_end; end <= last_end; ++end) {
       if (!may_fit(ev, stage_idx, pos, end, limit)) break;
-      const StageChoice choice = ev.evaluate(stage_idx, pos, end);
+      const StageChoice choice = ev.evaluate_time(stage_idx, pos, end);
       if (choice.fits && choice.cost_ns <= limit) {
         best_end = end;
         best_cost = choice.cost_ns;
@@ -277,10 +277,12 @@ std::vector<int> best_under_bottleneck(const StageEvaluator& ev, int64_t bottlen
         // A prefix that cannot reach the best sum so far even with the cheapest stage.
         if (prev[i].sum == kInfinite || prev[i].sum + ev.cost_lower_bound_ns(i, j) > cur[j].sum)
           continue;
-        const StageChoice choice = ev.evaluate(stage_idx, i, j);
+        const StageChoice choice = ev.evaluate_time(stage_idx, i, j);
         if (!choice.fits || choice.cost_ns > bottleneck) continue;
-        const SumPeak value{prev[i].sum + choice.cost_ns,
-                            std::max(prev[i].peak, choice.memory_bytes)};
+        const int64_t sum = prev[i].sum + choice.cost_ns;
+        if (sum > cur[j].sum) continue;  // worse whatever its memory
+        const SumPeak value{
+            sum, std::max(prev[i].peak, ev.chosen_memory_bytes(choice, stage_idx, i, j))};
         if (value < cur[j]) {
           cur[j] = value;
           parent.at(stage_idx, j) = i;

@@ -1,6 +1,8 @@
 // Rank placement: layouts, node membership, the placement rule.
 #include "planner/placement.h"
 
+#include <algorithm>
+
 namespace pipeplan {
 
 std::string to_string(Layout layout) {
@@ -29,10 +31,18 @@ std::vector<RankAssignment> place_ranks(Layout layout, int dp, int pp, int devic
   return ranks;
 }
 
+// Whether ranks x and x + d (d fixed) sit on different nodes depends on x mod devices_per_node
+// alone, and a replica's rank of a stage moves by a fixed step per replica (pp or 1): the
+// replicas from devices_per_node on repeat the earlier ones' answers.
+static int distinct_replicas(int dp, int devices_per_node) {
+  return std::min(dp, devices_per_node);
+}
+
 std::vector<bool> inter_node_boundaries(Layout layout, int dp, int pp, int devices_per_node) {
   std::vector<bool> inter(pp > 1 ? pp - 1 : 0, false);
+  const int replicas = distinct_replicas(dp, devices_per_node);
   for (int boundary = 0; boundary + 1 < pp; ++boundary)
-    for (int replica = 0; replica < dp && !inter[boundary]; ++replica)
+    for (int replica = 0; replica < replicas && !inter[boundary]; ++replica)
       inter[boundary] = layout_rank(layout, dp, pp, boundary, replica) / devices_per_node !=
                         layout_rank(layout, dp, pp, boundary + 1, replica) / devices_per_node;
   return inter;
@@ -43,7 +53,7 @@ std::vector<bool> chunk_inter_node_boundaries(Layout layout, int dp, int pp, int
   if (virtual_stages == 1) return inter_node_boundaries(layout, dp, pp, devices_per_node);
   const std::vector<bool> inner = inter_node_boundaries(layout, dp, pp, devices_per_node);
   bool wrap = false;  // stage pp − 1 to stage 0
-  for (int replica = 0; replica < dp && !wrap; ++replica)
+  for (int replica = 0; replica < distinct_replicas(dp, devices_per_node) && !wrap; ++replica)
     wrap = layout_rank(layout, dp, pp, pp - 1, replica) / devices_per_node !=
            layout_rank(layout, dp, pp, 0, replica) / devices_per_node;
   std::vector<bool> inter;

@@ -250,6 +250,14 @@ class Search {
     return *it->second;
   }
 
+  // The send times of the candidate's layer table, shared by its evaluators.
+  const std::shared_ptr<const SendTimes>& sends(const Candidate& candidate) {
+    const LayerTable& layer_table = table(candidate);
+    std::shared_ptr<const SendTimes>& times = sends_[&layer_table];
+    if (!times) times = send_times(layer_table, link_costs(context_.cluster));
+    return times;
+  }
+
   std::vector<Entry> enumerate() {
     const std::vector<int> depths = pipeline_depths(context_, options_);
     check_some_family(context_, options_, depths);
@@ -412,7 +420,7 @@ class Search {
   PartitionResult partition_with(const LayerTable& table, const Candidate& candidate) {
     const PartitionProblem problem = partition_problem(context_, candidate);
     if (candidate.virtual_stages > 1) return partition_interleaved(table, candidate, problem);
-    return run_partition(options_.partition, StageEvaluator(table, problem));
+    return run_partition(options_.partition, StageEvaluator(table, problem, sends(candidate)));
   }
 
   // interleaved_partition, its chunk split shared by the candidates with the same chunk problem
@@ -427,9 +435,10 @@ class Search {
     auto it = chunk_splits_.find(key);
     if (it == chunk_splits_.end())
       it = chunk_splits_
-               .emplace(key, interleaved_chunk_boundaries(options_.partition, table, problem))
+               .emplace(key, interleaved_chunk_boundaries(options_.partition, table, problem,
+                                                          sends(candidate)))
                .first;
-    return evaluate_interleaved(table, problem, it->second);
+    return evaluate_interleaved(table, problem, it->second, sends(candidate));
   }
 
   // Searching both: ZeRO-1's sibling of `candidate` with replicated optimizer state is proven
@@ -439,23 +448,24 @@ class Search {
   // the 1,000-layer searches past their second. --zero 1 searches it alone.
   bool replicated_cannot_fit(Candidate candidate) {
     candidate.zero = 0;
-    const PartitionProblem problem = partition_problem(context_, candidate);
     PartitionResult proof;
-    return candidate.virtual_stages > 1
-               ? interleaved_proven_infeasible(table(candidate), problem, &proof)
-               : proven_infeasible(StageEvaluator(table(candidate), problem), &proof);
+    return proven_not_to_fit(candidate, &proof);
+  }
+
+  // The quick memory proof (proven_infeasible, interleaved_proven_infeasible) for the candidate.
+  bool proven_not_to_fit(const Candidate& candidate, PartitionResult* proof) {
+    const PartitionProblem problem = partition_problem(context_, candidate);
+    if (candidate.virtual_stages > 1)
+      return interleaved_proven_infeasible(table(candidate), problem, proof);
+    return proven_infeasible(StageEvaluator(table(candidate), problem, sends(candidate)), proof);
   }
 
   // For a skipped candidate: counts it as infeasible when the quick memory proof applies.
   void prove_infeasible(Candidate candidate) {
     Family& family = families_[{candidate.dp, candidate.pp, candidate.micro_batch_size}];
     if (family.feasible) return;
-    const PartitionProblem problem = partition_problem(context_, candidate);
     PartitionResult proof;
-    const bool proven = candidate.virtual_stages > 1
-                            ? interleaved_proven_infeasible(table(candidate), problem, &proof)
-                            : proven_infeasible(StageEvaluator(table(candidate), problem), &proof);
-    if (!proven) return;
+    if (!proven_not_to_fit(candidate, &proof)) return;
     --family.unevaluated;
     record_infeasible(&family, candidate, proof);
   }
@@ -553,6 +563,7 @@ class Search {
   const PlanningContext& context_;
   const SearchOptions& options_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<LayerTable>> tables_;  // (b, split)
+  std::map<const LayerTable*, std::shared_ptr<const SendTimes>> sends_;  // over the cluster's links
   const bool zero_bubble_searched_;
   std::map<int64_t, std::string> unplannable_;  // by micro-batch size: unplannable_reason
   std::map<FamilyKey, Family> families_;

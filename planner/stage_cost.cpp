@@ -20,22 +20,40 @@ std::string to_string(CheckpointPolicy policy) {
   return "?";
 }
 
-StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& problem)
-    : table_(table), problem_(problem) {
-  PIPEPLAN_ASSERT(problem.pp >= 1 && problem.pp <= table.num_layers());
-  PIPEPLAN_ASSERT(static_cast<int>(problem.inter_node_boundaries.size()) == problem.pp - 1);
+std::shared_ptr<const SendTimes> send_times(const LayerTable& table, const LinkCosts& links) {
+  auto sends = std::make_shared<SendTimes>();
+  sends->links = links;
   for (int pos = 0; pos <= table.num_layers(); ++pos) {
     const int64_t bytes = table.boundary_bytes(pos);
-    intra_transfer_ns_.push_back(to_ns(transfer_ms(
-        bytes, problem.links.intra_node_bandwidth_bytes_per_s, problem.links.latency_ms)));
-    inter_transfer_ns_.push_back(to_ns(transfer_ms(
-        bytes, problem.links.inter_node_bandwidth_bytes_per_s, problem.links.latency_ms)));
-    largest_transfer_ns_ =
-        std::max({largest_transfer_ns_, intra_transfer_ns_.back(), inter_transfer_ns_.back()});
+    sends->intra_node_ns.push_back(
+        to_ns(transfer_ms(bytes, links.intra_node_bandwidth_bytes_per_s, links.latency_ms)));
+    sends->inter_node_ns.push_back(
+        to_ns(transfer_ms(bytes, links.inter_node_bandwidth_bytes_per_s, links.latency_ms)));
+    sends->largest_ns =
+        std::max({sends->largest_ns, sends->intra_node_ns.back(), sends->inter_node_ns.back()});
   }
+  return sends;
+}
+
+StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& problem,
+                               std::shared_ptr<const SendTimes> sends)
+    : table_(table),
+      problem_(problem),
+      memory_limited_(problem.device_memory_bytes < kUnlimitedMemoryBytes),
+      sends_(sends ? std::move(sends) : send_times(table, problem.links)) {
+  PIPEPLAN_ASSERT(problem.pp >= 1 && problem.pp <= table.num_layers());
+  PIPEPLAN_ASSERT(static_cast<int>(problem.inter_node_boundaries.size()) == problem.pp - 1);
+  const LinkCosts& links = sends_->links;
+  PIPEPLAN_ASSERT(static_cast<int>(sends_->intra_node_ns.size()) == table.num_layers() + 1 &&
+                      links.latency_ms == problem.links.latency_ms &&
+                      links.intra_node_bandwidth_bytes_per_s ==
+                          problem.links.intra_node_bandwidth_bytes_per_s &&
+                      links.inter_node_bandwidth_bytes_per_s ==
+                          problem.links.inter_node_bandwidth_bytes_per_s,
+                  "send times of another table or other links");
   // A stage's cost adds two transfers, and the partitioner sums costs over the stages: bounded
   // so, with the compute unplannable_reason bounds, every sum stays inside 64-bit nanoseconds.
-  const double largest_ms = to_ms(largest_transfer_ns_);
+  const double largest_ms = to_ms(sends_->largest_ns);
   PIPEPLAN_CHECK(largest_ms <= kMaxTimeMs && 2.0 * problem.pp * largest_ms <= kMaxIterationMs,
                  "a transfer between stages takes ", largest_ms, " ms: expected at most ",
                  std::min(kMaxTimeMs, kMaxIterationMs / (2.0 * problem.pp)), " ms with pp=",
@@ -60,6 +78,14 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
     stage.bound_input_bytes = stage_idx == 0 ? table.boundary_bytes(0) : smallest;
     stage.bound_fixed_bytes =
         stage.fixed_bytes + smallest * (stage.comm.in + stage.comm.out + stage.comm.sends);
+    auto link = [&](int boundary) {
+      return (problem.inter_node_boundaries[boundary] ? sends_->inter_node_ns
+                                                      : sends_->intra_node_ns)
+          .data();
+    };
+    if (stage_idx > 0 && !memory.forward_only)  // forward-only: no gradient goes back
+      stage.send_in_ns = link(stage_idx - 1);
+    if (stage_idx < problem.pp - 1) stage.send_out_ns = link(stage_idx);
     stages_.push_back(stage);
   }
 }

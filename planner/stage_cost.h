@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,11 @@ enum class CheckpointPolicy {
 
 /// "none", "all", "needed".
 std::string to_string(CheckpointPolicy policy);
+
+/// A device memory no stage reaches (a quarter of int64's range, so that the partitioners' sums
+/// of memory terms stay below it): a problem with it is split for time alone — every stage
+/// fits, and StageEvaluator skips the memory terms wherever only fitting depends on them.
+inline constexpr int64_t kUnlimitedMemoryBytes = std::numeric_limits<int64_t>::max() / 4;
 
 /// Everything a stage's cost depends on besides its layers.
 struct PartitionProblem {
@@ -48,6 +55,19 @@ struct StageChoice {
   int64_t memory_bytes = 0;  ///< stage_memory(...).total_bytes
 };
 
+/// The send time of the boundary tensor at every position 0..L over each kind of link, in
+/// whole ns: what a stage's cost adds for its sends. It depends on the layer table and the
+/// links alone, so that the evaluators of one search share it (send_times).
+struct SendTimes {
+  LinkCosts links;                     ///< what the times are over
+  std::vector<int64_t> intra_node_ns;  ///< by boundary position, L + 1 entries
+  std::vector<int64_t> inter_node_ns;
+  int64_t largest_ns = 0;  ///< the slowest send at any position over either link
+};
+
+/// The SendTimes of `table`'s boundary tensors over `links`, O(L).
+std::shared_ptr<const SendTimes> send_times(const LayerTable& table, const LinkCosts& links);
+
 /// Evaluates stages [first, last) at stage index s in O(1).
 ///
 /// cost_s(first, last) = compute(first, last) + recompute + send_in(s, first) + send_out(s, last)
@@ -59,20 +79,37 @@ struct StageChoice {
 /// stage's per-iteration time is num_micro_batches times its cost.
 class StageEvaluator {
  public:
-  /// Keeps references: `table` and `problem` must outlive the evaluator.
-  StageEvaluator(const LayerTable& table, const PartitionProblem& problem);
+  /// Keeps references: `table` and `problem` must outlive the evaluator. `sends`: the table's
+  /// send_times over problem.links when the caller has them (evaluators of one table share
+  /// them), else null and computed here (O(L)). Throws Error(kBadInput) when the slowest send
+  /// passes the planner's limits for problem.pp.
+  StageEvaluator(const LayerTable& table, const PartitionProblem& problem,
+                 std::shared_ptr<const SendTimes> sends = nullptr);
 
   /// The stage under the policy: kNone and kAll decide `checkpoint`; kNeeded checkpoints
   /// only when the stage does not fit without it. `fits` says whether the result fits.
   StageChoice evaluate(int stage_idx, int first, int last) const;
   /// The same with the checkpoint flag forced.
   StageChoice evaluate_as(int stage_idx, int first, int last, bool checkpoint) const;
+  /// evaluate(...) where only `fits`, `checkpoint` and `cost_ns` are needed: without a memory
+  /// limit (kUnlimitedMemoryBytes) memory_bytes is left 0 instead of computed.
+  StageChoice evaluate_time(int stage_idx, int first, int last) const {
+    if (memory_limited_) return evaluate(stage_idx, first, last);
+    // Every stage fits, so kNeeded checkpoints none.
+    return choice(stage_idx, first, last, problem_.policy == CheckpointPolicy::kAll,
+                  /*memory_bytes=*/0);
+  }
+  /// evaluate(...).memory_bytes of an evaluate_time(...) result for the same stage.
+  int64_t chosen_memory_bytes(const StageChoice& time, int stage_idx, int first, int last) const {
+    return memory_limited_ ? time.memory_bytes
+                           : memory_bytes(stage_idx, first, last, time.checkpoint);
+  }
   /// A lower bound of cost_ns at stage `stage_idx`, non-decreasing as the range grows: the
   /// compute, plus the recompute when the policy must checkpoint (kAll, or kNeeded once even
   /// the memory lower bound without checkpointing exceeds the device).
   int64_t cost_lower_bound_ns(int stage_idx, int first, int last) const {
     const int64_t lower = cost_lower_bound_ns(first, last);
-    if (problem_.policy != CheckpointPolicy::kNeeded) return lower;
+    if (problem_.policy != CheckpointPolicy::kNeeded || !memory_limited_) return lower;
     const bool must_checkpoint =
         memory_bounds(stage_idx, first, last).plain > problem_.device_memory_bytes;
     return must_checkpoint ? lower + table_.fwd_ns(first, last) : lower;
@@ -101,6 +138,7 @@ class StageEvaluator {
   /// first, last) <= cost_bound and memory_lower_bound_bytes(...) <= the device memory. Once
   /// it fails, every larger range fails too.
   bool may_fit(int stage_idx, int first, int last, int64_t cost_bound) const {
+    if (!memory_limited_) return cost_lower_bound_ns(first, last) <= cost_bound;
     const MemoryBounds bounds = memory_bounds(stage_idx, first, last);
     int64_t cost = cost_lower_bound_ns(first, last);
     int64_t memory = bounds.plain;
@@ -125,17 +163,12 @@ class StageEvaluator {
   }
   /// The send time of stage `stage_idx`'s boundary tensors, in ns.
   int64_t p2p_ns(int stage_idx, int first, int last) const {
-    int64_t ns = 0;
-    if (stage_idx > 0 && !problem_.memory.forward_only)  // forward-only: no gradient goes back
-      ns += (problem_.inter_node_boundaries[stage_idx - 1] ? inter_transfer_ns_
-                                                           : intra_transfer_ns_)[first];
-    if (stage_idx < problem_.pp - 1)
-      ns += (problem_.inter_node_boundaries[stage_idx] ? inter_transfer_ns_
-                                                       : intra_transfer_ns_)[last];
-    return ns;
+    const StageConstants& stage = stages_[stage_idx];
+    return (stage.send_in_ns ? stage.send_in_ns[first] : 0) +
+           (stage.send_out_ns ? stage.send_out_ns[last] : 0);
   }
   /// The slowest single send at any boundary position over either kind of link, in ns.
-  int64_t largest_transfer_ns() const { return largest_transfer_ns_; }
+  int64_t largest_transfer_ns() const { return sends_->largest_ns; }
 
   /// What the evaluator was built from.
   int num_layers() const { return table_.num_layers(); }
@@ -153,6 +186,10 @@ class StageEvaluator {
     int64_t fixed_bytes = 0;        // runtime overhead + calibration
     int64_t bound_input_bytes = 0;  // the lower bound's checkpointed input: model input or smallest
     int64_t bound_fixed_bytes = 0;  // fixed_bytes + the lower bound's communication buffers
+    // Send times by boundary position over the stage's links (into sends_): its input gradient
+    // back and its output forward; null: no such send.
+    const int64_t* send_in_ns = nullptr;
+    const int64_t* send_out_ns = nullptr;
   };
   // The choice of checkpoint flag `checkpoint` whose memory is `memory_bytes`.
   StageChoice choice(int stage_idx, int first, int last, bool checkpoint,
@@ -203,10 +240,9 @@ class StageEvaluator {
 
   const LayerTable& table_;
   const PartitionProblem& problem_;
-  std::vector<StageConstants> stages_;      // by stage index
-  std::vector<int64_t> intra_transfer_ns_;  // by boundary position
-  std::vector<int64_t> inter_transfer_ns_;
-  int64_t largest_transfer_ns_ = 0;
+  const bool memory_limited_;  // device_memory_bytes < kUnlimitedMemoryBytes
+  std::shared_ptr<const SendTimes> sends_;
+  std::vector<StageConstants> stages_;  // by stage index
 };
 
 }  // namespace pipeplan

@@ -24,6 +24,37 @@ TEST(PlacementTest, ReplicaMajorKeepsPipelinesTogether) {
             (std::vector<bool>{true, true, true, true}));
 }
 
+TEST(PlacementTest, InterNodeBoundariesLookAtEveryReplica) {
+  // Against the rank map itself: a boundary crosses nodes when it does for some replica.
+  int crossing = 0;
+  for (Layout layout : {Layout::kReplicaMajor, Layout::kStageMajor})
+    for (int devices_per_node : {1, 2, 3, 4, 8})
+      for (int pp = 1; pp <= 12; ++pp)
+        for (int dp = 1; dp <= 20; ++dp) {
+          const std::vector<RankAssignment> ranks =
+              place_ranks(layout, dp, pp, devices_per_node, "cpu");
+          auto node = [&](int stage_idx, int replica) {
+            return ranks[layout_rank(layout, dp, pp, stage_idx, replica)].node;
+          };
+          std::vector<bool> expected(pp - 1, false);
+          for (int boundary = 0; boundary + 1 < pp; ++boundary)
+            for (int replica = 0; replica < dp; ++replica)
+              expected[boundary] =
+                  expected[boundary] || node(boundary, replica) != node(boundary + 1, replica);
+          EXPECT_EQ(inter_node_boundaries(layout, dp, pp, devices_per_node), expected)
+              << to_string(layout) << " dp=" << dp << " pp=" << pp << " n=" << devices_per_node;
+          bool wrap = false;
+          for (int replica = 0; replica < dp; ++replica)
+            wrap = wrap || node(pp - 1, replica) != node(0, replica);
+          std::vector<bool> chunks;  // two chunks per stage
+          for (int boundary = 0; boundary + 1 < 2 * pp; ++boundary)
+            chunks.push_back(boundary % pp == pp - 1 ? wrap : expected[boundary % pp]);
+          EXPECT_EQ(chunk_inter_node_boundaries(layout, dp, pp, 2, devices_per_node), chunks);
+          for (bool inter : expected) crossing += inter;
+        }
+  EXPECT_GT(crossing, 1000);
+}
+
 TEST(PlacementTest, StageMajorKeepsReplicasTogether) {
   const std::vector<RankAssignment> ranks = place_ranks(Layout::kStageMajor, 2, 4, 4, "cpu");
   EXPECT_EQ(ranks[5].stage, 2);

@@ -30,6 +30,12 @@ void expect_policy_choice(const StageEvaluator& evaluator, const PartitionProble
       evaluator.memory_lower_bound_bytes(stage_idx, first, last) <= problem.device_memory_bytes;
   EXPECT_FALSE(evaluator.may_fit(stage_idx, first, last, cost_bound - 1));
   EXPECT_EQ(evaluator.may_fit(stage_idx, first, last, cost_bound), memory_fits);
+  // The time alone: the same choice, its memory computed on request.
+  const StageChoice time = evaluator.evaluate_time(stage_idx, first, last);
+  EXPECT_EQ(time.checkpoint, choice.checkpoint);
+  EXPECT_EQ(time.fits, choice.fits);
+  EXPECT_EQ(time.cost_ns, choice.cost_ns);
+  EXPECT_EQ(evaluator.chosen_memory_bytes(time, stage_idx, first, last), choice.memory_bytes);
 }
 
 TEST(StageCostTest, MemoryEqualsTheMemoryModel) {
@@ -64,7 +70,12 @@ TEST(StageCostTest, MemoryEqualsTheMemoryModel) {
       // Tight enough that some stages need checkpointing, or do not fit at all.
       problem.device_memory_bytes =
           stage_memory(table, memory, 0, 0, layers, false).total_bytes * (1 + case_idx % 4) / 4;
+      // Every stage fits a device of kUnlimitedMemoryBytes, whose evaluator skips the memory
+      // where only fitting needs it; and send times shared with another evaluator change nothing.
+      PartitionProblem unlimited = problem;
+      unlimited.device_memory_bytes = kUnlimitedMemoryBytes;
       const StageEvaluator evaluator(table, problem);
+      const StageEvaluator unlimited_evaluator(table, unlimited, send_times(table, problem.links));
       for (int stage_idx = 0; stage_idx < pp; ++stage_idx)
         for (int first = 0; first < layers; ++first)
           for (int last = first + 1; last <= layers; ++last) {
@@ -77,6 +88,8 @@ TEST(StageCostTest, MemoryEqualsTheMemoryModel) {
                   stage_memory_lower_bound(table, memory, stage_idx, first, last, checkpoint));
             }
             expect_policy_choice(evaluator, problem, stage_idx, first, last);
+            expect_policy_choice(unlimited_evaluator, unlimited, stage_idx, first, last);
+            EXPECT_TRUE(unlimited_evaluator.evaluate(stage_idx, first, last).fits);
             ++checked;
           }
     }
