@@ -86,6 +86,7 @@ void PipelinePlayer::connect(int pipeline_idx, int stage) {
 }
 
 void PipelinePlayer::reset() {
+  abandoned_ = false;
   for (SimRank& rank : ranks_) {
     rank.block = 0;
     rank.next_forward = rank.next_backward = ChunkCursor{};
@@ -110,9 +111,11 @@ void PipelinePlayer::reset() {
 
 double PipelinePlayer::play() {
   reset();
+  const double stop_ms = stop_above_ms_;
+  if (!prepare_stop()) stop_above_ms_ = kNever;
   for (size_t idx = 0; idx < ranks_.size(); ++idx) ready_.push_back(static_cast<int>(idx));
   do {
-    while (!ready_.empty()) {
+    while (!ready_.empty() && !abandoned_) {
       const int idx = ready_.back();
       ready_.pop_back();
       if (record_timeline_)
@@ -120,11 +123,36 @@ double PipelinePlayer::play() {
       else
         run<false>(idx);
     }
-  } while (release_earliest_decision());
-  check_finished();
+  } while (!abandoned_ && release_earliest_decision());
+  stop_above_ms_ = stop_ms;
   double iteration_ms = 0;
-  for (const SimRank& rank : ranks_) iteration_ms = std::max(iteration_ms, rank.clock_ms);
+  for (const SimRank& rank : ranks_)
+    iteration_ms = std::max(iteration_ms, abandoned_ ? rank.clock_ms - rank.busy_ms + rank.work_ms
+                                                     : rank.clock_ms);
+  if (!abandoned_) check_finished();
   return iteration_ms;
+}
+
+// A rank ends no earlier than its clock plus the compute it has left, work_ms less what it
+// computed so far, which is busy_ms less its collectives: so no earlier than clock − busy + work.
+// The limit is raised by a millionth (work_ms and the clock add their terms in other orders).
+bool PipelinePlayer::prepare_stop() {
+  constexpr double kStopSlack = 1e-6;
+  if (stop_above_ms_ == kNever || multipliers_ || in_.forward_only) return false;
+  const int m = in_.num_micro_batches;
+  for (SimRank& rank : ranks_) {
+    if (rank.times) return false;
+    const StageCosts& stage = in_.stages[rank.stage];
+    double work_ms = 0;
+    for (int chunk = 0; chunk < virtual_stages_; ++chunk) {
+      const StageCosts& costs =
+          virtual_stages_ > 1 ? in_.chunks[chunk_index(pp_, rank.stage, chunk)] : stage;
+      work_ms += m * (costs.fwd_ms + costs.recompute_ms + costs.bwd_ms + costs.bwd_weight_ms);
+    }
+    rank.work_ms = work_ms + stage.optimizer_ms;
+  }
+  stop_above_ms_ = stop_above_ms_ * (1 + kStopSlack);
+  return true;
 }
 
 void PipelinePlayer::check_finished() const {
@@ -194,6 +222,7 @@ bool PipelinePlayer::wait_for_send_limit(SimRank& rank, int micro_batch, int chu
       events_[&rank - ranks_.data()].push_back(
           {rank.stage, TimelineKind::kSendWait, micro_batch, rank.clock_ms, done_ms, -1, chunk});
     rank.clock_ms = done_ms;
+    if (past_stop(rank)) return false;
   }
   return true;
 }
@@ -277,6 +306,7 @@ bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch, int 
                                                 rank.clock_ms, at_ms, ranks_[channel.sender].stage,
                                                 chunk});
     rank.clock_ms = at_ms;
+    if (past_stop(rank)) return false;
   }
   // The executor posts receive j + kRecvLookahead as its wait for receive j returns.
   channel.post_ms[channel.received % kRecvLookahead] = rank.clock_ms;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <queue>
 #include <utility>
 #include <vector>
@@ -59,6 +60,13 @@ class PipelinePlayer {
   /// Plays one iteration and returns when its last rank finishes, in ms. A schedule that
   /// deadlocks is a bug (PIPEPLAN_ASSERT).
   double play();
+  /// Mean times only (no set_times, no draw_times), training lists: the next plays stop as
+  /// soon as a rank's clock plus the compute it has left, less what it computed so far, shows
+  /// that the iteration will end after `iteration_ms` (infinity: never); play() then returns
+  /// that lower bound and abandoned() is true. The busy and idle times are then partial.
+  void stop_above(double iteration_ms) { stop_above_ms_ = iteration_ms; }
+  /// Whether the last play stopped early (stop_above).
+  bool abandoned() const { return abandoned_; }
 
   /// After play(): the busy time (forward, backward, recompute, all-reduce, optimizer) of one
   /// played rank, in ms.
@@ -146,11 +154,13 @@ class PipelinePlayer {
     int sends = 0;                              // sends made so far
     SentMessage last_sends[kMaxSendsInFlight];  // send k at k % kMaxSendsInFlight
     double allreduce_ms = 0;                    // in its all-reduce action
+    double work_ms = 0;  // stop_above: its compute and optimizer step, with mean times
     // By local chunk: when its last weight-gradient action (micro-batch m − 1's backward or W)
     // ended and how long that compute took; where its gradient buckets become ready.
     double weight_pass_end_ms[kMaxVirtualStages] = {};
     double weight_pass_ms[kMaxVirtualStages] = {};
   };
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
   // Where a rank is after its blocks: the stage's collectives synchronise its replicas.
   enum Tail { kTailAllReduce = 0, kTailStep = 1, kTailAllGather = 2, kTailDone = 3 };
 
@@ -197,6 +207,15 @@ class PipelinePlayer {
     rank.weight_pass_ms[chunk] = compute_ms;
   }
   void check_finished() const;
+  // stop_above: each rank's work_ms, or false when the plays cannot stop early.
+  bool prepare_stop();
+  // stop_above: after the rank waited, whether its iteration now provably ends past the limit
+  // (then the play stops).
+  bool past_stop(const SimRank& rank) {
+    if (rank.clock_ms - rank.busy_ms + rank.work_ms <= stop_above_ms_) return false;
+    abandoned_ = true;
+    return true;
+  }
 
   const SimulationInput& in_;
   const int pp_;
@@ -207,6 +226,8 @@ class PipelinePlayer {
   std::vector<StageActionList> lists_;            // by stage
   std::vector<LogNormal> fwd_shape_, bwd_shape_;  // by stage
   FastMultipliers* multipliers_ = nullptr;
+  double stop_above_ms_ = kNever;  // stop_above; kNever while the play cannot stop
+  bool abandoned_ = false;
   std::vector<SimRank> ranks_;                      // pipeline-major
   std::vector<std::vector<TimelineEvent>> events_;  // by sim rank, when recorded
   std::vector<Channel> channels_;                   // [pipeline][link][direction]

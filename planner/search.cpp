@@ -31,6 +31,10 @@ namespace {
 // candidate is skipped only when its bound is below the K-th best by more than this share.
 constexpr double kBoundSlack = 1e-9;
 
+// Plans are ranked by whole nanoseconds of their iteration (`better`): one more than 2 ns
+// later than another ranks after it.
+constexpr double kRankingGapMs = 2e-6;
+
 struct Entry {
   Candidate candidate;
   double bound_ms = 0;
@@ -501,15 +505,19 @@ class Search {
     return iteration_lower_bound_ms(simulation_input(plan));
   }
 
-  // Simulates the candidate's split with mean action times and offers it to the top K.
+  // Simulates the candidate's split with mean action times and offers it to the top K. With
+  // the top K full, a play that shows it cannot end before the K-th best stops early: its
+  // iteration would be more than a whole nanosecond later, so it would rank after it.
   void simulate(const Candidate& candidate, const PartitionResult& split) {
     Plan plan = build_plan(context_, table(candidate), candidate, split,
                            options_.partition.name());
-    predict_timing(&plan, SimulationOptions{/*record_timeline=*/false,
-                                            /*merge_identical_replicas=*/true,
-                                            /*variability_draws=*/0});
+    SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
+                              /*variability_draws=*/0};
+    if (options_.prune && static_cast<int>(result_.plans.size()) >= options_.top_k)
+      options.abandon_above_ms = result_.plans.back().predictions.iteration_ms + kRankingGapMs;
+    const SimulationResult simulated = predict_timing(&plan, options);
     ++result_.simulated;
-    insert(std::move(plan));
+    if (!simulated.abandoned) insert(std::move(plan));
   }
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {

@@ -71,8 +71,11 @@ SimulationResult simulate_mean_times(const SimulationInput& in, const Simulation
     for (int replica = 0; replica < in.dp; ++replica)
       for (int stage = 0; stage < in.pp; ++stage)
         player.set_times(replica, stage, &in.rank_times[in.ranks[replica][stage]]);
+  player.stop_above(options.abandon_above_ms);
   const double iteration_ms = player.play();
-  return collect(in, player, kind_of, iteration_ms);
+  SimulationResult result = collect(in, player, kind_of, iteration_ms);
+  result.abandoned = player.abandoned();
+  return result;
 }
 
 void check_input(const SimulationInput& in) {
@@ -115,7 +118,7 @@ SimulationResult simulate(const SimulationInput& input, const SimulationOptions&
   check_input(input);
   SimulationResult result = simulate_mean_times(input, options);
   result.mean_times_iteration_ms = result.iteration_ms;
-  add_variation(input, options, &result);
+  if (!result.abandoned) add_variation(input, options, &result);
   return result;
 }
 

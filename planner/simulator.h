@@ -2,6 +2,7 @@
 // timeline and measures the iteration time, each rank's busy and idle time and the bubble.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "plans/plan.h"
@@ -95,6 +96,11 @@ struct SimulationOptions {
   /// while it ranks candidates, and re-predicts its final plans with the draws).
   int variability_draws = kVariabilityDraws;
   ReplicaDraws replica_draws = ReplicaDraws::kAuto;  ///< how the draws play the replicas
+  /// With mean times (no input.rank_times; training), a play that can no longer end by this
+  /// iteration, in ms, by more than a millionth of it stops early: result.abandoned, and no
+  /// draws. The search passes its K-th best iteration: a candidate that cannot enter the top K
+  /// is not played to the end. Infinity: every play runs to the end.
+  double abandon_above_ms = std::numeric_limits<double>::infinity();
 };
 
 /// One simulated iteration.
@@ -115,6 +121,9 @@ struct SimulationResult {
   /// By rank, with mean times: the all-reduce action's time once every replica arrived (with
   /// overlap, the part of the buckets' collectives no backward hid).
   std::vector<double> allreduce_ms = {};
+  /// The play stopped at options.abandon_above_ms: iteration_ms is a lower bound above it,
+  /// busy_ms and idle_ms are partial, there are no draws and no timeline to go by.
+  bool abandoned = false;
 };
 
 /// Plays stage_actions(schedule, pp, s, m, dp > 1, V) on every rank: compute actions run one at

@@ -527,6 +527,41 @@ TEST(SimulatorTest, LowerBoundsNeverExceedTheSimulation) {
     }
 }
 
+TEST(SimulatorTest, APlayStopsOnlyOnceItsIterationMustPassTheLimit) {
+  const std::vector<StageCosts> stages = {
+      {2, 1, 0, 0.5, 0.2, 0, 0, 0.5}, {0.2, 0.3, 0.2, 0.7, 0.3, 0, 0, 0.1}, {1, 3, 0, 0.1, 0.1}};
+  std::vector<SimulationInput> inputs;
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubbleH1})
+    for (int m : {1, 4, 9}) {
+      std::vector<StageCosts> costs = stages;
+      if (schedule != Schedule::kZeroBubbleH1)
+        for (StageCosts& stage : costs) stage.bwd_weight_ms = 0;
+      inputs.push_back(pipeline(schedule, 3, m, costs, 0.3, /*dp=*/2));
+    }
+  inputs.push_back(interleaved(/*pp=*/3, /*v=*/2, /*m=*/6, {1, 2, 0.5}, 0.2));
+  int stopped = 0;
+  for (const SimulationInput& in : inputs) {
+    SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
+                              /*variability_draws=*/0};
+    const SimulationResult full = simulate(in, options);
+    ASSERT_FALSE(full.abandoned);
+    for (double share : {0.3, 0.7, 0.9, 0.99, 1.0, 1.5}) {
+      options.abandon_above_ms = full.iteration_ms * share;
+      const SimulationResult played = simulate(in, options);
+      if (played.abandoned) {
+        ++stopped;
+        EXPECT_GT(full.iteration_ms, options.abandon_above_ms * (1 + 1e-6));
+        EXPECT_GT(played.iteration_ms, options.abandon_above_ms);
+        EXPECT_LE(played.iteration_ms, full.iteration_ms * (1 + 1e-12));
+      } else {
+        EXPECT_EQ(played.iteration_ms, full.iteration_ms);
+        EXPECT_EQ(played.busy_ms, full.busy_ms);
+      }
+    }
+  }
+  EXPECT_GT(stopped, 10);
+}
+
 TEST(SimulatorTest, InputFromAPlanUsesShapesBatchAndTheLinkBetweenNodes) {
   Plan plan = testing::make_test_plan(/*dp=*/2, /*pp=*/2, /*num_micro_batches=*/3, Schedule::kGpipe,
                                       /*devices_per_node=*/3);
