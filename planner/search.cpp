@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <set>
@@ -23,6 +24,7 @@
 #include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
 #include "planner/search_space.h"
+#include "planner/variability.h"
 
 namespace pipeplan {
 namespace {
@@ -162,21 +164,46 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
                  "} (choose a multiple of dp)");
 }
 
-// Predicts every plan, already predicted with mean times, with simulate's draws. The
-// predictions are independent and each is deterministic, so they run concurrently on at most
-// one worker per hardware thread, each taking the next plan; a worker's exception reaches the
-// caller through its future.
-void predict_with_draws(std::vector<Plan>* plans) {
-  const size_t workers = std::min<size_t>(
-      plans->size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::atomic<size_t> next{0};
-  std::vector<std::future<void>> running;
-  for (size_t worker = 0; worker < workers; ++worker)
-    running.push_back(std::async(std::launch::async, [plans, &next] {
-      for (size_t idx = next++; idx < plans->size(); idx = next++) predict_variation(&(*plans)[idx]);
-    }));
-  for (std::future<void>& worker : running) worker.get();
+// About the blocks predict_variation's draws play for `plan` (planner/variability.h: every
+// replica while that is cheap, each of its blocks counted twice for its dearer draws, else one
+// replica kind folded): the order in which the workers take the plans.
+static double draw_work(const Plan& plan) {
+  const double pipeline_work = static_cast<double>(plan.pp) * plan.num_micro_batches;
+  const double blocks = pipeline_work * plan.virtual_stages *
+                        (plan.schedule == Schedule::kZeroBubbleH1 ? 3 : 2);
+  if (kVariabilityDraws * plan.dp * pipeline_work <= kEveryReplicaDrawBudget)
+    return 2.0 * kVariabilityDraws * plan.dp * blocks;
+  const double folded_draws = kFoldDrawBudget / pipeline_work;
+  return std::clamp<double>(folded_draws, kMinFoldDraws, kMaxFoldDraws) * blocks;
 }
+
+// Every plan, already predicted with mean times, is predicted with simulate's draws. The
+// predictions are independent and each is deterministic, so they run concurrently, each worker
+// taking the next plan, the longest first so that the last to finish is a short one.
+DrawWorkers::DrawWorkers(std::vector<Plan>* plans) : plans_(plans), order_(plans->size()) {
+  std::iota(order_.begin(), order_.end(), size_t{0});
+  std::vector<double> cost;
+  for (const Plan& plan : *plans_) cost.push_back(draw_work(plan));
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  const size_t workers =
+      std::min<size_t>(plans_->size(), std::max(1u, std::thread::hardware_concurrency()));
+  for (size_t worker = 1; worker < workers; ++worker)
+    running_.push_back(std::async(std::launch::async, [this] { work(); }));
+}
+
+void DrawWorkers::work() {
+  for (size_t next = next_++; next < order_.size(); next = next_++)
+    predict_variation(&(*plans_)[order_[next]]);
+}
+
+// The caller's thread is the last worker; a worker's exception reaches it through its future.
+void DrawWorkers::finish() {
+  work();
+  for (std::future<void>& worker : running_) worker.get();
+}
+
+void predict_with_draws(std::vector<Plan>* plans) { DrawWorkers(plans).finish(); }
 
 namespace {
 
@@ -205,6 +232,10 @@ class Search {
       queue_.pop();
       take_step(next);
     }
+    // Candidates were ranked with every action at its mean time; the plans kept are predicted
+    // with their actions' variation (simulate's draws), meanwhile the rest is done, and ordered
+    // again.
+    DrawWorkers draws(&result_.plans);
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
     for (; !queue_.empty(); queue_.pop()) {
@@ -212,11 +243,9 @@ class Search {
       if (queue_.top().step != Step::kSimulate)
         prove_infeasible(entries_[queue_.top().idx].candidate);
     }
-    // Candidates were ranked with every action at its mean time; the plans kept are predicted
-    // with their actions' variation (simulate's draws) and ordered again.
-    predict_with_draws(&result_.plans);
-    std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     report_infeasible_families();
+    draws.finish();
+    std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     return std::move(result_);
   }
 
