@@ -138,9 +138,10 @@ class StageEvaluator {
   /// first, last) <= cost_bound and memory_lower_bound_bytes(...) <= the device memory. Once
   /// it fails, every larger range fails too.
   bool may_fit(int stage_idx, int first, int last, int64_t cost_bound) const {
-    if (!memory_limited_) return cost_lower_bound_ns(first, last) <= cost_bound;
-    const MemoryBounds bounds = memory_bounds(stage_idx, first, last);
     int64_t cost = cost_lower_bound_ns(first, last);
+    if (cost > cost_bound) return false;  // whatever the memory
+    if (!memory_limited_) return true;
+    const MemoryBounds bounds = memory_bounds(stage_idx, first, last);
     int64_t memory = bounds.plain;
     if (problem_.policy == CheckpointPolicy::kAll) memory = bounds.checkpointed;
     if (problem_.policy == CheckpointPolicy::kNeeded) {
