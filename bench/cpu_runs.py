@@ -64,10 +64,12 @@ def plan(profile_path, name, devices, memory, global_batch, *flags):
     return path, text
 
 
-def train(plan_path, name, nproc, steps, data="synthetic"):
+def run_ranks(name, nproc, cmd):
+    """`pipeplan CMD... -o OUT/NAME` over `nproc` ranks (launched when more than one); the
+    host's steal over the run is kept in STEAL."""
     run_path = out(name)
     steal_before, all_before = cpu_ticks()
-    cmd = ["train", "--plan", plan_path, "--data", data, "--steps", steps, "-o", run_path]
+    cmd = [*cmd, "-o", run_path]
     if nproc > 1:
         seconds, _ = pipeplan("launch", "--nproc", nproc, "--", ARGS.pipeplan, *cmd)
     else:
@@ -75,19 +77,15 @@ def train(plan_path, name, nproc, steps, data="synthetic"):
     steal_after, all_after = cpu_ticks()
     STEAL[run_path] = (steal_after - steal_before) / max(1, all_after - all_before)
     return run_path, seconds
+
+
+def train(plan_path, name, nproc, steps, data="synthetic"):
+    return run_ranks(name, nproc, ["train", "--plan", plan_path, "--data", data, "--steps", steps])
 
 
 def infer(plan_path, name, nproc, requests, data="synthetic"):
-    run_path = out(name)
-    steal_before, all_before = cpu_ticks()
-    cmd = ["infer", "--plan", plan_path, "--data", data, "--requests", requests, "-o", run_path]
-    if nproc > 1:
-        seconds, _ = pipeplan("launch", "--nproc", nproc, "--", ARGS.pipeplan, *cmd)
-    else:
-        seconds, _ = pipeplan(*cmd)
-    steal_after, all_after = cpu_ticks()
-    STEAL[run_path] = (steal_after - steal_before) / max(1, all_after - all_before)
-    return run_path, seconds
+    return run_ranks(name, nproc,
+                     ["infer", "--plan", plan_path, "--data", data, "--requests", requests])
 
 
 def compare(plan_path, run_path):

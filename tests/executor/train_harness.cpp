@@ -268,6 +268,18 @@ void expect_success(const std::vector<RankExit>& exits) {
 
 void expect_success(const TrainRun& run) { expect_success(run.exits); }
 
+void expect_memory_predicted(const std::string& dir, int pp, double percent) {
+  expect_success(run_ranks(0, {"compare", "--plan", dir + "/plan.json", "--run", dir + "/run.json",
+                               "--json", dir + "/compare.json"}));
+  std::ifstream compare_file(dir + "/compare.json");
+  const Json compare = Json::parse(compare_file);
+  for (int stage = 0; stage < pp; ++stage) {
+    const Json& memory = compare.at("stages").at(stage).at("peak_memory_bytes");
+    EXPECT_LT(std::abs(memory.at("error_percent").get<double>()), percent)
+        << "stage " << stage << ": " << memory.dump();
+  }
+}
+
 std::map<std::string, torch::Tensor> final_parameters(const TrainRun& run, int pp, int64_t step) {
   std::map<std::string, torch::Tensor> all;
   for (int stage = 0; stage < pp; ++stage)

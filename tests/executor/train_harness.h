@@ -110,6 +110,10 @@ void expect_same_parameters(const std::map<std::string, torch::Tensor>& actual,
                             const std::string& what, double relative = 1e-5,
                             double absolute = 1e-6);
 
+/// `pipeplan compare` of `dir`/plan.json against `dir`/run.json (into `dir`/compare.json): each
+/// of the `pp` stages' peak memory within `percent` of its prediction.
+void expect_memory_predicted(const std::string& dir, int pp, double percent);
+
 /// stderr of a refused run: exactly one line, "pipeplan: error: ..." containing `needle`, and
 /// the exit code `exit_code`.
 void expect_one_line_error(const RankExit& exit, int exit_code, const std::string& needle);
