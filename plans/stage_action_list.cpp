@@ -100,10 +100,6 @@ int StageActionList::last_weight_block(int chunk) const {
   return block_idx;
 }
 
-int StageActionList::reduce_start_block(int chunk) const {
-  return replicas_.overlap ? last_weight_block(chunk) : -1;
-}
-
 StageActionList StageActionList::forward_only(int pp, int stage_idx, int num_micro_batches) {
   StageActionList list(Schedule::kGpipe, pp, stage_idx, num_micro_batches);
   // gpipe's first segment is the forwards in micro-batch order; drop its backwards and tail.

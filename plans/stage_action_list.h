@@ -76,9 +76,6 @@ class StageActionList {
   }
   /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
   size_t first_action(int block_idx) const;
-  /// The block whose compute a kAllReduceStart of chunk `chunk` follows (the chunk's last
-  /// weight-gradient block); -1 without replicas.overlap.
-  int reduce_start_block(int chunk) const;
   /// Actions of one block of `kind` on this stage: the compute plus its transfers (for
   /// interleaved-1f1b, of a chunk with both neighbours; chunk_block_actions has the rest).
   int block_actions(BlockKind kind) const {
@@ -103,8 +100,6 @@ class StageActionList {
   bool all_reduce() const { return replicas_.all_reduce; }
   /// Whether the optimizer step is followed by an all-gather of the parameters (ZeRO-1).
   bool all_gather() const { return replicas_.all_gather; }
-  /// Whether each chunk's buckets start after its last weight-gradient compute (kAllReduceStart).
-  bool overlap() const { return replicas_.overlap; }
 
   /// Runs of repeated block patterns; gpipe has 2, 1f1b 3, zb-h1 up to 5.
   static constexpr int kMaxSegments = 6;

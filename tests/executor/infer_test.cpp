@@ -34,9 +34,19 @@ std::vector<RankExit> infer(const std::string& dir, const Plan& plan,
                             std::vector<std::string> extra_args = {}) {
   const std::string plan_path = dir + "/plan.json";
   write_plan(plan_path, plan);
-  std::vector<std::string> args{"infer", "--plan", plan_path, "--data", "synthetic",
-                                "--requests", std::to_string(kRequests), "--warmup", "1",
-                                "--seed", std::to_string(kTrainSeed), "-o", dir + "/run.json"};
+  std::vector<std::string> args{"infer",
+                                "--plan",
+                                plan_path,
+                                "--data",
+                                "synthetic",
+                                "--requests",
+                                std::to_string(kRequests),
+                                "--warmup",
+                                "1",
+                                "--seed",
+                                std::to_string(kTrainSeed),
+                                "-o",
+                                dir + "/run.json"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   const int world = plan.dp * plan.pp;
   return run_ranks(world == 1 ? 0 : world, args);
@@ -68,7 +78,9 @@ TEST_P(SerialInferEquivalenceTest, PipelineAndReplicasMatchTheSingleProcessForwa
                        {"--save-outputs", reference_dir + "/outputs.pt"}));
   const auto reference = read_outputs(reference_dir + "/outputs.pt", 1);
   ASSERT_EQ(reference.size(), static_cast<size_t>(kRequests * spec.num_micro_batches));
-  struct Split { int dp, pp; };
+  struct Split {
+    int dp, pp;
+  };
   for (const Split& split : {Split{1, 2}, Split{2, 1}}) {
     TestPlanSpec split_spec = spec;
     split_spec.dp = split.dp;
@@ -104,19 +116,29 @@ TEST_P(SerialInferEquivalenceTest, PipelineAndReplicasMatchTheSingleProcessForwa
 INSTANTIATE_TEST_SUITE_P(Models, SerialInferEquivalenceTest, ::testing::ValuesIn(kInferModels),
                          [](const auto& info) { return info.param; });
 
+// Trains `trained` 3 steps, serves its checkpoint with the inference plan of `served`: the
+// served accuracy is the training run's last. Returns the training run.
+TrainRun expect_served_at_training_accuracy(const TestPlanSpec& trained,
+                                            const TestPlanSpec& served) {
+  TrainRun run = train_new(make_test_plan(trained), "trained", /*steps=*/3);
+  expect_success(run);
+  const double trained_accuracy = read_run(run.run_json).test_accuracy.back().test_accuracy;
+  const std::string dir = fresh_dir("served");
+  expect_success(infer(dir, make_inference_plan(served), {"--checkpoint", run.checkpoints}));
+  const pipeplan::Run result = read_run(dir + "/run.json");
+  EXPECT_EQ(result.test_accuracy.size(), 1u);
+  if (!result.test_accuracy.empty())
+    EXPECT_DOUBLE_EQ(result.test_accuracy.back().test_accuracy, trained_accuracy);
+  return run;
+}
+
 // Trained on one stage, served on two: every tensor is found by name in the one stage file.
 TEST(SerialInferTest, ACheckpointOfOneSplitServesAnotherAtTheTrainingAccuracy) {
   TestPlanSpec spec;
   spec.model = "resnet_tiny";
-  const TrainRun trained = train_new(make_test_plan(spec), "trained", /*steps=*/3);
-  expect_success(trained);
-  const double trained_accuracy = read_run(trained.run_json).test_accuracy.back().test_accuracy;
-  spec.pp = 2;
-  const std::string dir = fresh_dir("served");
-  expect_success(infer(dir, make_inference_plan(spec), {"--checkpoint", trained.checkpoints}));
-  const pipeplan::Run served = read_run(dir + "/run.json");
-  ASSERT_EQ(served.test_accuracy.size(), 1u);
-  EXPECT_DOUBLE_EQ(served.test_accuracy.back().test_accuracy, trained_accuracy);
+  TestPlanSpec served = spec;
+  served.pp = 2;
+  const TrainRun trained = expect_served_at_training_accuracy(spec, served);
 
   // Weights of another model are refused in one line before anything runs.
   TestPlanSpec other;
@@ -135,17 +157,11 @@ TEST(SerialInferTest, ACheckpointOfTwoReplicasServesAtTheirAccuracy) {
   spec.model = "resnet_tiny";
   spec.dp = 2;
   spec.num_micro_batches = 2;
-  const TrainRun trained = train_new(make_test_plan(spec), "trained", /*steps=*/3);
-  expect_success(trained);
-  const double trained_accuracy = read_run(trained.run_json).test_accuracy.back().test_accuracy;
-  spec.dp = 1;
-  spec.pp = 2;
-  spec.num_micro_batches = 4;
-  const std::string dir = fresh_dir("served");
-  expect_success(infer(dir, make_inference_plan(spec), {"--checkpoint", trained.checkpoints}));
-  const pipeplan::Run served = read_run(dir + "/run.json");
-  ASSERT_EQ(served.test_accuracy.size(), 1u);
-  EXPECT_DOUBLE_EQ(served.test_accuracy.back().test_accuracy, trained_accuracy);
+  TestPlanSpec served = spec;
+  served.dp = 1;
+  served.pp = 2;
+  served.num_micro_batches = 4;
+  expect_served_at_training_accuracy(spec, served);
 }
 
 // The forward-only memory model against a run, on a fresh profile of this machine: resnet_tiny
