@@ -3,18 +3,14 @@
 #include "planner/search.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <functional>
-#include <future>
 #include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <queue>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include "common/error.h"
@@ -24,6 +20,7 @@
 #include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
 #include "planner/search_space.h"
+#include "planner/top_plans.h"
 #include "planner/variability.h"
 
 namespace pipeplan {
@@ -164,46 +161,13 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
                  "} (choose a multiple of dp)");
 }
 
-// About the blocks predict_variation's draws play for `plan` (planner/variability.h: every
-// replica while that is cheap, each of its blocks counted twice for its dearer draws, else one
-// replica kind folded): the order in which the workers take the plans.
-static double draw_work(const Plan& plan) {
-  const double pipeline_work = static_cast<double>(plan.pp) * plan.num_micro_batches;
-  const double blocks = pipeline_work * plan.virtual_stages *
-                        (plan.schedule == Schedule::kZeroBubbleH1 ? 3 : 2);
-  if (kVariabilityDraws * plan.dp * pipeline_work <= kEveryReplicaDrawBudget)
-    return 2.0 * kVariabilityDraws * plan.dp * blocks;
-  const double folded_draws = kFoldDrawBudget / pipeline_work;
-  return std::clamp<double>(folded_draws, kMinFoldDraws, kMaxFoldDraws) * blocks;
+// The inference search's top plans keep their order: it ranked them already.
+void predict_with_draws(std::vector<Plan>* plans) {
+  if (plans->empty()) return;
+  TopPlans drawn(static_cast<int>(plans->size()), [](const Plan&, const Plan&) { return false; });
+  for (Plan& plan : *plans) drawn.offer(std::move(plan));
+  *plans = drawn.finish();
 }
-
-// Every plan, already predicted with mean times, is predicted with simulate's draws. The
-// predictions are independent and each is deterministic, so they run concurrently, each worker
-// taking the next plan, the longest first so that the last to finish is a short one.
-DrawWorkers::DrawWorkers(std::vector<Plan>* plans) : plans_(plans), order_(plans->size()) {
-  std::iota(order_.begin(), order_.end(), size_t{0});
-  std::vector<double> cost;
-  for (const Plan& plan : *plans_) cost.push_back(draw_work(plan));
-  std::stable_sort(order_.begin(), order_.end(),
-                   [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-  const size_t workers =
-      std::min<size_t>(plans_->size(), std::max(1u, std::thread::hardware_concurrency()));
-  for (size_t worker = 1; worker < workers; ++worker)
-    running_.push_back(std::async(std::launch::async, [this] { work(); }));
-}
-
-void DrawWorkers::work() {
-  for (size_t next = next_++; next < order_.size(); next = next_++)
-    predict_variation(&(*plans_)[order_[next]]);
-}
-
-// The caller's thread is the last worker; a worker's exception reaches it through its future.
-void DrawWorkers::finish() {
-  work();
-  for (std::future<void>& worker : running_) worker.get();
-}
-
-void predict_with_draws(std::vector<Plan>* plans) { DrawWorkers(plans).finish(); }
 
 namespace {
 
@@ -232,10 +196,9 @@ class Search {
       queue_.pop();
       take_step(next);
     }
-    // Candidates were ranked with every action at its mean time; the plans kept are predicted
-    // with their actions' variation (simulate's draws), meanwhile the rest is done, and ordered
-    // again.
-    DrawWorkers draws(&result_.plans);
+    // Candidates were ranked with every action at its mean time; the plans kept have been
+    // predicted with their actions' variation (simulate's draws) since they entered the top K,
+    // and are ordered again.
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
     for (; !queue_.empty(); queue_.pop()) {
@@ -244,7 +207,7 @@ class Search {
         prove_infeasible(entries_[queue_.top().idx].candidate);
     }
     report_infeasible_families();
-    draws.finish();
+    result_.plans = top_.finish();
     std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     return std::move(result_);
   }
@@ -425,10 +388,10 @@ class Search {
   }
 
   bool could_enter_top(double iteration_bound_ms) const {
-    if (!options_.prune || static_cast<int>(result_.plans.size()) < options_.top_k) return true;
+    if (!options_.prune || !top_.full()) return true;
     const double bound_samples_per_s =
         context_.global_batch / iteration_bound_ms * kMsPerSecond * (1 + kBoundSlack);
-    return bound_samples_per_s >= result_.plans.back().predictions.samples_per_s;
+    return bound_samples_per_s >= top_.worst().predictions.samples_per_s;
   }
 
   // Partitions under replica-major placement, and again under stage-major when the rule says
@@ -542,11 +505,11 @@ class Search {
                            options_.partition.name());
     SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
                               /*variability_draws=*/0};
-    if (options_.prune && static_cast<int>(result_.plans.size()) >= options_.top_k)
-      options.abandon_above_ms = result_.plans.back().predictions.iteration_ms + kRankingGapMs;
+    if (options_.prune && top_.full())
+      options.abandon_above_ms = top_.worst().predictions.iteration_ms + kRankingGapMs;
     const SimulationResult simulated = predict_timing(&plan, options);
     ++result_.simulated;
-    if (!simulated.abandoned) insert(std::move(plan));
+    if (!simulated.abandoned) top_.offer(std::move(plan));
   }
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
@@ -582,12 +545,6 @@ class Search {
     return key(a) < key(b);
   }
 
-  void insert(Plan plan) {
-    auto& plans = result_.plans;
-    plans.insert(std::upper_bound(plans.begin(), plans.end(), plan, better), std::move(plan));
-    if (static_cast<int>(plans.size()) > options_.top_k) plans.pop_back();
-  }
-
   void report_infeasible_families() {
     for (const auto& [key, family] : families_) {
       if (family.feasible || family.unevaluated > 0 || family.reason.empty()) continue;
@@ -613,6 +570,7 @@ class Search {
   std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated
   std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   SearchResult result_;
+  TopPlans top_{options_.top_k, better};  // the best plans so far, drawn meanwhile
 };
 
 }  // namespace

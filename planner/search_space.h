@@ -2,9 +2,7 @@
 // search: forward-only plans ranked by throughput or latency.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <future>
 #include <vector>
 
 #include "planner/search.h"
@@ -27,28 +25,8 @@ std::vector<int64_t> micro_batch_sizes(int64_t global_batch, int dp, const Searc
 void check_some_family(const PlanningContext& context, const SearchOptions& options,
                        const std::vector<int>& depths);
 
-/// predict_variation of every plan of `plans`, the costliest first (by about the blocks their
-/// draws play), on one worker per hardware thread: all but one start at construction, so that
-/// the caller can do other work meanwhile; finish() joins in with the caller's thread and returns
-/// once every plan is predicted, rethrowing a worker's exception. `plans` must not change until
-/// then; destroyed unfinished, it waits for the plans under way.
-class DrawWorkers {
- public:
-  explicit DrawWorkers(std::vector<Plan>* plans);
-  DrawWorkers(const DrawWorkers&) = delete;
-  DrawWorkers& operator=(const DrawWorkers&) = delete;
-  void finish();
-
- private:
-  void work();  // takes the next plan until none is left
-
-  std::vector<Plan>* plans_;
-  std::vector<size_t> order_;  // plan indices, costliest first
-  std::atomic<size_t> next_{0};
-  std::vector<std::future<void>> running_;  // last: joined before the rest is destroyed
-};
-
-/// DrawWorkers(plans).finish().
+/// predict_variation of every plan of `plans`, on background threads and the caller's
+/// (planner/top_plans.h); the order is kept.
 void predict_with_draws(std::vector<Plan>* plans);
 
 /// The inference search (context.mode inference; `search` calls it after validating both):

@@ -149,7 +149,9 @@ DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaD
       mode == ReplicaDraws::kFold ||
       (mode == ReplicaDraws::kAuto && draws * input.dp * pipeline_work > kEveryReplicaDrawBudget);
   if (!fold) return every_replica(drawer, input.dp, draws);
-  const double affordable = kFoldDrawBudget / pipeline_work;
+  const int actions_per_pass = input.schedule == Schedule::kZeroBubbleH1 ? 3 : 2;
+  const double affordable =
+      kFoldDrawBudget / (pipeline_work * input.virtual_stages * actions_per_pass);
   return folded(drawer,
                 static_cast<int>(std::clamp<double>(affordable, kMinFoldDraws, kMaxFoldDraws)));
 }
