@@ -131,7 +131,9 @@ LayerProfile layer_from(const JsonReader& reader) {
   const JsonReader steps = reader.object("optimizer_step_ms");
   for (auto it = steps.json().begin(); it != steps.json().end(); ++it)
     layer.optimizer_step_ms[it.key()] = steps.time_ms(it.key());
-  for (const JsonReader& point : reader.objects("points")) layer.points.push_back(point_from(point));
+  const std::vector<JsonReader> points = reader.objects("points");
+  layer.points.reserve(points.size());
+  for (const JsonReader& point : points) layer.points.push_back(point_from(point));
   layer.fits = fits_from(reader.object("fits"));
   return layer;
 }
@@ -381,7 +383,9 @@ Profile profile_from_json(const Json& json, const std::string& document) {
   profile.settings = settings_from(reader.object("settings"));
   profile.device = device_from(reader.object("device"));
   if (reader.has("interconnect")) profile.interconnect = interconnect_from(reader.object("interconnect"));
-  for (const JsonReader& layer : reader.objects("layers")) profile.layers.push_back(layer_from(layer));
+  const std::vector<JsonReader> layers = reader.objects("layers");
+  profile.layers.reserve(layers.size());
+  for (const JsonReader& layer : layers) profile.layers.push_back(layer_from(layer));
   if (reader.has("ties"))
     for (const JsonReader& tie : reader.objects("ties")) {
       TiedProfile tied;
