@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,15 @@ Json read_json_file(const std::string& path);
 /// Parses `text`, the content of the file `path`. Throws Error(kBadInput) "<path>: not valid
 /// JSON (error at byte N)".
 Json parse_json(std::string_view text, const std::string& path);
+
+/// Parses `text` as parse_json does, except that each element of the array under `array_key` in
+/// the root object is handed to `on_element` as soon as it is parsed and left out of the result
+/// (the array stays, empty): a document whose bulk is that array is never held whole. Returns
+/// nullopt, throwing nothing, where parse_json would throw (the caller then calls it for the
+/// error) and where the root object has `array_key` twice (parse_json keeps the last; the first's
+/// elements were handed on already). What `on_element` throws passes through.
+std::optional<Json> parse_json_streaming(std::string_view text, std::string_view array_key,
+                                         const std::function<void(Json&& element)>& on_element);
 
 /// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
 void write_json_file(const std::string& path, const Json& json);

@@ -373,7 +373,12 @@ Json to_json(const Profile& profile) {
   return json;
 }
 
-Profile profile_from_json(const Json& json, const std::string& document) {
+namespace {
+
+// profile_from_json, with the layers already converted when `streamed_layers` is given (the
+// document's "layers" then an empty array, parse_profile_streaming having taken its elements).
+Profile profile_from(const Json& json, const std::string& document,
+                     std::vector<LayerProfile>* streamed_layers) {
   check_schema(json, kProfileSchema, document);
   const JsonReader reader(json, document);
   Profile profile;
@@ -384,6 +389,7 @@ Profile profile_from_json(const Json& json, const std::string& document) {
   profile.device = device_from(reader.object("device"));
   if (reader.has("interconnect")) profile.interconnect = interconnect_from(reader.object("interconnect"));
   const std::vector<JsonReader> layers = reader.objects("layers");
+  if (streamed_layers) profile.layers = std::move(*streamed_layers);
   profile.layers.reserve(layers.size());
   for (const JsonReader& layer : layers) profile.layers.push_back(layer_from(layer));
   if (reader.has("ties"))
@@ -398,7 +404,47 @@ Profile profile_from_json(const Json& json, const std::string& document) {
   return profile;
 }
 
-Profile read_profile(const std::string& path) { return profile_from_json(read_json_file(path), path); }
+// parse_profile's quick way: each layer converted as soon as the parser has it and then dropped,
+// so that the document of a 10,000-layer profile is never held whole (building and freeing it
+// took half the time of reading the file). nullopt where that could differ from
+// profile_from_json of the whole document: the text is no JSON, "layers" is given twice, or an
+// element of it is no object or fails to convert. The caller then reads the file that way, whose
+// checks run in their documented order, so that the first error is the same as ever.
+std::optional<Profile> parse_profile_streaming(std::string_view text, const std::string& path) {
+  std::vector<LayerProfile> layers;
+  bool all_converted = true;
+  std::optional<Json> rest;
+  try {
+    rest = parse_json_streaming(text, "layers", [&](Json&& layer) {
+      all_converted = all_converted && layer.is_object();
+      if (!all_converted) return;
+      const std::string prefix = "layers[" + std::to_string(layers.size()) + "]";
+      layers.push_back(layer_from(JsonReader(layer, path, prefix)));
+    });
+  } catch (const std::exception&) {
+    // A layer's error, which profile_from_json raises only after the settings' and the like
+    // (the one catch outside main: the error is raised again, in its place, by the caller).
+    return std::nullopt;
+  }
+  if (!rest || !all_converted) return std::nullopt;
+  return profile_from(*rest, path, &layers);
+}
+
+}  // namespace
+
+Profile profile_from_json(const Json& json, const std::string& document) {
+  return profile_from(json, document, /*streamed_layers=*/nullptr);
+}
+
+Profile parse_profile(std::string_view text, const std::string& path) {
+  std::optional<Profile> profile = parse_profile_streaming(text, path);
+  if (!profile) profile = profile_from_json(parse_json(text, path), path);
+  return *std::move(profile);
+}
+
+Profile read_profile(const std::string& path) {
+  return parse_profile(read_file_bytes(path, kMaxJsonFileBytes), path);
+}
 
 void write_profile(const std::string& path, const Profile& profile) {
   write_json_file(path, to_json(profile));

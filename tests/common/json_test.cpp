@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "tests/common/error_of.h"
 
@@ -60,6 +63,37 @@ TEST(JsonTest, LongValuesAndKeysAreQuotedShortened) {
   EXPECT_NE(message.find("(100000002 characters): expected an integer"), std::string::npos)
       << message;
   EXPECT_LT(error_of([&] { reader.integer(std::string(1000, 'k')); }).size(), 200u);
+}
+
+TEST(JsonTest, StreamingHandsOnTheRootArraysElementsAndKeepsTheRest) {
+  const std::string text =
+      R"({"layers": [{"i": 0}, 7, [1, {"i": 2}], {"i": 3}], "model": {"layers": [{"i": 9}]},)"
+      R"( "n": 1, "n": 2})";
+  std::vector<Json> elements;
+  const std::optional<Json> rest =
+      parse_json_streaming(text, "layers", [&](Json&& element) { elements.push_back(element); });
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(elements, (std::vector<Json>{{{"i", 0}}, 7, Json::parse(R"([1, {"i": 2}])"),
+                                         {{"i", 3}}}));
+  // The rest is Json::parse's document without those elements: a nested "layers" and a repeated
+  // key (the last value kept) as ever.
+  Json expected = Json::parse(text);
+  expected["layers"] = Json::array();
+  EXPECT_EQ(*rest, expected);
+}
+
+TEST(JsonTest, StreamingGivesUpWhereParseJsonWouldThrowOrKeepTheLastArray) {
+  int handed_on = 0;
+  const auto count = [&](Json&&) { ++handed_on; };
+  EXPECT_FALSE(parse_json_streaming(R"({"layers": [{}, {}], "x": })", "layers", count));
+  EXPECT_EQ(handed_on, 2);  // before the error
+  EXPECT_FALSE(parse_json_streaming(R"({"layers": [1e999]})", "layers", count));
+  EXPECT_FALSE(parse_json_streaming(R"({"layers": [], "layers": [{}]})", "layers", count));
+  handed_on = 0;
+  const std::optional<Json> scalar = parse_json_streaming(R"({"layers": 5})", "layers", count);
+  ASSERT_TRUE(scalar.has_value());
+  EXPECT_EQ(*scalar, Json({{"layers", 5}}));
+  EXPECT_EQ(handed_on, 0);
 }
 
 TEST(JsonTest, RefusesAFifoAndAFolderInsteadOfBlocking) {

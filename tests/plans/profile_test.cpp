@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <string>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "tests/common/error_of.h"
 
 namespace pipeplan {
@@ -101,6 +103,34 @@ TEST(ProfileReportTest, MissingFieldsAreNamed) {
   missing_fit["layers"][0]["fits"].erase("bwd_transient_bytes");
   EXPECT_EQ(error_of([&] { profile_from_json(missing_fit, "p.json"); }),
             "p.json: layers[0].fits.bwd_transient_bytes: missing");
+}
+
+// read_profile converts each layer while it parses the file; its errors are still those of
+// profile_from_json, the first in the documented order (a layer's after the settings'), and a
+// file that is no JSON is reported as such before any wrong layer.
+TEST(ProfileReportTest, ReadProfileReportsTheFirstErrorOfTheFile) {
+  const Json json = to_json(sample_profile());
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "pipeplan_first_error_profile.json").string();
+  const auto read_error = [&](const Json& doc, const std::string& suffix) {
+    write_file_atomic(path, doc.dump(2) + suffix);
+    const std::string message = error_of([&] { read_profile(path); });
+    std::filesystem::remove(path);
+    return message.substr(std::min(message.size(), path.size()));
+  };
+  Json bad_layer = json;
+  bad_layer["layers"][1]["points"][0]["fwd_ms"] = -1;
+  EXPECT_EQ(read_error(bad_layer, ""),
+            ": layers[1].points[0].fwd_ms: -1: expected a time in ms in [0, 1e+08]");
+  Json bad_settings = bad_layer;
+  bad_settings["settings"]["repeats"] = 0;
+  EXPECT_EQ(read_error(bad_settings, ""),
+            ": settings.repeats: 0: expected an integer in [1, 2147483647]");
+  EXPECT_EQ(read_error(bad_layer, " x"), ": not valid JSON (error at byte " +
+                                             std::to_string(bad_layer.dump(2).size() + 2) + ")");
+  Json not_object = json;
+  not_object["layers"].push_back(5);
+  EXPECT_EQ(read_error(not_object, ""), ": layers[2]: 5: expected an object");
 }
 
 TEST(ProfileReportTest, WrongSchemaIsRejected) {
