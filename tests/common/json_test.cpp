@@ -73,8 +73,8 @@ TEST(JsonTest, StreamingHandsOnTheRootArraysElementsAndKeepsTheRest) {
   const std::optional<Json> rest =
       parse_json_streaming(text, "layers", [&](Json&& element) { elements.push_back(element); });
   ASSERT_TRUE(rest.has_value());
-  EXPECT_EQ(elements, (std::vector<Json>{{{"i", 0}}, 7, Json::parse(R"([1, {"i": 2}])"),
-                                         {{"i", 3}}}));
+  EXPECT_EQ(elements,
+            (std::vector<Json>{{{"i", 0}}, 7, Json::parse(R"([1, {"i": 2}])"), {{"i", 3}}}));
   // The rest is Json::parse's document without those elements: a nested "layers" and a repeated
   // key (the last value kept) as ever.
   Json expected = Json::parse(text);
