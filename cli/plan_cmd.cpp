@@ -271,7 +271,7 @@ int run_plan(const PlanOptions& o) {
   // The profile's bytes are read once, for its hash and its content (tens of MB at 10,000 layers).
   const std::string profile_bytes = read_file_bytes(o.profile);
   const std::string profile_hash = content_hash(profile_bytes);
-  const Profile measured = profile_from_json(parse_json(profile_bytes, o.profile), o.profile);
+  const Profile measured = parse_profile(profile_bytes, o.profile);
   std::optional<Calibration> calibration;
   if (o.calibrate) calibration = calibration_from(*o.calibrate, measured);
   const Profile profile = calibration ? calibrated_profile(measured, *calibration) : measured;
