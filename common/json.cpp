@@ -156,6 +156,13 @@ Json parse_json(std::string_view text, const std::string& path) {
   } catch (const Json::parse_error& e) {
     throw Error(ErrorKind::kBadInput,
                 detail::concat(path, ": not valid JSON (error at byte ", e.byte, ")"));
+  } catch (const Json::out_of_range& e) {  // a number beyond a double, such as 1e999
+    const std::string_view what = e.what();  // "[json.exception.out_of_range.406] number ..."
+    const size_t text = what.find("] ");
+    throw Error(ErrorKind::kBadInput,
+                detail::concat(path, ": not valid JSON (",
+                               text == std::string_view::npos ? what : what.substr(text + 2),
+                               ": expected a number within a double's range)"));
   }
 }
 

@@ -113,6 +113,22 @@ TEST(JsonTest, RefusesAFifoAndAFolderInsteadOfBlocking) {
   fs::remove(junk);
 }
 
+TEST(JsonTest, ANumberBeyondADoubleIsBadInputNamingIt) {
+  const auto kind_of = [](const auto& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kInternal;
+  };
+  const auto parse = [] { parse_json(R"({"fwd_ms": 1e999})", "profile.json"); };
+  EXPECT_EQ(error_of(parse),
+            "profile.json: not valid JSON (number overflow parsing '1e999': expected a number "
+            "within a double's range)");
+  EXPECT_EQ(kind_of(parse), ErrorKind::kBadInput);
+}
+
 TEST(JsonTest, SchemaCheckNamesBothVersions) {
   EXPECT_NO_THROW(check_schema(Json{{"schema", "pipeplan.plan/1"}}, "pipeplan.plan/1", "p"));
   EXPECT_NE(error_of([] { check_schema(Json{{"schema", "pipeplan.plan/9"}}, "pipeplan.plan/1", "p"); })
