@@ -74,6 +74,35 @@ class StageActionList {
     const Segment& seg = segments_[segment_of_block(block_idx)];
     return seg.kinds[(block_idx - seg.first_block) % seg.period];
   }
+  /// A walk of the blocks in list order, for players: each block's kind and step without
+  /// block()'s scan of the segments and its division.
+  struct BlockCursor {
+    int block = 0;  ///< the block's index; num_blocks() once past the last
+    BlockKind kind = BlockKind::kForward;
+    /// block().micro_batch with V = 1; interleaved-1f1b: the rank's count of blocks of its kind.
+    int step = 0;
+    int segment = 0, step_in_segment = 0, elem = 0;  ///< where the block is in the segments
+  };
+  /// A cursor at block 0.
+  BlockCursor first_block() const {
+    const Segment& seg = segments_[0];
+    return {0, seg.kinds[0], seg.first_step + seg.offsets[0], 0, 0, 0};
+  }
+  /// Moves `cursor` (not past the last block) to the next block.
+  void next_block(BlockCursor* cursor) const {
+    ++cursor->block;
+    const Segment* seg = &segments_[cursor->segment];
+    if (++cursor->elem == seg->period) {
+      cursor->elem = 0;
+      if (++cursor->step_in_segment == seg->steps) {
+        cursor->step_in_segment = 0;
+        if (++cursor->segment == num_segments_) return;
+        seg = &segments_[cursor->segment];
+      }
+    }
+    cursor->kind = seg->kinds[cursor->elem];
+    cursor->step = seg->first_step + cursor->step_in_segment + seg->offsets[cursor->elem];
+  }
   /// The index in the list of block `block_idx`'s first action (size() − tail for num_blocks()).
   size_t first_action(int block_idx) const;
   /// Actions of one block of `kind` on this stage: the compute plus its transfers (for

@@ -288,6 +288,43 @@ TEST(ScheduleTest, BlocksAndActionIndicesAgree) {
         }
 }
 
+// A walk with BlockCursor meets every block as block() gives it: its kind, and its micro-batch
+// (V = 1) or the rank's count of blocks of its kind (interleaved-1f1b), for every schedule,
+// stage and forward-only list.
+TEST(ScheduleTest, BlockCursorWalksTheBlocks) {
+  auto walk = [](const StageActionList& list, int virtual_stages, int pp) {
+    StageActionList::BlockCursor cursor = list.first_block();
+    int counts[2] = {0, 0};  // forwards, backwards so far
+    for (int block_idx = 0; block_idx < list.num_blocks(); ++block_idx) {
+      ASSERT_EQ(cursor.block, block_idx);
+      const ComputeBlock block = list.block(block_idx);
+      ASSERT_EQ(cursor.kind, block.kind) << "block " << block_idx;
+      const int count = counts[block.kind == BlockKind::kForward ? 0 : 1]++;
+      if (virtual_stages == 1) {
+        EXPECT_EQ(cursor.step, block.micro_batch) << "block " << block_idx;
+      } else {
+        EXPECT_EQ(cursor.step, count) << "block " << block_idx;
+        EXPECT_EQ(block.micro_batch, (count / pp / virtual_stages) * pp + count % pp);
+      }
+      list.next_block(&cursor);
+    }
+    EXPECT_EQ(cursor.block, list.num_blocks());
+  };
+  for (Schedule schedule : kSchedules)
+    for (int pp : {1, 2, 5})
+      for (int m : {1, 3, 8})
+        for (int stage = 0; stage < pp; ++stage) {
+          walk(StageActionList(schedule, pp, stage, m, ReplicaActions{true}), 1, pp);
+          walk(StageActionList::forward_only(pp, stage, m), 1, pp);
+        }
+  for (int pp : {2, 4})
+    for (int v : {2, 3})
+      for (int stage = 0; stage < pp; ++stage)
+        walk(StageActionList(Schedule::kInterleaved1F1B, pp, stage, /*num_micro_batches=*/2 * pp,
+                             ReplicaActions{true}, v),
+             v, pp);
+}
+
 // Issue 21's invariants for interleaved-1f1b over pp up to 8, V up to 4 and m up to 32 (m a
 // multiple of pp): each chunk runs every micro-batch's forward once, then its backward; the
 // lazy list equals its blocks written out; every chunk's in-flight peak is the bound
