@@ -24,6 +24,7 @@ void PipelinePlayer::Channel::grow() {
     larger[static_cast<size_t>(seq) & (larger.size() - 1)] =
         ring[static_cast<size_t>(seq) & (old_capacity - 1)];
   ring.swap(larger);
+  mask = ring.size() - 1;
 }
 
 PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pipelines,
@@ -88,7 +89,7 @@ void PipelinePlayer::connect(int pipeline_idx, int stage) {
 void PipelinePlayer::reset() {
   abandoned_ = false;
   for (SimRank& rank : ranks_) {
-    rank.block = 0;
+    rank.next = lists_[rank.stage].first_block();
     rank.next_forward = rank.next_backward = ChunkCursor{};
     rank.tail = kTailAllReduce;
     rank.clock_ms = 0;
@@ -160,9 +161,9 @@ void PipelinePlayer::check_finished() const {
     if (rank.tail == kTailDone) continue;
     const StageActionList& list = lists_[rank.stage];
     // In the tail: the all-reduce (when the list has one) or the all-gather, the last action.
-    const size_t next = rank.block < list.num_blocks()   ? list.first_action(rank.block)
-                        : rank.tail == kTailAllReduce ? list.compute_end()
-                                                      : list.size() - 1;
+    const size_t next = rank.next.block < list.num_blocks() ? list.first_action(rank.next.block)
+                        : rank.tail == kTailAllReduce       ? list.compute_end()
+                                                            : list.size() - 1;
     PIPEPLAN_ASSERT(false, "schedule deadlock: stage ", rank.stage, " stuck at ",
                     to_string(list[next]));
   }
@@ -185,8 +186,9 @@ template <bool kRecord>
 void PipelinePlayer::place_pending(Channel& channel) {
   do {
     Message& message = channel.at(channel.placed);
-    message.posted_ms = channel.post_ms[channel.placed % kRecvLookahead];
-    const double start_ms = std::max({message.sent_ms, message.posted_ms, channel.link_free_ms});
+    message.posted_ms = channel.post_at(channel.placed);
+    const double start_ms =
+        std::max(std::max(message.sent_ms, message.posted_ms), channel.link_free_ms);
     message.end_ms = channel.link_free_ms = start_ms + message.transfer_ms;
     if (kRecord && message.end_ms > start_ms)
       events_[channel.sender].push_back({ranks_[channel.sender].stage, TimelineKind::kSend,
@@ -204,50 +206,43 @@ void PipelinePlayer::place_pending(Channel& channel) {
   }
 }
 
-// The executor's Comm::wait_sends(kMaxSendsInFlight − 1) before each send: the rank waits
-// (idle) until its send kMaxSendsInFlight back has completed. False while that send's
-// transfer is not placed yet (its receive is not posted).
+// The executor's Comm::wait_sends(kMaxSendsInFlight − 1) before each send once the rank has
+// made kMaxSendsInFlight: it waits (idle) until its send kMaxSendsInFlight back has completed.
+// False while that send's transfer is not placed yet (its receive is not posted).
 template <bool kRecord>
 bool PipelinePlayer::wait_for_send_limit(SimRank& rank, int micro_batch, int chunk) {
-  if (rank.sends < kMaxSendsInFlight) return true;
-  const SentMessage& oldest = rank.last_sends[rank.sends % kMaxSendsInFlight];
+  const SentMessage& oldest = rank.sent(rank.sends);
   Channel& channel = channels_[oldest.channel];
   if (channel.placed <= oldest.seq) {
     channel.sender_waits = true;
     return false;
   }
   const double done_ms = channel.at(oldest.seq).end_ms;
-  if (done_ms > rank.clock_ms) {
-    if (kRecord)
-      events_[&rank - ranks_.data()].push_back(
-          {rank.stage, TimelineKind::kSendWait, micro_batch, rank.clock_ms, done_ms, -1, chunk});
-    rank.clock_ms = done_ms;
-    if (past_stop(rank)) return false;
-  }
-  return true;
+  if (kRecord && done_ms > rank.clock_ms)
+    events_[&rank - ranks_.data()].push_back(
+        {rank.stage, TimelineKind::kSendWait, micro_batch, rank.clock_ms, done_ms, -1, chunk});
+  return !wait_until(rank, done_ms);
 }
 
 template <bool kRecord>
 bool PipelinePlayer::send(SimRank& rank, int direction, int micro_batch, int chunk) {
-  if (!rank.deciding) {
-    if (!wait_for_send_limit<kRecord>(rank, micro_batch, chunk)) return false;
-    const int channel_idx = rank.outbox[direction];
-    Channel& channel = channels_[channel_idx];
-    double transfer_ms = rank.transfer_ms[direction];
-    if (virtual_stages_ > 1) {  // by the chunk boundary crossed
-      const int from = chunk_index(pp_, rank.stage, chunk);
-      transfer_ms =
-          direction == kActivation ? (*rank.activation_ms)[from] : (*rank.gradient_ms)[from - 1];
-    }
-    if (channel.sent - channel.received == static_cast<int>(channel.ring.size())) channel.grow();
-    channel.at(channel.sent) = {rank.clock_ms, 0, transfer_ms, 0, micro_batch, chunk};
-    rank.last_sends[rank.sends % kMaxSendsInFlight] = {channel_idx, channel.sent};
-    ++rank.sends;
-    ++channel.sent;
-    place<kRecord>(channel);
-    if (!in_.send_occupies_sender) return true;
-    rank.deciding = true;
+  if (rank.deciding) return decide_occupancy(rank);  // Gloo: resumed before its decision
+  if (rank.sends >= kMaxSendsInFlight && !wait_for_send_limit<kRecord>(rank, micro_batch, chunk))
+    return false;
+  const int channel_idx = rank.outbox[direction];
+  Channel& channel = channels_[channel_idx];
+  double transfer_ms = rank.transfer_ms[direction];
+  if (virtual_stages_ > 1) {  // by the chunk boundary crossed
+    const int from = chunk_index(pp_, rank.stage, chunk);
+    transfer_ms =
+        direction == kActivation ? (*rank.activation_ms)[from] : (*rank.gradient_ms)[from - 1];
   }
+  if (static_cast<size_t>(channel.sent - channel.received) > channel.mask) channel.grow();
+  channel.at(channel.sent) = {rank.clock_ms, 0, transfer_ms, 0, micro_batch, chunk};
+  rank.sent(rank.sends++) = {channel_idx, channel.sent++};
+  place<kRecord>(channel);
+  if (!in_.send_occupies_sender) return true;
+  rank.deciding = true;
   return decide_occupancy(rank);
 }
 
@@ -255,7 +250,7 @@ bool PipelinePlayer::send(SimRank& rank, int direction, int micro_batch, int chu
 // call (plans/comm_backend.h), and in the background once it is posted otherwise. The
 // receiver posts it at or after its own clock, so a receiver already past the send did not.
 bool PipelinePlayer::decide_occupancy(SimRank& rank) {
-  const SentMessage& last = rank.last_sends[(rank.sends - 1) % kMaxSendsInFlight];
+  const SentMessage& last = rank.sent(rank.sends - 1);
   Channel& channel = channels_[last.channel];
   const Message& message = channel.at(last.seq);
   if (channel.placed > last.seq) {
@@ -279,7 +274,7 @@ bool PipelinePlayer::release_earliest_decision() {
     decisions_.pop();
     SimRank& rank = ranks_[idx];
     if (!rank.deciding || rank.not_posted) continue;
-    const SentMessage& last = rank.last_sends[(rank.sends - 1) % kMaxSendsInFlight];
+    const SentMessage& last = rank.sent(rank.sends - 1);
     Channel& channel = channels_[last.channel];
     if (channel.placed > last.seq || channel.at(last.seq).sent_ms != sent_ms) continue;
     rank.not_posted = true;
@@ -300,16 +295,13 @@ bool PipelinePlayer::receive(SimRank& rank, int direction, int micro_batch, int 
     return false;
   }
   const double at_ms = channel.at(channel.received).end_ms;
-  if (at_ms > rank.clock_ms) {
-    if (kRecord)
-      events_[&rank - ranks_.data()].push_back({rank.stage, TimelineKind::kRecvWait, micro_batch,
-                                                rank.clock_ms, at_ms, ranks_[channel.sender].stage,
-                                                chunk});
-    rank.clock_ms = at_ms;
-    if (past_stop(rank)) return false;
-  }
+  if (kRecord && at_ms > rank.clock_ms)
+    events_[&rank - ranks_.data()].push_back({rank.stage, TimelineKind::kRecvWait, micro_batch,
+                                              rank.clock_ms, at_ms, ranks_[channel.sender].stage,
+                                              chunk});
+  if (wait_until(rank, at_ms)) return false;
   // The executor posts receive j + kRecvLookahead as its wait for receive j returns.
-  channel.post_ms[channel.received % kRecvLookahead] = rank.clock_ms;
+  channel.post_at(channel.received) = rank.clock_ms;
   ++channel.received;
   place<kRecord>(channel);
   return true;
@@ -379,26 +371,26 @@ void PipelinePlayer::run(int idx) {
   const LogNormal& fwd_shape = fwd_shape_[rank.stage];
   const LogNormal& bwd_shape = bwd_shape_[rank.stage];
   const int last_micro_batch = in_.num_micro_batches - 1;
-  for (const int num_blocks = list.num_blocks(); rank.block < num_blocks; ++rank.block) {
-    ComputeBlock block;
-    if (chunked) {  // from the cursors; advanced below once the block has run
-      block.kind = list.block_kind(rank.block);
+  const StageCosts& stage_costs = in_.stages[rank.stage];
+  const bool stage_upstream = list.chunk_has_input(0);  // without chunks
+  const bool stage_downstream = list.chunk_has_output(0);
+  for (const int num_blocks = list.num_blocks(); rank.next.block < num_blocks;
+       list.next_block(&rank.next)) {
+    ComputeBlock block{rank.next.kind, rank.next.step, 0};
+    if (chunked) {  // from the chunk cursors; advanced below once the block has run
       const ChunkCursor& at =
           block.kind == BlockKind::kForward ? rank.next_forward : rank.next_backward;
       block.micro_batch = at.base + at.pos;
       block.chunk = block.kind == BlockKind::kForward ? at.chunk : virtual_stages_ - 1 - at.chunk;
-    } else {
-      block = list.block(rank.block);
     }
     const int mb = block.micro_batch;
     const int v = block.chunk;
     // The block's costs and whether it has neighbours: its stage's, or under interleaved-1f1b
     // its chunk's. A rank's own times hold m entries per chunk.
-    const StageCosts& costs =
-        chunked ? in_.chunks[chunk_index(pp_, rank.stage, v)] : in_.stages[rank.stage];
+    const StageCosts& costs = chunked ? in_.chunks[chunk_index(pp_, rank.stage, v)] : stage_costs;
     const int slot = v * in_.num_micro_batches + mb;
-    const bool upstream = list.chunk_has_input(v);
-    const bool downstream = list.chunk_has_output(v);
+    const bool upstream = chunked ? list.chunk_has_input(v) : stage_upstream;
+    const bool downstream = chunked ? list.chunk_has_output(v) : stage_downstream;
     // A block blocks at its receive (before its compute) or at its send (after it; then
     // `computed` keeps the compute from running again when the rank resumes).
     if (block.kind == BlockKind::kBackwardWeight) {

@@ -2,6 +2,7 @@
 // pipelines that meet only at their stages' all-reduces.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -96,10 +97,11 @@ class PipelinePlayer {
   };
 
   // One directed link, one receive queue of its receiver: messages in the order sent, which
-  // is the order received (schedule_test checks it); message `seq` at ring[seq & (capacity −
-  // 1)]. A message is placed (its transfer fixed) in order, once sent and posted.
+  // is the order received (schedule_test checks it); message `seq` at ring[seq & mask]. A
+  // message is placed (its transfer fixed) in order, once sent and posted.
   struct Channel {
     std::vector<Message> ring;
+    size_t mask = 0;   // ring.size() − 1, a power of two less one
     int sent = 0;      // messages sent
     int placed = 0;    // messages whose transfer is placed (end_ms known)
     int received = 0;  // receives waited; receives [0, received + kRecvLookahead) are posted
@@ -110,7 +112,8 @@ class PipelinePlayer {
     bool sender_waits = false;    // blocked on this channel: at its send limit or a decision
     bool receiver_waits = false;  // blocked at a receive of this channel
     int posted() const { return received + kRecvLookahead; }
-    Message& at(int seq) { return ring[static_cast<size_t>(seq) & (ring.size() - 1)]; }
+    Message& at(int seq) { return ring[static_cast<size_t>(seq) & mask]; }
+    double& post_at(int seq) { return post_ms[static_cast<unsigned>(seq) % kRecvLookahead]; }
     void grow();
   };
 
@@ -139,7 +142,8 @@ class PipelinePlayer {
     double clock_ms = 0;
     double busy_ms = 0;
     int stage = 0;
-    int block = 0;               // next ComputeBlock of its list
+    // The next block of its list.
+    StageActionList::BlockCursor next;
     int tail = 0;                // after the blocks: a Tail
     bool computed = false;       // the block's compute has run; its send remains
     bool deciding = false;       // Gloo: its last send is made; whether it was posted is open
@@ -159,6 +163,7 @@ class PipelinePlayer {
     // ended and how long that compute took; where its gradient buckets become ready.
     double weight_pass_end_ms[kMaxVirtualStages] = {};
     double weight_pass_ms[kMaxVirtualStages] = {};
+    SentMessage& sent(int k) { return last_sends[static_cast<unsigned>(k) % kMaxSendsInFlight]; }
   };
   static constexpr double kNever = std::numeric_limits<double>::infinity();
   // Where a rank is after its blocks: the stage's collectives synchronise its replicas.
@@ -209,10 +214,13 @@ class PipelinePlayer {
   void check_finished() const;
   // stop_above: each rank's work_ms, or false when the plays cannot stop early.
   bool prepare_stop();
-  // stop_above: after the rank waited, whether its iteration now provably ends past the limit
-  // (then the play stops).
-  bool past_stop(const SimRank& rank) {
-    if (rank.clock_ms - rank.busy_ms + rank.work_ms <= stop_above_ms_) return false;
+  // Moves the rank's clock on to `until_ms` if that is later; then (stop_above) whether it
+  // waited and its iteration now provably ends past the limit: the play stops. No branch on
+  // whether it waits, a coin toss in the steady state.
+  bool wait_until(SimRank& rank, double until_ms) {
+    const bool waits = until_ms > rank.clock_ms;
+    rank.clock_ms = std::max(rank.clock_ms, until_ms);
+    if (!(waits & (rank.clock_ms - rank.busy_ms + rank.work_ms > stop_above_ms_))) return false;
     abandoned_ = true;
     return true;
   }
