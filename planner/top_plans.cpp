@@ -6,8 +6,25 @@
 
 #include "common/error.h"
 #include "planner/predict.h"
+#include "planner/simulator.h"
+#include "planner/variability.h"
 
 namespace pipeplan {
+namespace {
+
+// About the compute actions predict_variation's draws play for `plan` (planner/variability.h:
+// every replica while that is cheap, whose draws cost about twice as much, else each replica
+// kind folded, counted as one).
+double draw_work(const Plan& plan) {
+  const double pipeline_work = static_cast<double>(plan.pp) * plan.num_micro_batches;
+  const double actions = pipeline_work * plan.virtual_stages *
+                         (plan.schedule == Schedule::kZeroBubbleH1 ? 3 : 2);
+  if (kVariabilityDraws * plan.dp * pipeline_work <= kEveryReplicaDrawBudget)
+    return 2.0 * kVariabilityDraws * plan.dp * actions;
+  return std::clamp<double>(kFoldDrawBudget / actions, kMinFoldDraws, kMaxFoldDraws) * actions;
+}
+
+}  // namespace
 
 TopPlans::TopPlans(int capacity, Better better) : capacity_(capacity), better_(std::move(better)) {
   PIPEPLAN_ASSERT(capacity_ >= 1);
@@ -22,6 +39,7 @@ void TopPlans::offer(Plan plan) {
   if (at - kept_.begin() >= capacity_) return;
   auto job = std::make_shared<Job>();
   job->plan = plan;
+  job->work = draw_work(plan);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     kept_.insert(at, Kept{std::move(plan), std::move(job)});
@@ -36,12 +54,12 @@ void TopPlans::offer(Plan plan) {
 }
 
 std::shared_ptr<TopPlans::Job> TopPlans::take_waiting() {
+  std::shared_ptr<Job> costliest;
   for (const Kept& kept : kept_)
-    if (kept.job->state == State::kWaiting) {
-      kept.job->state = State::kDrawing;
-      return kept.job;
-    }
-  return nullptr;
+    if (kept.job->state == State::kWaiting && (!costliest || kept.job->work > costliest->work))
+      costliest = kept.job;
+  if (costliest) costliest->state = State::kDrawing;
+  return costliest;
 }
 
 void TopPlans::draw(const std::shared_ptr<Job>& job, std::unique_lock<std::mutex>& lock) {

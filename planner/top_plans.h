@@ -17,7 +17,8 @@ namespace pipeplan {
 /// Keeps the best `capacity` plans offered, ranked by `better` on the predictions they were
 /// offered with (mean action times), and predicts each with simulate's draws
 /// (predict_variation) from the moment it enters: on one background thread per hardware thread
-/// but one (at least one, at most `capacity`), which take the best-ranked plan not yet drawn.
+/// but one (at least one, at most `capacity`), which take the costliest plan not yet drawn
+/// (the best-ranked of equal cost), so that the last to finish is a short one.
 /// The search goes on meanwhile on the caller's thread; finish() draws what is left there too.
 /// A plan pushed out of the top before its draws started is never drawn; one pushed out while
 /// drawn is finished and dropped. Each plan's draws are deterministic, so the result does not
@@ -49,6 +50,7 @@ class TopPlans {
   enum class State { kWaiting, kDrawing, kDone };
   struct Job {  // one plan's draws, on its own copy of the plan
     Plan plan;
+    double work = 0;  // about the compute actions its draws play
     State state = State::kWaiting;
     std::exception_ptr error;
   };
@@ -57,7 +59,7 @@ class TopPlans {
     std::shared_ptr<Job> job;
   };
 
-  // The best-ranked kept plan whose draws have not started, marked kDrawing; null if none.
+  // The costliest kept plan whose draws have not started, marked kDrawing; null if none.
   // Under mutex_.
   std::shared_ptr<Job> take_waiting();
   // Draws `job` outside the lock, then marks it done.
