@@ -84,7 +84,8 @@ struct Ziggurat {
 /// The same distribution from a cheaper generator, for the folded draws (which play many more
 /// actions): xoshiro256++ (Blackman and Vigna) seeded by splitmix64, and standard normals from
 /// the ziggurat, which needs a logarithm only for the rare draws outside its layers. Another
-/// sequence than Multipliers'.
+/// sequence than Multipliers'. The normals are made kBatch at a time (the generator's state
+/// stays in registers), and handed out in the order made: the sequence is that of one at a time.
 class FastMultipliers {
  public:
   FastMultipliers() : zig_(Ziggurat::instance()) {
@@ -100,6 +101,18 @@ class FastMultipliers {
 
   /// A standard normal draw.
   double standard_normal() {
+    if (next_normal_ == kBatch) refill();
+    return normals_[next_normal_++];
+  }
+
+ private:
+  static constexpr int kBatch = 64;  // normals made at a time
+
+  void refill() {
+    for (double& normal : normals_) normal = make_normal();
+    next_normal_ = 0;
+  }
+  double make_normal() {
     while (true) {
       const uint64_t bits = next();
       const int layer = static_cast<int>(bits & 0xff);
@@ -112,7 +125,6 @@ class FastMultipliers {
     }
   }
 
- private:
   static uint64_t splitmix64(uint64_t* x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -145,6 +157,8 @@ class FastMultipliers {
 
   const Ziggurat& zig_;
   uint64_t state_[4] = {};
+  double normals_[kBatch] = {};  // made by refill(); the next to hand out at next_normal_
+  int next_normal_ = kBatch;
 };
 
 }  // namespace pipeplan
