@@ -63,7 +63,7 @@ void PipelinePlayer::connect(int pipeline_idx, int stage) {
   rank.stage = stage;
   const int replica = pipelines_[pipeline_idx];
   auto channel = [&](int boundary, int direction) {
-    return (pipeline_idx * num_boundaries_ + boundary) * 2 + direction;
+    return &channels_[(pipeline_idx * num_boundaries_ + boundary) * 2 + direction];
   };
   rank.activation_ms = &in_.activation_ms[replica];
   rank.gradient_ms = &in_.gradient_ms[replica];
@@ -81,8 +81,8 @@ void PipelinePlayer::connect(int pipeline_idx, int stage) {
   }
   const int idx = sim_index(pipeline_idx, stage);
   for (int direction : {kActivation, kGradient}) {
-    if (rank.outbox[direction] >= 0) channels_[rank.outbox[direction]].sender = idx;
-    if (rank.inbox[direction] >= 0) channels_[rank.inbox[direction]].receiver = idx;
+    if (rank.outbox[direction]) rank.outbox[direction]->sender = idx;
+    if (rank.inbox[direction]) rank.inbox[direction]->receiver = idx;
   }
 }
 
@@ -213,7 +213,7 @@ template <bool kRecord>
 template <bool kRecord>
 bool PipelinePlayer::wait_for_send_limit(SimRank& rank, int micro_batch, int chunk) {
   const SentMessage& oldest = rank.sent(rank.sends);
-  Channel& channel = channels_[oldest.channel];
+  Channel& channel = *oldest.channel;
   if (channel.placed <= oldest.seq) {
     channel.sender_waits = true;
     return false;
@@ -231,8 +231,7 @@ template <bool kRecord>
   if (rank.deciding) return decide_occupancy(rank);  // Gloo: resumed before its decision
   if (rank.sends >= kMaxSendsInFlight && !wait_for_send_limit<kRecord>(rank, micro_batch, chunk))
     return false;
-  const int channel_idx = rank.outbox[direction];
-  Channel& channel = channels_[channel_idx];
+  Channel& channel = *rank.outbox[direction];
   double transfer_ms = rank.transfer_ms[direction];
   if (virtual_stages_ > 1) {  // by the chunk boundary crossed
     const int from = chunk_index(pp_, rank.stage, chunk);
@@ -241,7 +240,7 @@ template <bool kRecord>
   }
   if (static_cast<size_t>(channel.sent - channel.received) > channel.mask) channel.grow();
   channel.at(channel.sent) = {rank.clock_ms, 0, transfer_ms, 0, micro_batch, chunk};
-  rank.sent(rank.sends++) = {channel_idx, channel.sent++};
+  rank.sent(rank.sends++) = {&channel, channel.sent++};
   place<kRecord>(channel);
   if (!in_.send_occupies_sender) return true;
   rank.deciding = true;
@@ -253,7 +252,7 @@ template <bool kRecord>
 // receiver posts it at or after its own clock, so a receiver already past the send did not.
 bool PipelinePlayer::decide_occupancy(SimRank& rank) {
   const SentMessage& last = rank.sent(rank.sends - 1);
-  Channel& channel = channels_[last.channel];
+  Channel& channel = *last.channel;
   const Message& message = channel.at(last.seq);
   if (channel.placed > last.seq) {
     if (message.posted_ms < message.sent_ms)
@@ -277,7 +276,7 @@ bool PipelinePlayer::release_earliest_decision() {
     SimRank& rank = ranks_[idx];
     if (!rank.deciding || rank.not_posted) continue;
     const SentMessage& last = rank.sent(rank.sends - 1);
-    Channel& channel = channels_[last.channel];
+    Channel& channel = *last.channel;
     if (channel.placed > last.seq || channel.at(last.seq).sent_ms != sent_ms) continue;
     rank.not_posted = true;
     channel.sender_waits = false;
@@ -291,7 +290,7 @@ bool PipelinePlayer::release_earliest_decision() {
 template <bool kRecord>
 [[gnu::always_inline]] inline bool PipelinePlayer::receive(SimRank& rank, int direction,
                                                            int micro_batch, int chunk) {
-  Channel& channel = channels_[rank.inbox[direction]];
+  Channel& channel = *rank.inbox[direction];
   // Receive `received` is posted, so it is placed as soon as it is sent.
   if (channel.placed == channel.received) {
     channel.receiver_waits = true;

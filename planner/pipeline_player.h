@@ -46,6 +46,10 @@ class PipelinePlayer {
  public:
   /// `input` must outlive the player; `pipelines` lists replica indices (not empty).
   PipelinePlayer(const SimulationInput& input, std::vector<int> pipelines, bool record_timeline);
+  /// Movable, not copyable (its ranks point at its channels).
+  PipelinePlayer(PipelinePlayer&&) = default;
+  PipelinePlayer(const PipelinePlayer&) = delete;
+  PipelinePlayer& operator=(const PipelinePlayer&) = delete;
 
   /// Replaces the action times of `stage` of pipeline `pipeline_idx` (an index into the
   /// constructor's list) by `times` (kept by pointer; null: the stage's mean times again).
@@ -118,7 +122,7 @@ class PipelinePlayer {
   };
 
   struct SentMessage {  // a send a rank made
-    int channel = 0;
+    Channel* channel = nullptr;
     int seq = 0;  // its number on the channel
   };
 
@@ -148,8 +152,8 @@ class PipelinePlayer {
     bool computed = false;       // the block's compute has run; its send remains
     bool deciding = false;       // Gloo: its last send is made; whether it was posted is open
     bool not_posted = false;     // the play found that send's receive not posted before it
-    int inbox[2] = {-1, -1};     // channel by direction: activations in, gradients in
-    int outbox[2] = {-1, -1};    // activations out, gradients out
+    Channel* inbox[2] = {};      // by direction: activations in, gradients in (none: null)
+    Channel* outbox[2] = {};     // activations out, gradients out
     double transfer_ms[2] = {};  // one message on each outgoing link (one chunk per stage)
     // interleaved-1f1b: the replica's transfer times by chunk boundary (SimulationInput).
     const std::vector<double>* activation_ms = nullptr;
