@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -268,10 +269,13 @@ int run_plan(const PlanOptions& o) {
   check_outputs_distinct({{"-o", o.output}},
                          {{"--profile", o.profile}, {"--calibrate", o.calibrate.value_or("")}});
   check_writable(o.output, "-o");
-  // The profile's bytes are read once, for its hash and its content (tens of MB at 10,000 layers).
+  // The profile's bytes are read once, for its hash and its content (tens of MB at 10,000
+  // layers); the hash is taken on another thread while they are parsed.
   const std::string profile_bytes = read_file_bytes(o.profile);
-  const std::string profile_hash = content_hash(profile_bytes);
+  std::future<std::string> hashed =
+      std::async(std::launch::async, [&profile_bytes] { return content_hash(profile_bytes); });
   const Profile measured = parse_profile(profile_bytes, o.profile);
+  const std::string profile_hash = hashed.get();
   std::optional<Calibration> calibration;
   if (o.calibrate) calibration = calibration_from(*o.calibrate, measured);
   const Profile profile = calibration ? calibrated_profile(measured, *calibration) : measured;
