@@ -16,10 +16,9 @@ namespace {
 // every replica while that is cheap, whose draws cost about twice as much, else each replica
 // kind folded, counted as one).
 double draw_work(const Plan& plan) {
-  const double pipeline_work = static_cast<double>(plan.pp) * plan.num_micro_batches;
-  const double actions = pipeline_work * plan.virtual_stages *
-                         (plan.schedule == Schedule::kZeroBubbleH1 ? 3 : 2);
-  if (kVariabilityDraws * plan.dp * pipeline_work <= kEveryReplicaDrawBudget)
+  const double actions = pipeline_actions(plan.schedule, plan.pp, plan.virtual_stages,
+                                          plan.num_micro_batches);
+  if (kVariabilityDraws * plan.dp * actions <= kEveryReplicaDrawBudget)
     return 2.0 * kVariabilityDraws * plan.dp * actions;
   return std::clamp<double>(kFoldDrawBudget / actions, kMinFoldDraws, kMaxFoldDraws) * actions;
 }

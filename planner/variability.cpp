@@ -144,14 +144,13 @@ DrawnIteration folded(ReplicaDrawer& drawer, int draws) {
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode) {
   PIPEPLAN_ASSERT(draws >= 1 && input.rank_times.empty());
   ReplicaDrawer drawer(input);
-  const double pipeline_work = static_cast<double>(input.pp) * input.num_micro_batches;
+  const double actions = pipeline_actions(input.schedule, input.pp, input.virtual_stages,
+                                          input.num_micro_batches);
   const bool fold =
       mode == ReplicaDraws::kFold ||
-      (mode == ReplicaDraws::kAuto && draws * input.dp * pipeline_work > kEveryReplicaDrawBudget);
+      (mode == ReplicaDraws::kAuto && draws * input.dp * actions > kEveryReplicaDrawBudget);
   if (!fold) return every_replica(drawer, input.dp, draws);
-  const int actions_per_pass = input.schedule == Schedule::kZeroBubbleH1 ? 3 : 2;
-  const double affordable =
-      kFoldDrawBudget / (pipeline_work * input.virtual_stages * actions_per_pass);
+  const double affordable = kFoldDrawBudget / actions;
   return folded(drawer,
                 static_cast<int>(std::clamp<double>(affordable, kMinFoldDraws, kMaxFoldDraws)));
 }

@@ -8,11 +8,19 @@
 
 namespace pipeplan {
 
-/// Work above which ReplicaDraws::kAuto folds the replicas in, counted in draws × dp × pp ×
-/// micro-batches (one unit: one stage's forward and backward of one micro-batch in one draw).
-inline constexpr double kEveryReplicaDrawBudget = 2e6;
+/// The compute actions one pipeline plays in one iteration: pp × V × micro-batches forwards and
+/// as many backwards, zb-h1's backwards each two (B and W).
+inline double pipeline_actions(Schedule schedule, int pp, int virtual_stages,
+                               int num_micro_batches) {
+  return static_cast<double>(pp) * virtual_stages * num_micro_batches *
+         (schedule == Schedule::kZeroBubbleH1 ? 3 : 2);
+}
+
+/// Work above which ReplicaDraws::kAuto folds the replicas in, counted in the compute actions
+/// the draws would play: draws × dp × pipeline_actions.
+inline constexpr double kEveryReplicaDrawBudget = 4e6;
 /// Folded draws of each replica kind: as many as this many compute actions allow (a draw plays
-/// pp × V × micro-batches × 2 of them, 3 under zb-h1), at least kMinFoldDraws and at most
+/// pipeline_actions of them), at least kMinFoldDraws and at most
 /// kMaxFoldDraws. The more actions a pipeline plays, the less its iteration varies (the
 /// variation of the actions on its critical path averages out), so a fixed number of actions
 /// drawn estimates it to about the same relative precision whatever the schedule: about 0.03 %
@@ -50,8 +58,8 @@ struct DrawnIteration {
 ///     which the normal fit misses in its tail: it reads low where pipelines are short,
 ///     replicas many and the variation large (variability_test.cpp holds it within 0.5 % of
 ///     every replica up to cv = 0.1).
-/// kAuto plays every replica while draws × dp × pp × m is at most kEveryReplicaDrawBudget and
-/// folds above it. input.rank_times must be empty (measured times are not drawn).
+/// kAuto plays every replica while draws × dp × pipeline_actions is at most
+/// kEveryReplicaDrawBudget and folds above it. input.rank_times must be empty (measured times are not drawn).
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode);
 
 /// One kind of replica for expected_maximum: `count` independent normal variables.

@@ -137,7 +137,7 @@ TEST(VariabilityTest, AutoFoldsOnlyAboveTheBudget) {
   EXPECT_FALSE(automatic.folded);
   EXPECT_EQ(automatic.iteration_ms,
             drawn_iteration(small, kVariabilityDraws, ReplicaDraws::kEvery).iteration_ms);
-  // 32 draws × 512 replicas × 4 stages × 64 micro-batches > 2e6.
+  // 32 draws × 512 replicas × 4 stages × 64 micro-batches × 2 actions > 4e6.
   const SimulationInput large = replicas(Schedule::kOneFOneB, 4, 64, 512, 0.05);
   const SimulationResult result = simulate(large, {/*record_timeline=*/false});
   EXPECT_TRUE(result.replicas_folded);
