@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <memory>
@@ -196,6 +197,9 @@ class Search {
       queue_.pop();
       take_step(next);
     }
+    // The last simulation can only make the top K harder to enter: what stopped the loop still
+    // holds.
+    offer_simulated();
     // Candidates were ranked with every action at its mean time; the plans kept have been
     // predicted with their actions' variation (simulate's draws) since they entered the top K,
     // and are ordered again.
@@ -497,19 +501,31 @@ class Search {
     return iteration_lower_bound_ms(simulation_input(plan));
   }
 
-  // Simulates the candidate's split with mean action times and offers it to the top K. With
-  // the top K full, a play that shows it cannot end before the K-th best stops early: its
-  // iteration would be more than a whole nanosecond later, so it would rank after it.
+  // Simulates the candidate's split with mean action times on another thread and offers it to
+  // the top K once the next simulation is due (or the search ends): meanwhile the search goes on
+  // with the top K as it was before this one, always so, so that what it does is the same from
+  // run to run. With the top K full, a play that shows it cannot end before the K-th best stops
+  // early: its iteration would be more than a whole nanosecond later, so it would rank after it.
   void simulate(const Candidate& candidate, const PartitionResult& split) {
-    Plan plan = build_plan(context_, table(candidate), candidate, split,
-                           options_.partition.name());
+    offer_simulated();
+    simulating_.plan = std::make_unique<Plan>(build_plan(context_, table(candidate), candidate,
+                                                         split, options_.partition.name()));
     SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
                               /*variability_draws=*/0};
     if (options_.prune && top_.full())
       options.abandon_above_ms = top_.worst().predictions.iteration_ms + kRankingGapMs;
-    const SimulationResult simulated = predict_timing(&plan, options);
     ++result_.simulated;
-    if (!simulated.abandoned) top_.offer(std::move(plan));
+    simulating_.abandoned =
+        std::async(std::launch::async, [plan = simulating_.plan.get(), options] {
+          return predict_timing(plan, options).abandoned;
+        });
+  }
+
+  // The simulation under way, if any, offered to the top K once it ends.
+  void offer_simulated() {
+    if (!simulating_.abandoned.valid()) return;
+    if (!simulating_.abandoned.get()) top_.offer(std::move(*simulating_.plan));
+    simulating_.plan.reset();
   }
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
@@ -571,6 +587,10 @@ class Search {
   std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   SearchResult result_;
   TopPlans top_{options_.top_k, better};  // the best plans so far, drawn meanwhile
+  struct Simulating {
+    std::unique_ptr<Plan> plan;
+    std::future<bool> abandoned;  // last: waited for before the plan is freed
+  } simulating_;                  // the candidate simulated on another thread
 };
 
 }  // namespace

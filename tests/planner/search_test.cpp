@@ -146,6 +146,30 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
   EXPECT_GT(reported, 0u);
 }
 
+// The search simulates on another thread while it goes on partitioning: what it does and
+// reports must still be the same from run to run, whatever the threads' timing.
+TEST(SearchTest, TheSameFromRunToRun) {
+  std::mt19937_64 rng(5);
+  for (int case_idx = 0; case_idx < 6; ++case_idx) {
+    Profile profile = testing::make_profile(testing::random_layers(rng, 12), {1, 2, 4, 8}, 64,
+                                            1000, 0.02, 2e6);
+    if (case_idx % 2 == 0) profile = testing::with_backward_split(profile, 0.4, 0.7);
+    const int64_t memory = case_idx % 3 == 0 ? 400'000 : int64_t{1} << 30;
+    const PlanningContext context = context_for(profile, 16, memory, 64, 4);
+    const SearchResult first = search(context, SearchOptions{});
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const SearchResult again = search(context, SearchOptions{});
+      EXPECT_EQ(again.evaluated, first.evaluated) << "case " << case_idx;
+      EXPECT_EQ(again.simulated, first.simulated) << "case " << case_idx;
+      EXPECT_EQ(again.pruned, first.pruned) << "case " << case_idx;
+      EXPECT_EQ(again.infeasible, first.infeasible) << "case " << case_idx;
+      ASSERT_EQ(again.plans.size(), first.plans.size()) << "case " << case_idx;
+      for (size_t idx = 0; idx < first.plans.size(); ++idx)
+        EXPECT_EQ(to_json(again.plans[idx]), to_json(first.plans[idx])) << "case " << case_idx;
+    }
+  }
+}
+
 TEST(SearchTest, EveryInfeasibleFamilyHasAReason) {
   const Profile profile = testing::three_layer_profile();
   const PlanningContext context = context_for(profile, 2, 20'000, 4);
