@@ -44,13 +44,25 @@ bool may_fit(const StageEvaluator& ev, int stage_idx, int first, int last, int64
 }
 
 // The smallest start that may_fit each end of one stage, for ends asked in increasing order:
-// it never decreases as the end grows, so the scan costs O(1) per end amortised.
+// it never decreases as the end grows, so after a bisection for the first end the scan costs
+// O(1) per end amortised (a stage's band lies far from position stage_idx for large pp).
 class FirstStart {
  public:
   FirstStart(const StageEvaluator& ev, int stage_idx, int64_t bound)
-      : ev_(ev), stage_idx_(stage_idx), bound_(bound), start_(stage_idx) {}
+      : ev_(ev), stage_idx_(stage_idx), bound_(bound), start_(-1) {}
   /// The smallest start >= stage_idx that may fit up to `end`, or `end` when none does.
   int at(int end) {
+    if (start_ < 0) {  // may_fit holds from some start on (the range shrinks as it grows)
+      int lo = stage_idx_, hi = end;
+      while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (may_fit(ev_, stage_idx_, mid, end, bound_))
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      start_ = lo;
+    }
     while (start_ < end && !may_fit(ev_, stage_idx_, start_, end, bound_)) ++start_;
     return start_;
   }
@@ -59,7 +71,7 @@ class FirstStart {
   const StageEvaluator& ev_;
   int stage_idx_;
   int64_t bound_;
-  int start_;
+  int start_;  // -1 before the first end
 };
 
 // For each stage s, the end positions that can lead to a split whose every stage passes
