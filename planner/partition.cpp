@@ -191,10 +191,31 @@ int64_t largest_stage_cost(const StageEvaluator& ev) {
   return table.compute_ns(0, layers) + table.fwd_ns(0, layers) + 2 * ev.largest_transfer_ns() + 1;
 }
 
+// The last end in [first_end, last_end] up to which stage `stage_idx` starting at `first` may
+// fit `bound` (may_fit holds up to some end, then fails), given that it may fit up to
+// first_end: galloping from first_end, then bisecting between the last end that passed and the
+// first that failed, O(log span) checks.
+int last_may_fit_end(const StageEvaluator& ev, int stage_idx, int first, int first_end,
+                     int last_end, int64_t bound) {
+  int end = first_end;
+  int step = 1;
+  while (end + step <= last_end && may_fit(ev, stage_idx, first, end + step, bound)) {
+    end += step;
+    step *= 2;
+  }
+  for (int past = std::min(end + step, last_end + 1); past - end > 1;) {
+    const int mid = end + (past - end) / 2;
+    (may_fit(ev, stage_idx, first, mid, bound) ? end : past) = mid;
+  }
+  return end;
+}
+
 // The bottleneck of a greedy split for `limit`: each stage ends as late as it can with its
 // cost <= limit while fitting, leaving a layer for each later stage; kInfinite when that
 // fails. Greedy is not exact here (costs and memory have boundary terms), but any split it
-// finds bounds the optimum from above.
+// finds bounds the optimum from above. The ends that may fit form a prefix of the candidates
+// (may_fit is monotone), so each stage's end is the first that fits scanning down from the
+// last of them: a few evaluations per stage instead of one per layer.
 int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
   const int layers = ev.num_layers();
   const int pp = ev.pp();
@@ -203,19 +224,19 @@ int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
     const int first_end = stage_idx == pp - 1 ? layers : pos + 1;
     const int last_end = layers - (pp - stage_idx - 1);
-    int best_end = -1;
-    int64_t best_cost = 0;
-    for (int end = first_end; end <= last_end; ++end) {
-      if (!may_fit(ev, stage_idx, pos, end, limit)) break;
+    if (first_end > last_end || !may_fit(ev, stage_idx, pos, first_end, limit)) return kInfinite;
+    int end = last_may_fit_end(ev, stage_idx, pos, first_end, last_end, limit);
+    int64_t cost_ns = kInfinite;
+    for (; end >= first_end; --end) {
       const StageChoice choice = ev.evaluate_time(stage_idx, pos, end);
       if (choice.fits && choice.cost_ns <= limit) {
-        best_end = end;
-        best_cost = choice.cost_ns;
+        cost_ns = choice.cost_ns;
+        break;
       }
     }
-    if (best_end < 0) return kInfinite;
-    worst = std::max(worst, best_cost);
-    pos = best_end;
+    if (end < first_end) return kInfinite;
+    worst = std::max(worst, cost_ns);
+    pos = end;
   }
   return worst;
 }
