@@ -160,6 +160,9 @@ int64_t min_bottleneck(const StageEvaluator& ev, int64_t bound) {
       int64_t best = kInfinite;
       int best_start = -1;
       auto consider = [&](int i) {
+        // The cost is at least least_cost_ns: rule the start out before the memory terms.
+        const int64_t least_ns = ev.least_cost_ns(stage_idx, i, j);
+        if (least_ns > bound || std::max(prev[i], least_ns) >= best) return;
         const StageChoice choice = ev.evaluate_time(stage_idx, i, j);
         if (!choice.fits || choice.cost_ns > bound) return;
         const int64_t value = std::max(prev[i], choice.cost_ns);
@@ -228,6 +231,7 @@ int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
     int end = last_may_fit_end(ev, stage_idx, pos, first_end, last_end, limit);
     int64_t cost_ns = kInfinite;
     for (; end >= first_end; --end) {
+      if (ev.least_cost_ns(stage_idx, pos, end) > limit) continue;
       const StageChoice choice = ev.evaluate_time(stage_idx, pos, end);
       if (choice.fits && choice.cost_ns <= limit) {
         cost_ns = choice.cost_ns;
@@ -291,6 +295,61 @@ struct SumPeak {
   }
 };
 
+// Phase 2's best prefix ending at one position: its (sum, peak) and start. The peak of a new
+// best sum waits until a tie on the sum needs it (or the end is done), since, without a memory
+// limit, most candidates lose on the sum and computing their memory would be wasted.
+class BestPrefix {
+ public:
+  BestPrefix(const StageEvaluator& ev, const std::vector<SumPeak>& prev, int stage_idx, int end)
+      : ev_(ev), prev_(prev), stage_idx_(stage_idx), end_(end) {}
+  /// Offers the prefix through `start` with the stage `time` (fitting, within the bottleneck):
+  /// kept when its (sum, peak) is smaller than the best so far, as a scan in decreasing start
+  /// order that keeps the first of equals.
+  void offer(int start, const StageChoice& time) {
+    const int64_t sum = prev_[start].sum + time.cost_ns;
+    if (sum > best_.sum) return;  // worse whatever its memory
+    if (sum < best_.sum) {
+      best_ = {sum, prev_[start].peak};
+      start_ = start;
+      time_ = time;
+      peak_known_ = false;
+      return;
+    }
+    resolve();
+    if (prev_[start].peak >= best_.peak) return;  // not smaller whatever the stage's memory
+    const SumPeak value{sum, std::max(prev_[start].peak, ev_.chosen_memory_bytes(
+                                                             time, stage_idx_, start, end_))};
+    if (value < best_) {
+      best_ = value;
+      start_ = start;
+    }
+  }
+  /// The best sum so far (kInfinite: none offered).
+  int64_t sum() const { return best_.sum; }
+  /// The best value with its peak resolved, and its start (-1: none offered).
+  const SumPeak& value() {
+    resolve();
+    return best_;
+  }
+  int start() const { return start_; }
+
+ private:
+  void resolve() {
+    if (peak_known_) return;
+    best_.peak = std::max(best_.peak, ev_.chosen_memory_bytes(time_, stage_idx_, start_, end_));
+    peak_known_ = true;
+  }
+
+  const StageEvaluator& ev_;
+  const std::vector<SumPeak>& prev_;
+  int stage_idx_;
+  int end_;
+  SumPeak best_;
+  int start_ = -1;
+  StageChoice time_;
+  bool peak_known_ = true;
+};
+
 // Phase 2: among splits with every stage cost <= bottleneck, the lexicographically smallest
 // (sum, peak); returns the boundaries.
 std::vector<int> best_under_bottleneck(const StageEvaluator& ev, int64_t bottleneck) {
@@ -306,21 +365,17 @@ std::vector<int> best_under_bottleneck(const StageEvaluator& ev, int64_t bottlen
     const auto [j_lo, j_hi] = bands[stage_idx];
     FirstStart first_start(ev, stage_idx, bottleneck);
     for (int j = j_lo; j <= j_hi; ++j) {
+      BestPrefix best(ev, prev, stage_idx, j);
       for (int i = j - 1, start = first_start.at(j); i >= start; --i) {
         // A prefix that cannot reach the best sum so far even with the cheapest stage.
-        if (prev[i].sum == kInfinite || prev[i].sum + ev.cost_lower_bound_ns(i, j) > cur[j].sum)
-          continue;
+        if (prev[i].sum == kInfinite) continue;
+        const int64_t least_ns = ev.least_cost_ns(stage_idx, i, j);
+        if (least_ns > bottleneck || prev[i].sum + least_ns > best.sum()) continue;
         const StageChoice choice = ev.evaluate_time(stage_idx, i, j);
-        if (!choice.fits || choice.cost_ns > bottleneck) continue;
-        const int64_t sum = prev[i].sum + choice.cost_ns;
-        if (sum > cur[j].sum) continue;  // worse whatever its memory
-        const SumPeak value{
-            sum, std::max(prev[i].peak, ev.chosen_memory_bytes(choice, stage_idx, i, j))};
-        if (value < cur[j]) {
-          cur[j] = value;
-          parent.at(stage_idx, j) = i;
-        }
+        if (choice.fits && choice.cost_ns <= bottleneck) best.offer(i, choice);
       }
+      cur[j] = best.value();
+      if (best.start() >= 0) parent.at(stage_idx, j) = best.start();
     }
     std::swap(prev, cur);
     cur_written = prev_written;

@@ -95,9 +95,17 @@ class StageEvaluator {
   /// limit (kUnlimitedMemoryBytes) memory_bytes is left 0 instead of computed.
   StageChoice evaluate_time(int stage_idx, int first, int last) const {
     if (memory_limited_) return evaluate(stage_idx, first, last);
-    // Every stage fits, so kNeeded checkpoints none.
-    return choice(stage_idx, first, last, problem_.policy == CheckpointPolicy::kAll,
-                  /*memory_bytes=*/0);
+    // Every stage fits, so kNeeded checkpoints none: the cost is least_cost_ns's.
+    StageChoice time;
+    time.fits = true;
+    time.checkpoint = problem_.policy == CheckpointPolicy::kAll;
+    time.cost_ns = least_cost_ns(stage_idx, first, last);
+    return time;
+  }
+  /// The cost_ns of the cheapest choice the policy may make, O(1) without memory terms: exact
+  /// unless kNeeded checkpoints the stage, a lower bound of evaluate(...).cost_ns always.
+  int64_t least_cost_ns(int stage_idx, int first, int last) const {
+    return cost_lower_bound_ns(first, last) + p2p_ns(stage_idx, first, last);
   }
   /// evaluate(...).memory_bytes of an evaluate_time(...) result for the same stage.
   int64_t chosen_memory_bytes(const StageChoice& time, int stage_idx, int first, int last) const {
