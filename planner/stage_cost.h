@@ -124,9 +124,7 @@ class StageEvaluator {
   }
   /// A lower bound of cost_ns at every stage index.
   int64_t cost_lower_bound_ns(int first, int last) const {
-    const int64_t compute = table_.compute_ns(first, last);
-    return problem_.policy == CheckpointPolicy::kAll ? compute + table_.fwd_ns(first, last)
-                                                     : compute;
+    return least_compute_ns_[last] - least_compute_ns_[first];
   }
   /// A lower bound of memory_bytes at stage `stage_idx` for any choice the policy can make,
   /// non-decreasing as the range grows (stage_memory_lower_bound).
@@ -252,6 +250,8 @@ class StageEvaluator {
   const bool memory_limited_;  // device_memory_bytes < kUnlimitedMemoryBytes
   std::shared_ptr<const SendTimes> sends_;
   std::vector<StageConstants> stages_;  // by stage index
+  // By position 0..L: the compute of layers [0, position), with kAll their forward again.
+  std::vector<int64_t> least_compute_ns_;
 };
 
 }  // namespace pipeplan
