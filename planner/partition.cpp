@@ -43,9 +43,35 @@ bool may_fit(const StageEvaluator& ev, int stage_idx, int first, int last, int64
   return ev.may_fit(stage_idx, first, last, bound);
 }
 
+// The last position in [known, limit] where `passes` holds, given that it holds at `known` and
+// fails from some position on: galloping from `known`, then bisecting between the last position
+// that passed and the first that failed. O(log distance) calls: stages hold few layers for
+// large pp, so the answer lies near `known`.
+template <typename Passes>
+int last_passing(int known, int limit, Passes passes) {
+  int pos = known;
+  int step = 1;
+  while (pos + step <= limit && passes(pos + step)) {
+    pos += step;
+    step *= 2;
+  }
+  for (int past = std::min(pos + step, limit + 1); past - pos > 1;) {
+    const int mid = pos + (past - pos) / 2;
+    (passes(mid) ? pos : past) = mid;
+  }
+  return pos;
+}
+
+// The same downwards: the first position in [limit, known] from which `passes` holds up to
+// `known`, where it holds.
+template <typename Passes>
+int first_passing(int known, int limit, Passes passes) {
+  return -last_passing(-known, -limit, [&](int negated) { return passes(-negated); });
+}
+
 // The smallest start that may_fit each end of one stage, for ends asked in increasing order:
-// it never decreases as the end grows, so after a bisection for the first end the scan costs
-// O(1) per end amortised (a stage's band lies far from position stage_idx for large pp).
+// it never decreases as the end grows, so after a search down from the first end the scan
+// costs O(1) per end amortised (a stage's band lies far from position stage_idx for large pp).
 class FirstStart {
  public:
   FirstStart(const StageEvaluator& ev, int stage_idx, int64_t bound)
@@ -83,27 +109,12 @@ std::vector<std::pair<int, int>> end_bands(const StageEvaluator& ev, int64_t bou
   const int pp = ev.pp();
   std::vector<int> most(pp + 1, 0), earliest(pp + 1, layers);
   for (int count = 1; count <= pp; ++count) {
-    const int from = most[count - 1];
-    int lo = from, hi = layers;  // the largest end that may fit
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      if (may_fit(ev, count - 1, from, mid, bound))
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    most[count] = lo;
-    const int to = earliest[count - 1];
-    lo = 0;
-    hi = to;  // the smallest start that may fit
-    while (lo < hi) {
-      const int mid = lo + (hi - lo) / 2;
-      if (may_fit(ev, pp - count, mid, to, bound))
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    earliest[count] = lo;
+    const int from = most[count - 1];  // the largest end that may fit
+    most[count] = last_passing(from, layers,
+                               [&](int end) { return may_fit(ev, count - 1, from, end, bound); });
+    const int to = earliest[count - 1];  // the smallest start that may fit
+    earliest[count] = first_passing(
+        to, 0, [&](int start) { return may_fit(ev, pp - count, start, to, bound); });
   }
   std::vector<std::pair<int, int>> bands(pp);
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
@@ -194,25 +205,6 @@ int64_t largest_stage_cost(const StageEvaluator& ev) {
   return table.compute_ns(0, layers) + table.fwd_ns(0, layers) + 2 * ev.largest_transfer_ns() + 1;
 }
 
-// The last end in [first_end, last_end] up to which stage `stage_idx` starting at `first` may
-// fit `bound` (may_fit holds up to some end, then fails), given that it may fit up to
-// first_end: galloping from first_end, then bisecting between the last end that passed and the
-// first that failed, O(log span) checks.
-int last_may_fit_end(const StageEvaluator& ev, int stage_idx, int first, int first_end,
-                     int last_end, int64_t bound) {
-  int end = first_end;
-  int step = 1;
-  while (end + step <= last_end && may_fit(ev, stage_idx, first, end + step, bound)) {
-    end += step;
-    step *= 2;
-  }
-  for (int past = std::min(end + step, last_end + 1); past - end > 1;) {
-    const int mid = end + (past - end) / 2;
-    (may_fit(ev, stage_idx, first, mid, bound) ? end : past) = mid;
-  }
-  return end;
-}
-
 // The bottleneck of a greedy split for `limit`: each stage ends as late as it can with its
 // cost <= limit while fitting, leaving a layer for each later stage; kInfinite when that
 // fails. Greedy is not exact here (costs and memory have boundary terms), but any split it
@@ -228,7 +220,8 @@ int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
     const int first_end = stage_idx == pp - 1 ? layers : pos + 1;
     const int last_end = layers - (pp - stage_idx - 1);
     if (first_end > last_end || !may_fit(ev, stage_idx, pos, first_end, limit)) return kInfinite;
-    int end = last_may_fit_end(ev, stage_idx, pos, first_end, last_end, limit);
+    int end = last_passing(first_end, last_end,
+                           [&](int last) { return may_fit(ev, stage_idx, pos, last, limit); });
     int64_t cost_ns = kInfinite;
     for (; end >= first_end; --end) {
       if (ev.least_cost_ns(stage_idx, pos, end) > limit) continue;
@@ -426,15 +419,9 @@ std::string memory_certificate(const StageEvaluator& ev, int64_t* needed_bytes) 
     if (*needed_bytes > device)
       return detail::concat("layer ", pos, " alone needs at least ",
                             needs_text(*needed_bytes, device));
-    int lo = pos + 1, hi = layers - (pp - stage_idx - 1);  // the largest end that fits
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      if (ev.memory_lower_bound_bytes(stage_idx, pos, mid) <= device)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    pos = lo;
+    pos = last_passing(pos + 1, layers - (pp - stage_idx - 1), [&](int end) {  // the last end that fits
+      return ev.memory_lower_bound_bytes(stage_idx, pos, end) <= device;
+    });
   }
   *needed_bytes = ev.memory_lower_bound_bytes(pp - 1, pos, layers);
   if (*needed_bytes <= device) return "";

@@ -61,9 +61,9 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
                  "proportion to the activations: check --inter-node-bandwidth and the profile's "
                  "interconnect)");
   const bool recompute = problem.policy == CheckpointPolicy::kAll;
-  least_compute_ns_.reserve(table.num_layers() + 1);
-  for (int pos = 0; pos <= table.num_layers(); ++pos)
-    least_compute_ns_.push_back(table.compute_ns(0, pos) + (recompute ? table.fwd_ns(0, pos) : 0));
+  least_compute_ns_.resize(table.num_layers() + 1);
+  for (int pos = 0; pos <= table.num_layers(); ++pos)  // written in place: it vectorises
+    least_compute_ns_[pos] = table.compute_ns(0, pos) + (recompute ? table.fwd_ns(0, pos) : 0);
   const MemorySettings& memory = problem.memory;
   const int64_t smallest = table.min_inner_boundary_bytes();
   for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx) {
