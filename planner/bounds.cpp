@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "planner/memory_model.h"
+#include "planner/partition.h"
 #include "planner/time_model.h"
 
 namespace pipeplan {
@@ -52,18 +53,8 @@ bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64
     auto fits = [&](int end) { return chain + m * (prefix(end) - prefix(start)) <= limit; };
     const int last_end = layers - (pp - stage_idx - 1);
     if (!fits(start + 1)) return false;
-    // The last end up to last_end that fits (fits holds up to some end, then fails): gallop from
-    // start + 1, then bisect between the last end that fit and the first that did not.
-    int end = start + 1;
-    int step = 1;
-    while (end + step <= last_end && fits(end + step)) {
-      end += step;
-      step *= 2;
-    }
-    for (int past = std::min(end + step, last_end + 1); past - end > 1;) {
-      const int mid = end + (past - end) / 2;
-      (fits(mid) ? end : past) = mid;
-    }
+    // The last end up to last_end that fits (fits holds up to some end, then fails).
+    const int end = last_passing(start + 1, last_end, fits);
     if (stage_idx == pp - 1) return end == layers;
     start = end;
   }

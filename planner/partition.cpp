@@ -43,25 +43,6 @@ bool may_fit(const StageEvaluator& ev, int stage_idx, int first, int last, int64
   return ev.may_fit(stage_idx, first, last, bound);
 }
 
-// The last position in [known, limit] where `passes` holds, given that it holds at `known` and
-// fails from some position on: galloping from `known`, then bisecting between the last position
-// that passed and the first that failed. O(log distance) calls: stages hold few layers for
-// large pp, so the answer lies near `known`.
-template <typename Passes>
-int last_passing(int known, int limit, Passes passes) {
-  int pos = known;
-  int step = 1;
-  while (pos + step <= limit && passes(pos + step)) {
-    pos += step;
-    step *= 2;
-  }
-  for (int past = std::min(pos + step, limit + 1); past - pos > 1;) {
-    const int mid = pos + (past - pos) / 2;
-    (passes(mid) ? pos : past) = mid;
-  }
-  return pos;
-}
-
 // The same downwards: the first position in [limit, known] from which `passes` holds up to
 // `known`, where it holds.
 template <typename Passes>

@@ -2,6 +2,7 @@
 // to every stage's memory fitting, and the evaluation of given boundaries.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,5 +81,24 @@ std::string split_text(const std::vector<int>& boundaries);
 /// Evaluates a given split (pp + 1 boundaries, validated by the caller) under the policy.
 PartitionResult evaluate_boundaries(const StageEvaluator& evaluator,
                                     const std::vector<int>& boundaries);
+
+/// The last position in [known, limit] where `passes` holds, given that it holds at `known` and
+/// fails from some position on: galloping from `known`, then bisecting between the last position
+/// that passed and the first that failed. O(log distance) calls: stages hold few layers for
+/// large pp, so the answer lies near `known`.
+template <typename Passes>
+int last_passing(int known, int limit, Passes passes) {
+  int pos = known;
+  int step = 1;
+  while (pos + step <= limit && passes(pos + step)) {
+    pos += step;
+    step *= 2;
+  }
+  for (int past = std::min(pos + step, limit + 1); past - pos > 1;) {
+    const int mid = pos + (past - pos) / 2;
+    (passes(mid) ? pos : past) = mid;
+  }
+  return pos;
+}
 
 }  // namespace pipeplan
