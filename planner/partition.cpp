@@ -400,7 +400,8 @@ std::string memory_certificate(const StageEvaluator& ev, int64_t* needed_bytes) 
     if (*needed_bytes > device)
       return detail::concat("layer ", pos, " alone needs at least ",
                             needs_text(*needed_bytes, device));
-    pos = last_passing(pos + 1, layers - (pp - stage_idx - 1), [&](int end) {  // the last end that fits
+    // The last end that fits.
+    pos = last_passing(pos + 1, layers - (pp - stage_idx - 1), [&](int end) {
       return ev.memory_lower_bound_bytes(stage_idx, pos, end) <= device;
     });
   }

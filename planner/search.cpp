@@ -200,9 +200,6 @@ class Search {
     // The last simulation can only make the top K harder to enter: what stopped the loop still
     // holds.
     offer_simulated();
-    // Candidates were ranked with every action at its mean time; the plans kept have been
-    // predicted with their actions' variation (simulate's draws) since they entered the top K,
-    // and are ordered again.
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
     for (; !queue_.empty(); queue_.pop()) {
@@ -211,6 +208,9 @@ class Search {
         prove_infeasible(entries_[queue_.top().idx].candidate);
     }
     report_infeasible_families();
+    // Candidates were ranked with every action at its mean time; the plans kept have been
+    // predicted with their actions' variation (simulate's draws) since they entered the top K,
+    // and are ordered again.
     result_.plans = top_.finish();
     std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
     return std::move(result_);

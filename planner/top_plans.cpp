@@ -12,15 +12,13 @@
 namespace pipeplan {
 namespace {
 
-// About the compute actions predict_variation's draws play for `plan` (planner/variability.h:
-// every replica while that is cheap, whose draws cost about twice as much, else each replica
-// kind folded, counted as one).
+// About the compute actions predict_variation's draws play for `plan` (draw_count): folded, one
+// replica kind's; else every replica's, each action counted twice for the dearer generator.
 double draw_work(const Plan& plan) {
-  const double actions = pipeline_actions(plan.schedule, plan.pp, plan.virtual_stages,
-                                          plan.num_micro_batches);
-  if (kVariabilityDraws * plan.dp * actions <= kEveryReplicaDrawBudget)
-    return 2.0 * kVariabilityDraws * plan.dp * actions;
-  return std::clamp<double>(kFoldDrawBudget / actions, kMinFoldDraws, kMaxFoldDraws) * actions;
+  const double actions =
+      pipeline_actions(plan.schedule, plan.pp, plan.virtual_stages, plan.num_micro_batches);
+  const DrawCount count = draw_count(actions, plan.dp, kVariabilityDraws, ReplicaDraws::kAuto);
+  return count.folded ? count.draws * actions : 2.0 * count.draws * plan.dp * actions;
 }
 
 }  // namespace
@@ -45,8 +43,8 @@ void TopPlans::offer(Plan plan) {
     if (size() > capacity_) kept_.pop_back();
   }
   if (workers_.empty()) {
-    const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1,
-                                   capacity_);
+    const int threads =
+        std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1, capacity_);
     for (int idx = 0; idx < threads; ++idx) workers_.emplace_back([this] { work(); });
   }
   waiting_.notify_one();

@@ -141,18 +141,21 @@ DrawnIteration folded(ReplicaDrawer& drawer, int draws) {
 
 }  // namespace
 
+DrawCount draw_count(double actions, int dp, int draws, ReplicaDraws mode) {
+  const bool fold = mode == ReplicaDraws::kFold ||
+                    (mode == ReplicaDraws::kAuto && draws * dp * actions > kEveryReplicaDrawBudget);
+  if (!fold) return {false, draws};
+  return {true, static_cast<int>(
+                    std::clamp<double>(kFoldDrawBudget / actions, kMinFoldDraws, kMaxFoldDraws))};
+}
+
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode) {
   PIPEPLAN_ASSERT(draws >= 1 && input.rank_times.empty());
   ReplicaDrawer drawer(input);
-  const double actions = pipeline_actions(input.schedule, input.pp, input.virtual_stages,
-                                          input.num_micro_batches);
-  const bool fold =
-      mode == ReplicaDraws::kFold ||
-      (mode == ReplicaDraws::kAuto && draws * input.dp * actions > kEveryReplicaDrawBudget);
-  if (!fold) return every_replica(drawer, input.dp, draws);
-  const double affordable = kFoldDrawBudget / actions;
-  return folded(drawer,
-                static_cast<int>(std::clamp<double>(affordable, kMinFoldDraws, kMaxFoldDraws)));
+  const double actions =
+      pipeline_actions(input.schedule, input.pp, input.virtual_stages, input.num_micro_batches);
+  const DrawCount count = draw_count(actions, input.dp, draws, mode);
+  return count.folded ? folded(drawer, count.draws) : every_replica(drawer, input.dp, count.draws);
 }
 
 double expected_maximum(const std::vector<NormalKind>& kinds) {

@@ -20,16 +20,29 @@ inline double pipeline_actions(Schedule schedule, int pp, int virtual_stages,
 /// the draws would play: draws × dp × pipeline_actions.
 inline constexpr double kEveryReplicaDrawBudget = 4e6;
 /// Folded draws of each replica kind: as many as this many compute actions allow (a draw plays
-/// pipeline_actions of them), at least kMinFoldDraws and at most
-/// kMaxFoldDraws. The more actions a pipeline plays, the less its iteration varies (the
-/// variation of the actions on its critical path averages out), so a fixed number of actions
-/// drawn estimates it to about the same relative precision whatever the schedule: about 0.03 %
-/// (root mean square) at 1,000 layers on 1,024 devices (bench/RESULTS.md). A fixed count, not
-/// one that stops when the draws look precise: stopping on a small sample standard deviation
-/// would keep the draws that happen to understate it, and the maximum over replicas with them.
+/// pipeline_actions of them), at least kMinFoldDraws and at most kMaxFoldDraws. The more
+/// actions a pipeline plays, the less its iteration varies (the variation of the actions on its
+/// critical path averages out), so a fixed number of actions drawn estimates it to about the
+/// same relative precision whatever the schedule: within 0.013–0.065 % (root mean square) of a
+/// 96-draw estimate at 1,000 layers on 1,024 devices (bench/RESULTS.md). A fixed count, not one
+/// that stops when the draws look precise: stopping on a small sample standard deviation would
+/// keep the draws that happen to understate it, and the maximum over replicas with them.
 inline constexpr double kFoldDrawBudget = 1e6;
 inline constexpr int kMinFoldDraws = 2;
 inline constexpr int kMaxFoldDraws = 1024;
+
+/// How drawn_iteration plays: whether it folds the replicas in, and how many iterations it
+/// plays (folded: per replica kind).
+struct DrawCount {
+  bool folded = false;
+  int draws = 0;
+};
+
+/// drawn_iteration's DrawCount for `draws` asked in `mode`, of a pipeline of `actions` compute
+/// actions (pipeline_actions) with `dp` replicas: kAuto folds when draws × dp × actions passes
+/// kEveryReplicaDrawBudget; folded, the draws are kFoldDrawBudget / actions within
+/// [kMinFoldDraws, kMaxFoldDraws], whatever `draws` says.
+DrawCount draw_count(double actions, int dp, int draws, ReplicaDraws mode);
 
 /// The drawn iteration: its mean over the draws, in ms, and how it was obtained.
 struct DrawnIteration {
@@ -58,8 +71,8 @@ struct DrawnIteration {
 ///     which the normal fit misses in its tail: it reads low where pipelines are short,
 ///     replicas many and the variation large (variability_test.cpp holds it within 0.5 % of
 ///     every replica up to cv = 0.1).
-/// kAuto plays every replica while draws × dp × pipeline_actions is at most
-/// kEveryReplicaDrawBudget and folds above it. input.rank_times must be empty (measured times are not drawn).
+/// draw_count says which way and how many. input.rank_times must be empty (measured times are
+/// not drawn).
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode);
 
 /// One kind of replica for expected_maximum: `count` independent normal variables.

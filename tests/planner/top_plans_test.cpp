@@ -39,7 +39,8 @@ std::vector<Plan> mean_time_plans(const Profile& profile) {
   PlanningContext context;
   context.profile = &profile;
   context.profile_path = "profile.json";
-  context.cluster = make_cluster(profile, 4, int64_t{1} << 30, 4, kDefaultInterNodeBandwidthBytesPerS);
+  context.cluster =
+      make_cluster(profile, 4, int64_t{1} << 30, 4, kDefaultInterNodeBandwidthBytesPerS);
   context.global_batch = 16;
   SearchOptions options;
   options.prune = false;

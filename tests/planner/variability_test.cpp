@@ -149,6 +149,28 @@ TEST(VariabilityTest, AutoFoldsOnlyAboveTheBudget) {
   EXPECT_FALSE(steady.replicas_folded);
 }
 
+// Both budgets count compute actions: an interleaved pipeline of V chunks per stage and zb-h1's
+// split backwards get as many fewer draws as they play more actions per draw.
+TEST(VariabilityTest, DrawCountsFollowTheComputeActions) {
+  const double one_f_one_b = pipeline_actions(Schedule::kOneFOneB, 64, 1, 256);  // 32,768
+  const double interleaved = pipeline_actions(Schedule::kInterleaved1F1B, 64, 4, 256);
+  const double zero_bubble = pipeline_actions(Schedule::kZeroBubbleH1, 64, 1, 256);
+  EXPECT_EQ(interleaved, 4 * one_f_one_b);
+  EXPECT_EQ(zero_bubble, 1.5 * one_f_one_b);
+  const DrawCount plain = draw_count(one_f_one_b, 8, kVariabilityDraws, ReplicaDraws::kAuto);
+  EXPECT_TRUE(plain.folded);   // 32 × 8 × 32,768 actions > 4e6
+  EXPECT_EQ(plain.draws, 30);  // 1e6 / 32,768
+  EXPECT_EQ(draw_count(interleaved, 8, kVariabilityDraws, ReplicaDraws::kAuto).draws, 7);
+  EXPECT_EQ(draw_count(zero_bubble, 8, kVariabilityDraws, ReplicaDraws::kAuto).draws, 20);
+  // Below the budget every replica is played, as many times as asked.
+  const DrawCount every = draw_count(one_f_one_b, 2, 32, ReplicaDraws::kAuto);
+  EXPECT_FALSE(every.folded);
+  EXPECT_EQ(every.draws, 32);
+  EXPECT_FALSE(draw_count(one_f_one_b, 2, 32, ReplicaDraws::kEvery).folded);
+  // A pipeline too long for two draws within the budget still gets two.
+  EXPECT_EQ(draw_count(1e7, 1, 1, ReplicaDraws::kFold).draws, kMinFoldDraws);
+}
+
 TEST(VariabilityTest, ExpectedMaximumOfNormals) {
   EXPECT_NEAR(expected_maximum({{3, 2, 1}}), 3, 1e-6);
   EXPECT_NEAR(expected_maximum({{3, 2, 2}}), 3 + 2 / std::sqrt(M_PI), 1e-6);
