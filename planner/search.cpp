@@ -22,7 +22,6 @@
 #include "planner/memory_model.h"
 #include "planner/search_space.h"
 #include "planner/top_plans.h"
-#include "planner/variability.h"
 
 namespace pipeplan {
 namespace {
