@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <random>
 
@@ -81,6 +82,44 @@ struct Ziggurat {
   }
 };
 
+/// 2^(j/64) for j = 0..63: fast_exp's table.
+struct ExpTable {
+  static constexpr int kSize = 64;
+  double power[kSize];
+  ExpTable() {
+    for (int j = 0; j < kSize; ++j) power[j] = std::exp2(j / static_cast<double>(kSize));
+  }
+  /// The one table, built on first use.
+  static const ExpTable& instance() {
+    static const ExpTable table;
+    return table;
+  }
+};
+
+/// e^x to within a few ulp (std::exp where |x| >= 700): x = (64k + j)·ln2/64 + r with |r| <=
+/// ln2/128, so e^x = 2^k · 2^(j/64) · e^r, with e^r from its Taylor series to r^5 (the next term
+/// is below 4e-17 of it). Inlined into the simulator's draws, it costs a third of a libm call.
+inline double fast_exp(double x, const ExpTable& table) {
+  if (!(std::abs(x) < 700)) return std::exp(x);
+  constexpr double kPerLn2 = 64 / 0.693147180559945309417;  // 64 / ln 2
+  // ln2/64 in two parts (Cody and Waite): n times the first is exact for |n| < 2^21.
+  constexpr double kLn2High = 6.93147180369123816490e-01 / 64;
+  constexpr double kLn2Low = 1.90821492927058770002e-10 / 64;
+  constexpr double kRound = 0x1.8p52;  // adding it rounds to an integer
+  const double n = (x * kPerLn2 + kRound) - kRound;
+  const double r = (x - n * kLn2High) - n * kLn2Low;
+  const auto whole = static_cast<int64_t>(n);
+  const double poly =
+      1 + r * (1 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120)))));
+  const double scaled = table.power[whole & (ExpTable::kSize - 1)] * poly;  // in [1, 2.02)
+  uint64_t bits = 0;
+  std::memcpy(&bits, &scaled, sizeof bits);
+  bits += static_cast<uint64_t>(whole >> 6) << 52;  // times 2^k: k added to the exponent
+  double result = 0;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
 /// The same distribution from a cheaper generator, for the folded draws (which play many more
 /// actions): xoshiro256++ (Blackman and Vigna) seeded by splitmix64, and standard normals from
 /// the ziggurat, which needs a logarithm only for the rare draws outside its layers. Another
@@ -88,15 +127,24 @@ struct Ziggurat {
 /// stays in registers), and handed out in the order made: the sequence is that of one at a time.
 class FastMultipliers {
  public:
-  FastMultipliers() : zig_(Ziggurat::instance()) {
-    uint64_t seed = 0x5eed;
+  /// The generator of stream `stream`: streams are independent sequences (each seeds
+  /// xoshiro256++ from its own splitmix64 start).
+  explicit FastMultipliers(uint64_t stream = 0)
+      : zig_(Ziggurat::instance()), exp_(ExpTable::instance()) {
+    reseed(stream);
+  }
+
+  /// Starts stream `stream` from its beginning.
+  void reseed(uint64_t stream) {
+    uint64_t seed = 0x5eed ^ (stream * 0xd1b54a32d192ed03ULL);
     for (uint64_t& word : state_) word = splitmix64(&seed);
+    next_normal_ = kBatch;
   }
 
   /// One multiplier (1 without drawing when the time does not vary).
   double draw(const LogNormal& shape) {
     if (!shape.varies) return 1.0;
-    return std::exp(shape.sigma * standard_normal() - shape.half_variance);
+    return fast_exp(shape.sigma * standard_normal() - shape.half_variance, exp_);
   }
 
   /// A standard normal draw.
@@ -156,6 +204,7 @@ class FastMultipliers {
   }
 
   const Ziggurat& zig_;
+  const ExpTable& exp_;
   uint64_t state_[4] = {};
   double normals_[kBatch] = {};  // made by refill(); the next to hand out at next_normal_
   int next_normal_ = kBatch;

@@ -11,6 +11,7 @@
 #include "plans/buckets.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
+#include "planner/variability.h"
 
 namespace pipeplan {
 namespace {
@@ -440,25 +441,59 @@ SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
 }
 
 void predict_variation(Plan* plan) {
-  if (plan->mode == PlanMode::kInference) {  // two plays each time: simply played again
-    predict_inference_timing(plan, SimulationOptions{/*record_timeline=*/false});
+  VariationDraws draws(plan);
+  for (int piece = 0; piece < draws.num_pieces(); ++piece) draws.play(piece);
+  draws.finish();
+}
+
+VariationDraws::VariationDraws(Plan* plan) : plan_(plan) {
+  if (plan->mode == PlanMode::kInference) return;
+  input_ = simulation_input(*plan);
+  if (times_vary(input_))
+    draws_ = std::make_unique<IterationDraws>(input_, kVariabilityDraws, ReplicaDraws::kAuto);
+}
+
+VariationDraws::~VariationDraws() = default;
+
+int VariationDraws::num_pieces() const {
+  if (plan_->mode == PlanMode::kInference) return 1;
+  return draws_ ? draws_->num_pieces() : 0;
+}
+
+double VariationDraws::piece_actions(int piece) const {
+  if (plan_->mode != PlanMode::kInference) return draws_->piece_actions(piece);
+  // Two plays (m and 2m requests' forwards), each with simulate's draws.
+  const double actions =
+      pipeline_actions(plan_->schedule, plan_->pp, plan_->virtual_stages, plan_->num_micro_batches);
+  const DrawCount count = draw_count(actions, plan_->dp, kVariabilityDraws, ReplicaDraws::kAuto);
+  return 3 * (count.folded ? count.draws * actions : count.draws * plan_->dp * actions);
+}
+
+void VariationDraws::play(int piece) {
+  if (plan_->mode == PlanMode::kInference) {  // two plays each time: simply played again
+    predict_inference_timing(plan_, SimulationOptions{/*record_timeline=*/false});
     return;
   }
+  draws_->play(piece);
+}
+
+void VariationDraws::finish() {
+  if (plan_->mode == PlanMode::kInference) return;
   SimulationResult result;
-  result.iteration_ms = plan->predictions.iteration_ms;
+  result.iteration_ms = plan_->predictions.iteration_ms;
   result.mean_times_iteration_ms = result.iteration_ms;
-  result.bubble_fraction = plan->predictions.bubble_fraction;
-  result.busy_ms.resize(plan->ranks.size());
-  result.idle_ms.resize(plan->ranks.size());
-  result.allreduce_ms.resize(plan->ranks.size());
-  for (const RankAssignment& assignment : plan->ranks) {
-    const StagePrediction& stage = plan->predictions.stages[assignment.stage];
+  result.bubble_fraction = plan_->predictions.bubble_fraction;
+  result.busy_ms.resize(plan_->ranks.size());
+  result.idle_ms.resize(plan_->ranks.size());
+  result.allreduce_ms.resize(plan_->ranks.size());
+  for (const RankAssignment& assignment : plan_->ranks) {
+    const StagePrediction& stage = plan_->predictions.stages[assignment.stage];
     result.busy_ms[assignment.rank] = stage.busy_ms;
     result.idle_ms[assignment.rank] = stage.idle_ms;
     result.allreduce_ms[assignment.rank] = stage.allreduce_exposed_ms;
   }
-  add_variation(simulation_input(*plan), SimulationOptions{/*record_timeline=*/false}, &result);
-  record_timing(result, plan);
+  if (draws_) apply_drawn_iteration(draws_->result(), &result);
+  record_timing(result, plan_);
 }
 
 }  // namespace pipeplan

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +19,8 @@
 #include "plans/profile.h"
 
 namespace pipeplan {
+
+class IterationDraws;
 
 /// The inter-node bandwidth assumed when the user gives none: 100 Gbit/s (a common
 /// InfiniBand EDR / 100 GbE link per node). Written into the plan's cluster and notes.
@@ -149,5 +152,31 @@ SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
 /// predict_timing already predicted with mean times (variability_draws = 0): the same numbers,
 /// without simulating the mean times again.
 void predict_variation(Plan* plan);
+
+/// predict_variation in pieces that several threads can play at once (IterationDraws in
+/// planner/variability.h): the same numbers however the pieces are shared out. An inference
+/// plan is one piece (predict_inference_timing); a plan whose times do not vary has none.
+class VariationDraws {
+ public:
+  /// `plan`, predicted with mean times, must outlive this object and be left alone until
+  /// finish() has returned.
+  explicit VariationDraws(Plan* plan);
+  ~VariationDraws();
+  VariationDraws(const VariationDraws&) = delete;
+  VariationDraws& operator=(const VariationDraws&) = delete;
+
+  int num_pieces() const;
+  /// About the compute actions piece `piece` plays.
+  double piece_actions(int piece) const;
+  /// Plays piece `piece` (each once); distinct pieces may be played at once on distinct threads.
+  void play(int piece);
+  /// Once every piece has been played: writes the plan's predictions as predict_variation does.
+  void finish();
+
+ private:
+  Plan* plan_;
+  SimulationInput input_;
+  std::unique_ptr<IterationDraws> draws_;  // a training plan whose times vary
+};
 
 }  // namespace pipeplan

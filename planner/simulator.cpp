@@ -105,14 +105,14 @@ void check_input(const SimulationInput& in) {
                      static_cast<int>(times.bwd_weight_ms.size()) == slots));
 }
 
+}  // namespace
+
 bool times_vary(const SimulationInput& in) {
   if (!in.rank_times.empty()) return false;  // measured action times: nothing to draw
   for (const StageCosts& stage : in.stages)
     if (stage.fwd_cv > 0 || stage.bwd_cv > 0) return true;
   return false;
 }
-
-}  // namespace
 
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options) {
   check_input(input);
@@ -125,20 +125,8 @@ SimulationResult simulate(const SimulationInput& input, const SimulationOptions&
 void add_variation(const SimulationInput& input, const SimulationOptions& options,
                    SimulationResult* result) {
   if (options.variability_draws <= 0 || !times_vary(input)) return;
-  const DrawnIteration drawn =
-      drawn_iteration(input, options.variability_draws, options.replica_draws);
-  const double iteration_ms = std::max(result->mean_times_iteration_ms, drawn.iteration_ms);
-  double idle_total = 0;
-  for (size_t rank = 0; rank < result->busy_ms.size(); ++rank) {
-    result->idle_ms[rank] = iteration_ms - result->busy_ms[rank];
-    idle_total += result->idle_ms[rank];
-  }
-  result->iteration_ms = iteration_ms;
-  result->bubble_fraction =
-      idle_total / (static_cast<double>(result->busy_ms.size()) * iteration_ms);
-  result->timeline.bubble_fraction = result->bubble_fraction;
-  result->variability_draws = drawn.draws;
-  result->replicas_folded = drawn.folded;
+  apply_drawn_iteration(drawn_iteration(input, options.variability_draws, options.replica_draws),
+                        result);
 }
 
 SimulationInput simulation_input(const Plan& plan) {

@@ -150,6 +150,10 @@ struct SimulationResult {
 /// results, the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 
+/// Whether simulate() draws the input's action times: some stage's forward or backward varies
+/// and no rank's times were measured (input.rank_times).
+bool times_vary(const SimulationInput& input);
+
 /// The draws step of simulate(), for a `result` of `input` with every action at its mean time
 /// (busy_ms by rank, mean_times_iteration_ms): when action times vary, sets the iteration to
 /// the mean over the draws (never below the mean-times one), each rank's idle time and the

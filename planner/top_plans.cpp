@@ -5,23 +5,11 @@
 #include <utility>
 
 #include "common/error.h"
-#include "planner/predict.h"
-#include "planner/simulator.h"
-#include "planner/variability.h"
 
 namespace pipeplan {
-namespace {
 
-// About the compute actions predict_variation's draws play for `plan` (draw_count): folded, one
-// replica kind's; else every replica's, each action counted twice for the dearer generator.
-double draw_work(const Plan& plan) {
-  const double actions =
-      pipeline_actions(plan.schedule, plan.pp, plan.virtual_stages, plan.num_micro_batches);
-  const DrawCount count = draw_count(actions, plan.dp, kVariabilityDraws, ReplicaDraws::kAuto);
-  return count.folded ? count.draws * actions : 2.0 * count.draws * plan.dp * actions;
-}
-
-}  // namespace
+TopPlans::Job::Job(Plan offered)
+    : plan(std::move(offered)), draws(&plan), pieces_left(draws.num_pieces()) {}
 
 TopPlans::TopPlans(int capacity, Better better) : capacity_(capacity), better_(std::move(better)) {
   PIPEPLAN_ASSERT(capacity_ >= 1);
@@ -34,50 +22,73 @@ void TopPlans::offer(Plan plan) {
       kept_.begin(), kept_.end(), plan,
       [this](const Plan& offered, const Kept& kept) { return better_(offered, kept.plan); });
   if (at - kept_.begin() >= capacity_) return;
-  auto job = std::make_shared<Job>();
-  job->plan = plan;
-  job->work = draw_work(plan);
+  auto job = std::make_shared<Job>(plan);
+  if (job->pieces_left == 0) {  // nothing to draw
+    job->draws.finish();
+    job->done = true;
+  }
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     kept_.insert(at, Kept{std::move(plan), std::move(job)});
     if (size() > capacity_) kept_.pop_back();
   }
   if (workers_.empty()) {
-    const int threads =
-        std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1, capacity_);
+    const int threads = std::max(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1);
     for (int idx = 0; idx < threads; ++idx) workers_.emplace_back([this] { work(); });
   }
-  waiting_.notify_one();
+  waiting_.notify_all();
 }
 
-std::shared_ptr<TopPlans::Job> TopPlans::take_waiting() {
-  std::shared_ptr<Job> costliest;
-  for (const Kept& kept : kept_)
-    if (kept.job->state == State::kWaiting && (!costliest || kept.job->work > costliest->work))
-      costliest = kept.job;
-  if (costliest) costliest->state = State::kDrawing;
+TopPlans::Piece TopPlans::take_piece() {
+  Piece costliest;
+  double most_actions = -1;
+  for (const Kept& kept : kept_) {
+    Job& job = *kept.job;
+    if (job.next_piece >= job.draws.num_pieces()) continue;
+    const double actions = job.draws.piece_actions(job.next_piece);
+    if (actions > most_actions) {
+      most_actions = actions;
+      costliest = {kept.job, job.next_piece};
+    }
+  }
+  if (costliest.job) ++costliest.job->next_piece;
   return costliest;
 }
 
-void TopPlans::draw(const std::shared_ptr<Job>& job, std::unique_lock<std::mutex>& lock) {
+void TopPlans::play(const Piece& piece, std::unique_lock<std::mutex>& lock) {
+  Job& job = *piece.job;
   lock.unlock();
+  std::exception_ptr error;
   try {
-    predict_variation(&job->plan);
+    job.draws.play(piece.index);
   } catch (...) {
-    job->error = std::current_exception();
+    error = std::current_exception();
   }
   lock.lock();
-  job->state = State::kDone;
+  if (error && !job.error) job.error = error;
+  if (--job.pieces_left > 0) return;
+  // The plan's last piece: no other thread touches its draws any more.
+  lock.unlock();
+  if (!job.error) {
+    try {
+      job.draws.finish();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  lock.lock();
+  if (error && !job.error) job.error = error;
+  job.done = true;
   done_.notify_all();
 }
 
 void TopPlans::work() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    std::shared_ptr<Job> job;
-    waiting_.wait(lock, [&] { return stopping_ || (job = take_waiting()) != nullptr; });
-    if (!job) return;
-    draw(job, lock);
+    Piece piece;
+    waiting_.wait(lock, [&] { return stopping_ || (piece = take_piece()).job != nullptr; });
+    if (!piece.job) return;
+    play(piece, lock);
   }
 }
 
@@ -94,10 +105,10 @@ void TopPlans::stop() {
 std::vector<Plan> TopPlans::finish() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (std::shared_ptr<Job> job = take_waiting()) draw(job, lock);
+    for (Piece piece = take_piece(); piece.job; piece = take_piece()) play(piece, lock);
     done_.wait(lock, [this] {
       return std::all_of(kept_.begin(), kept_.end(),
-                         [](const Kept& kept) { return kept.job->state == State::kDone; });
+                         [](const Kept& kept) { return kept.job->done; });
     });
   }
   stop();

@@ -10,19 +10,21 @@
 #include <thread>
 #include <vector>
 
+#include "planner/predict.h"
 #include "plans/plan.h"
 
 namespace pipeplan {
 
 /// Keeps the best `capacity` plans offered, ranked by `better` on the predictions they were
 /// offered with (mean action times), and predicts each with simulate's draws
-/// (predict_variation) from the moment it enters: on one background thread per hardware thread
-/// but one (at least one, at most `capacity`), which take the costliest plan not yet drawn
-/// (the best-ranked of equal cost), so that the last to finish is a short one.
-/// The search goes on meanwhile on the caller's thread; finish() draws what is left there too.
-/// A plan pushed out of the top before its draws started is never drawn; one pushed out while
-/// drawn is finished and dropped. Each plan's draws are deterministic, so the result does not
-/// depend on which thread drew what, or when.
+/// (predict_variation) from the moment it enters: its draws split into pieces
+/// (VariationDraws), played on one background thread per hardware thread but one (at least one,
+/// at most `capacity`), which take the costliest piece not yet started (of the best-ranked plan
+/// among equals), so that the last to finish is a short one and one long plan's draws are
+/// shared out. The search goes on meanwhile on the caller's thread; finish() plays what is left
+/// there too. A plan pushed out of the top stops being drawn: pieces under way finish and are
+/// dropped with it. Each plan's draws are deterministic however they are shared out, so the
+/// result does not depend on which thread drew what, or when.
 class TopPlans {
  public:
   using Better = std::function<bool(const Plan&, const Plan&)>;
@@ -47,31 +49,37 @@ class TopPlans {
   std::vector<Plan> finish();
 
  private:
-  enum class State { kWaiting, kDrawing, kDone };
   struct Job {  // one plan's draws, on its own copy of the plan
+    explicit Job(Plan offered);
     Plan plan;
-    double work = 0;  // about the compute actions its draws play
-    State state = State::kWaiting;
-    std::exception_ptr error;
+    VariationDraws draws;
+    int next_piece = 0;     // pieces [0, next_piece) have been taken
+    int pieces_left = 0;    // taken or not, not yet played
+    std::exception_ptr error;  // the first a piece threw
+    bool done = false;         // finished (or failed): its plan holds its draws
   };
   struct Kept {
     Plan plan;  // as offered: what the ranking reads
     std::shared_ptr<Job> job;
   };
+  struct Piece {
+    std::shared_ptr<Job> job;
+    int index = 0;
+  };
 
-  // The costliest kept plan whose draws have not started, marked kDrawing; null if none.
-  // Under mutex_.
-  std::shared_ptr<Job> take_waiting();
-  // Draws `job` outside the lock, then marks it done.
-  void draw(const std::shared_ptr<Job>& job, std::unique_lock<std::mutex>& lock);
-  void work();  // a background thread: draws until stopped
-  void stop();  // the background threads finish their plans and return
+  // The costliest piece not yet taken of the kept plans (of the best-ranked among equals),
+  // marked taken; none (no job) if there is none. Under mutex_.
+  Piece take_piece();
+  // Plays `piece` outside the lock; its plan's last piece also finishes the plan.
+  void play(const Piece& piece, std::unique_lock<std::mutex>& lock);
+  void work();  // a background thread: plays pieces until stopped
+  void stop();  // the background threads finish their pieces and return
 
   const int capacity_;
   const Better better_;
   std::vector<Kept> kept_;  // best first; written by the caller's thread under mutex_
   std::mutex mutex_;
-  std::condition_variable waiting_;  // a plan to draw, or stop
+  std::condition_variable waiting_;  // a piece to play, or stop
   std::condition_variable done_;     // a plan's draws ended
   bool stopping_ = false;
   std::vector<std::thread> workers_;  // started with the first offer

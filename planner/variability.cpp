@@ -18,27 +18,40 @@ namespace {
 constexpr int kIntegrationSteps = 8192;
 constexpr double kIntegrationSpan = 9;
 
-// A player per replica kind (replicas with equal transfer times), and one pipeline's action
-// times, redrawn in place for each replica and draw of the every-replica mode.
+// The replica kinds of an input (replicas with equal transfer times): each replica's kind and
+// the first replica of each kind, in order of first appearance.
+struct ReplicaKinds {
+  std::vector<int> kind_of;         // by replica
+  std::vector<int> representative;  // by kind
+  std::vector<int> count;           // by kind: its replicas
+};
+
+ReplicaKinds replica_kinds(const SimulationInput& in) {
+  ReplicaKinds kinds;
+  std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
+  for (int replica = 0; replica < in.dp; ++replica) {
+    const auto key = std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]);
+    const auto [it, added] = seen.emplace(key, static_cast<int>(kinds.representative.size()));
+    if (added) {
+      kinds.representative.push_back(replica);
+      kinds.count.push_back(0);
+    }
+    kinds.kind_of.push_back(it->second);
+    ++kinds.count[it->second];
+  }
+  return kinds;
+}
+
+// A player per replica kind and one pipeline's action times, redrawn in place for each replica
+// and draw of the every-replica mode.
 class ReplicaDrawer {
  public:
-  explicit ReplicaDrawer(const SimulationInput& in) : in_(in) {
-    std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
-    for (int replica = 0; replica < in.dp; ++replica) {
-      const auto key = std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]);
-      const auto [it, added] = seen.emplace(key, static_cast<int>(players_.size()));
-      if (added) {
-        players_.emplace_back(in, std::vector<int>{replica}, /*record_timeline=*/false);
-        kind_counts_.push_back(0);
-      }
-      kind_of_.push_back(it->second);
-      ++kind_counts_[it->second];
-    }
+  explicit ReplicaDrawer(const SimulationInput& in) : in_(in), kinds_(replica_kinds(in)) {
+    for (int replica : kinds_.representative)
+      players_.emplace_back(in, std::vector<int>{replica}, /*record_timeline=*/false);
   }
 
-  int num_kinds() const { return static_cast<int>(players_.size()); }
-  int kind_of(int replica) const { return kind_of_[replica]; }
-  int kind_count(int kind) const { return kind_counts_[kind]; }
+  int kind_of(int replica) const { return kinds_.kind_of[replica]; }
 
   // Draws every action time of one pipeline from `multipliers` and plays it as `kind`: its
   // iteration, in ms. Stage by stage, micro-batch by micro-batch: forward, backward,
@@ -68,12 +81,6 @@ class ReplicaDrawer {
     return players_[kind].play();
   }
 
-  // Plays `kind` with every action time drawn from `multipliers` as it is played.
-  double draw_and_play(int kind, FastMultipliers& multipliers) {
-    players_[kind].draw_times(&multipliers);
-    return players_[kind].play();
-  }
-
  private:
   void allocate_times() {
     times_.resize(in_.pp);
@@ -94,10 +101,9 @@ class ReplicaDrawer {
   }
 
   const SimulationInput& in_;
-  std::vector<RankStepTimes> times_;     // by stage, once every-replica draws begin
+  const ReplicaKinds kinds_;
+  std::vector<RankStepTimes> times_;     // by stage, once the draws begin
   std::vector<PipelinePlayer> players_;  // by kind
-  std::vector<int> kind_of_;             // by replica
-  std::vector<int> kind_counts_;
 };
 
 // Every replica of every draw: the mean over draws of the slowest replica's iteration.
@@ -127,18 +133,6 @@ struct Moments {
   double stddev() const { return count > 1 ? std::sqrt(squares / (count - 1)) : 0.0; }
 };
 
-// `draws` pipelines of each kind, folded through a normal fit of each kind's iteration.
-DrawnIteration folded(ReplicaDrawer& drawer, int draws) {
-  FastMultipliers multipliers;
-  std::vector<NormalKind> fit;
-  for (int kind = 0; kind < drawer.num_kinds(); ++kind) {
-    Moments moments;
-    for (int draw = 0; draw < draws; ++draw) moments.add(drawer.draw_and_play(kind, multipliers));
-    fit.push_back({moments.mean, moments.stddev(), static_cast<double>(drawer.kind_count(kind))});
-  }
-  return {expected_maximum(fit), draws, true};
-}
-
 }  // namespace
 
 DrawCount draw_count(double actions, int dp, int draws, ReplicaDraws mode) {
@@ -150,12 +144,79 @@ DrawCount draw_count(double actions, int dp, int draws, ReplicaDraws mode) {
 }
 
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode) {
+  IterationDraws pieces(input, draws, mode);
+  for (int piece = 0; piece < pieces.num_pieces(); ++piece) pieces.play(piece);
+  return pieces.result();
+}
+
+IterationDraws::IterationDraws(const SimulationInput& input, int draws, ReplicaDraws mode)
+    : input_(input),
+      actions_(pipeline_actions(input.schedule, input.pp, input.virtual_stages,
+                                input.num_micro_batches)) {
   PIPEPLAN_ASSERT(draws >= 1 && input.rank_times.empty());
-  ReplicaDrawer drawer(input);
-  const double actions =
-      pipeline_actions(input.schedule, input.pp, input.virtual_stages, input.num_micro_batches);
-  const DrawCount count = draw_count(actions, input.dp, draws, mode);
-  return count.folded ? folded(drawer, count.draws) : every_replica(drawer, input.dp, count.draws);
+  count_ = draw_count(actions_, input.dp, draws, mode);
+  if (!count_.folded) {
+    pieces_.push_back({-1, 0, count_.draws});
+    return;
+  }
+  ReplicaKinds kinds = replica_kinds(input);
+  representative_ = std::move(kinds.representative);
+  kind_counts_ = std::move(kinds.count);
+  const int per_piece =
+      std::clamp(static_cast<int>(std::ceil(kMinPieceActions / actions_)), 1, count_.draws);
+  drawn_ms_.assign(representative_.size(), std::vector<double>(count_.draws));
+  for (int kind = 0; kind < static_cast<int>(representative_.size()); ++kind)
+    for (int first = 0; first < count_.draws; first += per_piece)
+      pieces_.push_back({kind, first, std::min(first + per_piece, count_.draws)});
+}
+
+double IterationDraws::piece_actions(int piece) const {
+  const Piece& p = pieces_[piece];
+  const double plays = p.kind < 0 ? static_cast<double>(p.last_draw) * input_.dp
+                                  : p.last_draw - p.first_draw;
+  return plays * actions_;
+}
+
+void IterationDraws::play(int piece) {
+  const Piece& p = pieces_[piece];
+  if (p.kind < 0) {
+    ReplicaDrawer drawer(input_);
+    every_replica_ms_ = every_replica(drawer, input_.dp, p.last_draw).iteration_ms;
+    return;
+  }
+  PipelinePlayer player(input_, {representative_[p.kind]}, /*record_timeline=*/false);
+  FastMultipliers multipliers;
+  player.draw_times(&multipliers);
+  for (int draw = p.first_draw; draw < p.last_draw; ++draw) {
+    multipliers.reseed(static_cast<uint64_t>(p.kind) * kMaxFoldDraws + draw);
+    drawn_ms_[p.kind][draw] = player.play();
+  }
+}
+
+DrawnIteration IterationDraws::result() const {
+  if (!count_.folded) return {every_replica_ms_, count_.draws, false};
+  std::vector<NormalKind> fit;
+  for (size_t kind = 0; kind < drawn_ms_.size(); ++kind) {
+    Moments moments;
+    for (double iteration_ms : drawn_ms_[kind]) moments.add(iteration_ms);
+    fit.push_back({moments.mean, moments.stddev(), static_cast<double>(kind_counts_[kind])});
+  }
+  return {expected_maximum(fit), count_.draws, true};
+}
+
+void apply_drawn_iteration(const DrawnIteration& drawn, SimulationResult* result) {
+  const double iteration_ms = std::max(result->mean_times_iteration_ms, drawn.iteration_ms);
+  double idle_total = 0;
+  for (size_t rank = 0; rank < result->busy_ms.size(); ++rank) {
+    result->idle_ms[rank] = iteration_ms - result->busy_ms[rank];
+    idle_total += result->idle_ms[rank];
+  }
+  result->iteration_ms = iteration_ms;
+  result->bubble_fraction =
+      idle_total / (static_cast<double>(result->busy_ms.size()) * iteration_ms);
+  result->timeline.bubble_fraction = result->bubble_fraction;
+  result->variability_draws = drawn.draws;
+  result->replicas_folded = drawn.folded;
 }
 
 double expected_maximum(const std::vector<NormalKind>& kinds) {

@@ -75,6 +75,48 @@ struct DrawnIteration {
 /// not drawn).
 DrawnIteration drawn_iteration(const SimulationInput& input, int draws, ReplicaDraws mode);
 
+/// drawn_iteration in pieces that several threads can play at once. Each folded draw has a
+/// generator of its own (FastMultipliers' stream by replica kind and draw), so the result does
+/// not depend on how the draws are grouped into pieces or which thread plays which; a piece
+/// plays at least kMinPieceActions compute actions (one draw when a draw plays more). The
+/// every-replica draws share one generator (Multipliers: one sequence over every replica and
+/// draw) and are one piece.
+class IterationDraws {
+ public:
+  static constexpr double kMinPieceActions = 2.5e5;
+
+  /// `input` must outlive this object; its rank_times must be empty.
+  IterationDraws(const SimulationInput& input, int draws, ReplicaDraws mode);
+
+  int num_pieces() const { return static_cast<int>(pieces_.size()); }
+  /// About the compute actions piece `piece` plays.
+  double piece_actions(int piece) const;
+  /// Plays piece `piece` (each once); distinct pieces may be played at once on distinct threads.
+  void play(int piece);
+  /// The drawn iteration, once every piece has been played.
+  DrawnIteration result() const;
+
+ private:
+  struct Piece {
+    int kind = -1;  // folded: the replica kind whose draws [first_draw, last_draw) it plays;
+    int first_draw = 0;  // -1: every replica's draws
+    int last_draw = 0;
+  };
+
+  const SimulationInput& input_;
+  DrawCount count_;
+  double actions_ = 0;                     // of one pipeline (pipeline_actions)
+  std::vector<int> representative_;        // by kind: the first replica of the kind
+  std::vector<int> kind_counts_;           // by kind: its replicas
+  std::vector<std::vector<double>> drawn_ms_;  // folded: by kind and draw, the iteration played
+  double every_replica_ms_ = 0;            // every replica: the mean of the draws' maxima
+  std::vector<Piece> pieces_;
+};
+
+/// add_variation's last step: `result` (with mean times) takes the drawn iteration of its
+/// input, never below the mean-times one, with each rank's idle time and the bubble to match.
+void apply_drawn_iteration(const DrawnIteration& drawn, SimulationResult* result);
+
 /// One kind of replica for expected_maximum: `count` independent normal variables.
 struct NormalKind {
   double mean = 0;

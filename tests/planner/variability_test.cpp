@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <random>
+#include <thread>
 
 #include "planner/lognormal.h"
 #include "planner/pipeline_player.h"
@@ -169,6 +170,34 @@ TEST(VariabilityTest, DrawCountsFollowTheComputeActions) {
   EXPECT_FALSE(draw_count(one_f_one_b, 2, 32, ReplicaDraws::kEvery).folded);
   // A pipeline too long for two draws within the budget still gets two.
   EXPECT_EQ(draw_count(1e7, 1, 1, ReplicaDraws::kFold).draws, kMinFoldDraws);
+}
+
+// Each folded draw has its own generator: the pieces give the same iteration whatever order
+// and threads play them in, bit for bit, and every draw of a kind is a draw of its own.
+TEST(VariabilityTest, PiecesPlayedInAnyOrderGiveTheSameIteration) {
+  // 3 kinds (activation times by replica % 3) of 2 × 8 stages × 64 micro-batches = 1,024
+  // actions: 976 draws each, 245 to a piece (2.5e5 actions), so 4 pieces a kind.
+  const SimulationInput in = replicas(Schedule::kOneFOneB, 8, 64, 6, 0.05);
+  const DrawnIteration whole = drawn_iteration(in, kVariabilityDraws, ReplicaDraws::kFold);
+  IterationDraws pieces(in, kVariabilityDraws, ReplicaDraws::kFold);
+  ASSERT_EQ(pieces.num_pieces(), 12);
+  EXPECT_EQ(pieces.piece_actions(0), 245 * 1024.0);
+  EXPECT_EQ(pieces.piece_actions(3), (976 - 3 * 245) * 1024.0);
+  std::vector<std::thread> threads;
+  for (int first : {0, 1})  // the odd pieces and the even ones, each backwards
+    threads.emplace_back([&pieces, first] {
+      for (int piece = pieces.num_pieces() - 2 + first; piece >= 0; piece -= 2) pieces.play(piece);
+    });
+  for (std::thread& thread : threads) thread.join();
+  const DrawnIteration shared = pieces.result();
+  EXPECT_EQ(shared.iteration_ms, whole.iteration_ms);
+  EXPECT_EQ(shared.draws, whole.draws);
+  EXPECT_TRUE(shared.folded);
+  // One generator for all draws would repeat one draw's iteration; these differ.
+  FastMultipliers first(0), second(1);
+  EXPECT_NE(first.standard_normal(), second.standard_normal());
+  // The every-replica draws, one sequence over all of them, are one piece.
+  EXPECT_EQ(IterationDraws(in, kVariabilityDraws, ReplicaDraws::kEvery).num_pieces(), 1);
 }
 
 TEST(VariabilityTest, ExpectedMaximumOfNormals) {
