@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "common/error.h"
 #include "planner/memory_model.h"
@@ -39,27 +41,60 @@ double tail_ms(const PlanningContext& context, const LayerTable& table,
          gather + to_ms(table.optimizer_ns(0, 1)) / (candidate.zero == 1 ? dp : 1);
 }
 
-// Whether pp stages can split the layers with every max_k (Σ_{s<k} c_s + m·c_k) <= limit:
-// each stage greedily as long as the limit allows, leaving a layer for each later stage.
-bool path_fits(const LayerTable& table, int pp, int64_t m, bool recompute, int64_t boundary_ns,
-               int64_t limit) {
-  const int layers = table.num_layers();
-  auto prefix = [&](int position) {  // Σ c over layers [0, position)
-    return table.path_compute_ns(0, position) + (recompute ? table.fwd_ns(0, position) : 0);
-  };
-  int start = 0;
-  for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
-    const int64_t chain = prefix(start) + stage_idx * boundary_ns;
-    auto fits = [&](int end) { return chain + m * (prefix(end) - prefix(start)) <= limit; };
-    const int last_end = layers - (pp - stage_idx - 1);
-    if (!fits(start + 1)) return false;
-    // The last end up to last_end that fits (fits holds up to some end, then fails).
-    const int end = last_passing(start + 1, last_end, fits);
-    if (stage_idx == pp - 1) return end == layers;
-    start = end;
+// Probes of min_path_ns: whether pp stages can split the layers with every
+// max_k (Σ_{s<k} c_s + m·c_k) <= limit, each stage greedily as long as the limit allows and
+// leaving a layer for each later stage. Greedy is exact here: a later start only lowers a
+// stage's value (m >= 1), so the greedy ends lie at or after those of any split that fits.
+class PathProbe {
+ public:
+  PathProbe(const LayerTable& table, int pp, int64_t m, bool recompute, int64_t boundary_ns)
+      : pp_(pp), m_(m), boundary_ns_(boundary_ns), prefix_ns_(table.num_layers() + 1) {
+    // Σ c over layers [0, position), once per call instead of at every probe's every step.
+    for (int pos = 0; pos <= table.num_layers(); ++pos)
+      prefix_ns_[pos] = table.path_compute_ns(0, pos) + (recompute ? table.fwd_ns(0, pos) : 0);
   }
-  return false;
-}
+
+  /// Σ c over every layer.
+  int64_t path_ns() const { return prefix_ns_.back(); }
+
+  /// Whether `limit` fits. When it does, *bracket is the largest stage value of the greedy
+  /// split (<= limit): that split fits it, so it fits too. When it does not, *bracket is the
+  /// least value above `limit` that would lengthen a greedy stage: below it the greedy split is
+  /// the same, so it fails too.
+  bool fits(int64_t limit, int64_t* bracket) const {
+    const int layers = static_cast<int>(prefix_ns_.size()) - 1;
+    int64_t used = 0;
+    int64_t next = kNone;
+    int start = 0;
+    for (int stage_idx = 0; stage_idx < pp_; ++stage_idx) {
+      const int64_t chain = prefix_ns_[start] + stage_idx * boundary_ns_;
+      auto value = [&](int end) { return chain + m_ * (prefix_ns_[end] - prefix_ns_[start]); };
+      const int last_end = layers - (pp_ - stage_idx - 1);
+      if (value(start + 1) > limit) {
+        *bracket = std::min(next, value(start + 1));
+        return false;
+      }
+      // The last end up to last_end that fits (fits holds up to some end, then fails).
+      const int end = last_passing(start + 1, last_end, [&](int e) { return value(e) <= limit; });
+      used = std::max(used, value(end));
+      if (end < last_end) next = std::min(next, value(end + 1));
+      if (stage_idx == pp_ - 1) {
+        *bracket = end == layers ? used : next;
+        return end == layers;
+      }
+      start = end;
+    }
+    *bracket = next;
+    return false;
+  }
+
+ private:
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  int pp_;
+  int64_t m_;
+  int64_t boundary_ns_;
+  std::vector<int64_t> prefix_ns_;
+};
 
 // What follows a stage's last compute in every iteration: its gradient reduction — all of it
 // without overlap; with overlap at least the bucket holding its chunk 0's first layer, which is
@@ -118,18 +153,29 @@ int64_t least_boundary_ns(const Cluster& cluster, const LayerTable& table) {
 int64_t min_path_ns(const LayerTable& table, int pp, int num_micro_batches, bool recompute,
                     int64_t boundary_ns) {
   const int layers = table.num_layers();
+  const PathProbe probe(table, pp, num_micro_batches, recompute, boundary_ns);
   const int64_t total = table.compute_ns(0, layers) + (recompute ? table.fwd_ns(0, layers) : 0) +
                         (pp - 1) * boundary_ns;
-  // Any split fits m · total (path_compute_ns <= compute_ns) (each path is at most that); lo = −1 stands for "nothing fits".
+  // Any split fits m · total (path_compute_ns <= compute_ns) (each path is at most that), and
+  // its greedy split's largest value; lo = −1 stands for "nothing fits".
   int64_t lo = -1;
   int64_t hi = total * num_micro_batches;
-  PIPEPLAN_ASSERT(path_fits(table, pp, num_micro_batches, recompute, boundary_ns, hi));
+  const bool fits_all = probe.fits(hi, &hi);
+  PIPEPLAN_ASSERT(fits_all);
+  // Bisection on the value, where each probe also moves its side of the interval to the value
+  // that decides it (PathProbe::fits): the answer, the least value that fits, is the same in
+  // fewer probes. The first probe tries the bound for continuous stage times, usually close
+  // below the answer.
+  int64_t mid = static_cast<int64_t>(
+      path_bound(static_cast<double>(probe.path_ns()), num_micro_batches, pp));
   while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (path_fits(table, pp, num_micro_batches, recompute, boundary_ns, mid))
-      hi = mid;
+    if (mid <= lo || mid >= hi) mid = lo + (hi - lo) / 2;
+    int64_t bracket = 0;
+    if (probe.fits(mid, &bracket))
+      hi = bracket;
     else
-      lo = mid;
+      lo = bracket - 1;
+    mid = -1;
   }
   return hi;
 }
