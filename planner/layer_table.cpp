@@ -373,6 +373,12 @@ void LayerTable::build_prefix_sums(const Profile& profile, OptimizerKind optimiz
       overlap_prefix_[idx + 1] = overlap_prefix_[idx] + overlap;
     }
   }
+  compute_prefix_ns_.resize(n + 1);
+  recompute_prefix_ns_.resize(n + 1);
+  for (size_t pos = 0; pos <= n; ++pos) {
+    compute_prefix_ns_[pos] = fwd_ns_[pos] + bwd_ns_[pos];
+    recompute_prefix_ns_[pos] = compute_prefix_ns_[pos] + fwd_ns_[pos];
+  }
 }
 
 void LayerTable::make_forward_only(bool inference_measured) {

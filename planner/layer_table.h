@@ -136,6 +136,11 @@ class LayerTable {
   int64_t compute_ns(int first, int last) const {
     return fwd_ns(first, last) + bwd_ns(first, last);
   }
+  /// By position 0..L: compute_ns(0, position), with `recompute` plus fwd_ns(0, position) (the
+  /// forward again). Shared by the StageEvaluators of the table.
+  const std::vector<int64_t>& compute_prefix_ns(bool recompute) const {
+    return recompute ? recompute_prefix_ns_ : compute_prefix_ns_;
+  }
   /// One optimizer step over the stage's parameters (the table's optimizer).
   int64_t optimizer_ns(int first, int last) const { return opt_ns_[last] - opt_ns_[first]; }
   /// The all-reduces that sum the gradients of tied parameters the stage holds but other stages
@@ -226,6 +231,7 @@ class LayerTable {
   int64_t tie_sum_over(int first, int last) const;
 
   std::vector<int64_t> fwd_ns_, bwd_ns_, opt_ns_, params_, buffers_;  // prefix sums, size L+1
+  std::vector<int64_t> compute_prefix_ns_, recompute_prefix_ns_;  // compute_prefix_ns, size L+1
   std::vector<TiedProfile> ties_;
   std::vector<int64_t> tie_sum_ns_;  // by tie: one all-reduce of its gradient
   std::vector<int64_t> fwd_spread_ns_, bwd_spread_ns_;                // prefix sums, size L+1

@@ -451,8 +451,24 @@ class Search {
     return proven_not_to_fit(candidate, &proof);
   }
 
-  // The quick memory proof (proven_infeasible, interleaved_proven_infeasible) for the candidate.
+  // The quick memory proof (proven_infeasible, interleaved_proven_infeasible) for the candidate,
+  // kept by candidate: enumerate proves the replicated sibling of every ZeRO-1 candidate, and
+  // the same candidates come back skipped at the end of the search.
   bool proven_not_to_fit(const Candidate& candidate, PartitionResult* proof) {
+    const auto key = std::make_tuple(candidate.dp, candidate.pp, candidate.micro_batch_size,
+                                     candidate.schedule, candidate.policy, candidate.layout,
+                                     candidate.virtual_stages, candidate.zero);
+    auto it = proofs_.find(key);
+    if (it == proofs_.end()) {
+      Proof found;
+      found.proven = prove(candidate, &found.proof);
+      it = proofs_.emplace(key, std::move(found)).first;
+    }
+    *proof = it->second.proof;
+    return it->second.proven;
+  }
+
+  bool prove(const Candidate& candidate, PartitionResult* proof) {
     const PartitionProblem problem = partition_problem(context_, candidate);
     if (candidate.virtual_stages > 1)
       return interleaved_proven_infeasible(table(candidate), problem, proof);
@@ -578,6 +594,13 @@ class Search {
   std::map<FamilyKey, Family> families_;
   std::map<std::tuple<int64_t, int, int, bool, bool>, int64_t> path_ns_;  // min_path_ns by its arguments, zb-h1
   std::set<std::string> seen_;
+  struct Proof {
+    bool proven = false;
+    PartitionResult proof;
+  };
+  // proven_not_to_fit's results by (dp, pp, b, schedule, policy, layout, V, zero).
+  std::map<std::tuple<int, int, int64_t, Schedule, CheckpointPolicy, Layout, int, int>, Proof>
+      proofs_;
   // interleaved-1f1b's chunk splits by (dp, pp, b, V, layout, recompute): partition_interleaved.
   std::map<std::tuple<int, int, int64_t, int, Layout, bool>, std::vector<int>> chunk_splits_;
   std::string interleaved_refusal_;  // why a family had no interleaved-1f1b candidate (first)

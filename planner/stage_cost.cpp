@@ -60,12 +60,11 @@ StageEvaluator::StageEvaluator(const LayerTable& table, const PartitionProblem& 
                  problem.pp, ", the planner's limit (the link's bandwidth or latency is out of "
                  "proportion to the activations: check --inter-node-bandwidth and the profile's "
                  "interconnect)");
-  const bool recompute = problem.policy == CheckpointPolicy::kAll;
-  least_compute_ns_.resize(table.num_layers() + 1);
-  for (int pos = 0; pos <= table.num_layers(); ++pos)  // written in place: it vectorises
-    least_compute_ns_[pos] = table.compute_ns(0, pos) + (recompute ? table.fwd_ns(0, pos) : 0);
+  least_compute_ns_ =
+      table.compute_prefix_ns(/*recompute=*/problem.policy == CheckpointPolicy::kAll).data();
   const MemorySettings& memory = problem.memory;
   const int64_t smallest = table.min_inner_boundary_bytes();
+  stages_.reserve(problem.pp);
   for (int stage_idx = 0; stage_idx < problem.pp; ++stage_idx) {
     StageConstants stage;
     stage.in_flight = in_flight(memory.schedule, memory.pp, stage_idx, memory.num_micro_batches,

@@ -250,8 +250,9 @@ class StageEvaluator {
   const bool memory_limited_;  // device_memory_bytes < kUnlimitedMemoryBytes
   std::shared_ptr<const SendTimes> sends_;
   std::vector<StageConstants> stages_;  // by stage index
-  // By position 0..L: the compute of layers [0, position), with kAll their forward again.
-  std::vector<int64_t> least_compute_ns_;
+  // By position 0..L: the compute of layers [0, position), with kAll their forward again (the
+  // table's compute_prefix_ns).
+  const int64_t* least_compute_ns_ = nullptr;
 };
 
 }  // namespace pipeplan
