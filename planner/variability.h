@@ -65,8 +65,9 @@ struct DrawnIteration {
 ///     distribution, so each kind's pipeline alone is played for draws of X (kFoldDrawBudget
 ///     sets how many, whatever `draws` says), X is taken as normal with the draws' mean and
 ///     standard deviation, and the result is the expected maximum over all replicas of their
-///     normal X (numerical integration). A cheaper generator (FastMultipliers) draws each
-///     time as it is played. Long pipelines get few draws, but their X varies least: its
+///     normal X (numerical integration). A cheaper generator (FastMultipliers, a stream of
+///     its own for each kind and draw: IterationDraws) draws each time as it is played. Long
+///     pipelines get few draws, but their X varies least: its
 ///     spread shrinks as the actions on its critical path add up. X is skewed to the right,
 ///     which the normal fit misses in its tail: it reads low where pipelines are short,
 ///     replicas many and the variation large (variability_test.cpp holds it within 0.5 % of
