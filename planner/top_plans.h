@@ -18,9 +18,8 @@ namespace pipeplan {
 /// Keeps the best `capacity` plans offered, ranked by `better` on the predictions they were
 /// offered with (mean action times), and predicts each with simulate's draws
 /// (predict_variation) from the moment it enters: its draws split into pieces
-/// (VariationDraws), played on one background thread per hardware thread but one (at least one,
-/// at most `capacity`), which take the costliest piece not yet started (of the best-ranked plan
-/// among equals), so that the last to finish is a short one and one long plan's draws are
+/// (VariationDraws), played on one background thread per hardware thread but one (at least
+/// one), which take the costliest piece not yet started (of the best-ranked plan among equals), so that the last to finish is a short one and one long plan's draws are
 /// shared out. The search goes on meanwhile on the caller's thread; finish() plays what is left
 /// there too. A plan pushed out of the top stops being drawn: pieces under way finish and are
 /// dropped with it. Each plan's draws are deterministic however they are shared out, so the
