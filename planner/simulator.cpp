@@ -13,22 +13,17 @@
 namespace pipeplan {
 namespace {
 
-// The replicas to play with mean times: one per kind of equal transfer times when merging
-// (replicas of a kind behave identically), else every one. `kind_of` maps each replica to the
-// index of the played replica standing for it.
+// The replicas to play with mean times: one per kind when merging (replica_kinds), else every
+// one. `kind_of` maps each replica to the index of the played replica standing for it.
 std::vector<int> played_replicas(const SimulationInput& in, bool merge, std::vector<int>* kind_of) {
-  std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
-  std::vector<int> played;
-  kind_of->resize(in.dp);
-  for (int replica = 0; replica < in.dp; ++replica) {
-    int kind = static_cast<int>(played.size());
-    if (merge)
-      kind = seen.emplace(std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]), kind)
-                 .first->second;
-    if (kind == static_cast<int>(played.size())) played.push_back(replica);
-    (*kind_of)[replica] = kind;
+  if (merge) {
+    ReplicaKinds kinds = replica_kinds(in);
+    *kind_of = std::move(kinds.kind_of);
+    return std::move(kinds.representative);
   }
-  return played;
+  kind_of->resize(in.dp);
+  for (int replica = 0; replica < in.dp; ++replica) (*kind_of)[replica] = replica;
+  return *kind_of;
 }
 
 // Per-rank busy and idle time, the bubble and the timeline of a played iteration.
@@ -106,6 +101,22 @@ void check_input(const SimulationInput& in) {
 }
 
 }  // namespace
+
+ReplicaKinds replica_kinds(const SimulationInput& in) {
+  ReplicaKinds kinds;
+  std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
+  for (int replica = 0; replica < in.dp; ++replica) {
+    const auto key = std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]);
+    const auto [it, added] = seen.emplace(key, static_cast<int>(kinds.representative.size()));
+    if (added) {
+      kinds.representative.push_back(replica);
+      kinds.count.push_back(0);
+    }
+    kinds.kind_of.push_back(it->second);
+    ++kinds.count[it->second];
+  }
+  return kinds;
+}
 
 bool times_vary(const SimulationInput& in) {
   if (!in.rank_times.empty()) return false;  // measured action times: nothing to draw

@@ -150,6 +150,15 @@ struct SimulationResult {
 /// results, the messages in flight and, when recorded, the timeline.
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options = {});
 
+/// The replica kinds of an input: replicas with equal transfer times (activation_ms and
+/// gradient_ms) behave identically, so one of each kind stands for the others.
+struct ReplicaKinds {
+  std::vector<int> kind_of;         ///< by replica: its kind
+  std::vector<int> representative;  ///< by kind, in order of first appearance: its first replica
+  std::vector<int> count;           ///< by kind: its replicas
+};
+ReplicaKinds replica_kinds(const SimulationInput& input);
+
 /// Whether simulate() draws the input's action times: some stage's forward or backward varies
 /// and no rank's times were measured (input.rank_times).
 bool times_vary(const SimulationInput& input);

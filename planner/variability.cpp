@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 
 #include "common/error.h"
 #include "planner/lognormal.h"
@@ -17,30 +16,6 @@ namespace {
 // Integration intervals of expected_maximum over mean ± kIntegrationSpan standard deviations.
 constexpr int kIntegrationSteps = 8192;
 constexpr double kIntegrationSpan = 9;
-
-// The replica kinds of an input (replicas with equal transfer times): each replica's kind and
-// the first replica of each kind, in order of first appearance.
-struct ReplicaKinds {
-  std::vector<int> kind_of;         // by replica
-  std::vector<int> representative;  // by kind
-  std::vector<int> count;           // by kind: its replicas
-};
-
-ReplicaKinds replica_kinds(const SimulationInput& in) {
-  ReplicaKinds kinds;
-  std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
-  for (int replica = 0; replica < in.dp; ++replica) {
-    const auto key = std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]);
-    const auto [it, added] = seen.emplace(key, static_cast<int>(kinds.representative.size()));
-    if (added) {
-      kinds.representative.push_back(replica);
-      kinds.count.push_back(0);
-    }
-    kinds.kind_of.push_back(it->second);
-    ++kinds.count[it->second];
-  }
-  return kinds;
-}
 
 // A player per replica kind and one pipeline's action times, redrawn in place for each replica
 // and draw of the every-replica mode.
@@ -159,13 +134,11 @@ IterationDraws::IterationDraws(const SimulationInput& input, int draws, ReplicaD
     pieces_.push_back({-1, 0, count_.draws});
     return;
   }
-  ReplicaKinds kinds = replica_kinds(input);
-  representative_ = std::move(kinds.representative);
-  kind_counts_ = std::move(kinds.count);
+  kinds_ = replica_kinds(input);
   const int per_piece =
       std::clamp(static_cast<int>(std::ceil(kMinPieceActions / actions_)), 1, count_.draws);
-  drawn_ms_.assign(representative_.size(), std::vector<double>(count_.draws));
-  for (int kind = 0; kind < static_cast<int>(representative_.size()); ++kind)
+  drawn_ms_.assign(kinds_.representative.size(), std::vector<double>(count_.draws));
+  for (int kind = 0; kind < static_cast<int>(kinds_.representative.size()); ++kind)
     for (int first = 0; first < count_.draws; first += per_piece)
       pieces_.push_back({kind, first, std::min(first + per_piece, count_.draws)});
 }
@@ -184,7 +157,7 @@ void IterationDraws::play(int piece) {
     every_replica_ms_ = every_replica(drawer, input_.dp, p.last_draw).iteration_ms;
     return;
   }
-  PipelinePlayer player(input_, {representative_[p.kind]}, /*record_timeline=*/false);
+  PipelinePlayer player(input_, {kinds_.representative[p.kind]}, /*record_timeline=*/false);
   FastMultipliers multipliers;
   player.draw_times(&multipliers);
   for (int draw = p.first_draw; draw < p.last_draw; ++draw) {
@@ -199,7 +172,7 @@ DrawnIteration IterationDraws::result() const {
   for (size_t kind = 0; kind < drawn_ms_.size(); ++kind) {
     Moments moments;
     for (double iteration_ms : drawn_ms_[kind]) moments.add(iteration_ms);
-    fit.push_back({moments.mean, moments.stddev(), static_cast<double>(kind_counts_[kind])});
+    fit.push_back({moments.mean, moments.stddev(), static_cast<double>(kinds_.count[kind])});
   }
   return {expected_maximum(fit), count_.draws, true};
 }

@@ -98,19 +98,20 @@ class IterationDraws {
   DrawnIteration result() const;
 
  private:
+  // Folded: the draws [first_draw, last_draw) of replica kind `kind`; kind −1: every
+  // replica's draws, [0, last_draw).
   struct Piece {
-    int kind = -1;  // folded: the replica kind whose draws [first_draw, last_draw) it plays;
-    int first_draw = 0;  // -1: every replica's draws
+    int kind = -1;
+    int first_draw = 0;
     int last_draw = 0;
   };
 
   const SimulationInput& input_;
   DrawCount count_;
-  double actions_ = 0;                     // of one pipeline (pipeline_actions)
-  std::vector<int> representative_;        // by kind: the first replica of the kind
-  std::vector<int> kind_counts_;           // by kind: its replicas
+  double actions_ = 0;                         // of one pipeline (pipeline_actions)
+  ReplicaKinds kinds_;                         // folded
   std::vector<std::vector<double>> drawn_ms_;  // folded: by kind and draw, the iteration played
-  double every_replica_ms_ = 0;            // every replica: the mean of the draws' maxima
+  double every_replica_ms_ = 0;                // every replica: the mean of the draws' maxima
   std::vector<Piece> pieces_;
 };
 
