@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <set>
 #include <utility>
 
 #include "planner/interleaved_partition.h"
@@ -12,12 +11,8 @@ namespace pipeplan {
 
 ChunkSplitsAhead::ChunkSplitsAhead(PartitionSpec spec, std::vector<Job> jobs)
     : spec_(std::move(spec)) {
-  std::set<Key> seen;
-  for (Job& job : jobs) {
-    if (!seen.insert(job.key).second) continue;
-    entries_.emplace_back();
-    entries_.back().job = std::move(job);
-  }
+  entries_.resize(jobs.size());
+  for (size_t idx = 0; idx < jobs.size(); ++idx) entries_[idx].job = std::move(jobs[idx]);
   worker_ = std::thread([this] { work(); });
 }
 
@@ -50,8 +45,8 @@ void ChunkSplitsAhead::work() {
     std::vector<int> split;
     std::exception_ptr error;
     try {
-      split = interleaved_chunk_boundaries(spec_, *entry.job.table, entry.job.problem,
-                                           entry.job.sends);
+      split =
+          interleaved_chunk_boundaries(spec_, *entry.job.table, entry.job.problem, entry.job.sends);
     } catch (...) {
       error = std::current_exception();
     }
@@ -59,7 +54,7 @@ void ChunkSplitsAhead::work() {
     entry.split = std::move(split);
     entry.error = error;
     entry.state = State::kDone;
-    entry.made = true;
+    ++made_;
     done_.notify_all();
   }
 }
@@ -80,8 +75,7 @@ std::optional<std::vector<int>> ChunkSplitsAhead::take(const Key& key) {
 
 int ChunkSplitsAhead::made() {
   const std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int>(std::count_if(entries_.begin(), entries_.end(),
-                                        [](const Entry& entry) { return entry.made; }));
+  return made_;
 }
 
 }  // namespace pipeplan

@@ -35,7 +35,7 @@ class ChunkSplitsAhead {
     std::shared_ptr<const SendTimes> sends;
   };
 
-  /// Starts the background thread on `jobs` (the first of equal keys counts).
+  /// Starts the background thread on `jobs`, whose keys are distinct.
   ChunkSplitsAhead(PartitionSpec spec, std::vector<Job> jobs);
   ChunkSplitsAhead(const ChunkSplitsAhead&) = delete;
   ChunkSplitsAhead& operator=(const ChunkSplitsAhead&) = delete;
@@ -57,7 +57,6 @@ class ChunkSplitsAhead {
     State state = State::kWaiting;
     std::vector<int> split;
     std::exception_ptr error;
-    bool made = false;
   };
 
   void work();
@@ -67,6 +66,7 @@ class ChunkSplitsAhead {
   std::mutex mutex_;
   std::condition_variable done_;  // a job ended
   bool stopping_ = false;
+  int made_ = 0;        // jobs made so far
   std::thread worker_;  // last: started once the rest is set up
 };
 

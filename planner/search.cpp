@@ -431,9 +431,7 @@ class Search {
                                         const PartitionProblem& problem) {
     PartitionResult proof;
     if (interleaved_proven_infeasible(table, problem, &proof)) return proof;
-    const auto key = std::make_tuple(candidate.dp, candidate.pp, candidate.micro_batch_size,
-                                     candidate.virtual_stages, candidate.layout,
-                                     candidate.policy == CheckpointPolicy::kAll);
+    const ChunkSplitsAhead::Key key = chunk_split_key(candidate);
     auto it = chunk_splits_.find(key);
     if (it == chunk_splits_.end()) {
       std::optional<std::vector<int>> made;
@@ -445,6 +443,16 @@ class Search {
     return evaluate_interleaved(table, problem, it->second, sends(candidate));
   }
 
+  // What the candidate's chunk split depends on (chunk_splits_, ChunkSplitsAhead).
+  static ChunkSplitsAhead::Key chunk_split_key(const Candidate& candidate) {
+    return {candidate.dp,
+            candidate.pp,
+            candidate.micro_batch_size,
+            candidate.virtual_stages,
+            candidate.layout,
+            candidate.policy == CheckpointPolicy::kAll};
+  }
+
   // Until the first simulation the search partitions on one core: the interleaved candidates'
   // chunk splits (the costliest partitions there, about 0.35 ms each at 1,000 layers) are made
   // meanwhile on the other, in the order of the candidates' first bounds (ChunkSplitsAhead),
@@ -452,16 +460,15 @@ class Search {
   void make_chunk_splits_ahead() {
     if (options_.partition.method != PartitionMethod::kOptimal) return;
     std::vector<ChunkSplitsAhead::Job> jobs;
+    std::set<ChunkSplitsAhead::Key> seen;
     for (const Entry& entry : entries_) {
       Candidate candidate = entry.candidate;
       if (candidate.virtual_stages < 2) continue;
       candidate.layout = Layout::kReplicaMajor;
-      jobs.push_back({{candidate.dp, candidate.pp, candidate.micro_batch_size,
-                       candidate.virtual_stages, candidate.layout,
-                       candidate.policy == CheckpointPolicy::kAll},
-                      partition_problem(context_, candidate),
-                      &table(candidate),
-                      sends(candidate)});
+      const ChunkSplitsAhead::Key key = chunk_split_key(candidate);
+      if (!seen.insert(key).second) continue;  // one split per key: the first candidate's
+      jobs.push_back(
+          {key, partition_problem(context_, candidate), &table(candidate), sends(candidate)});
     }
     if (!jobs.empty())
       chunks_ahead_ = std::make_unique<ChunkSplitsAhead>(options_.partition, std::move(jobs));
@@ -630,7 +637,7 @@ class Search {
   std::map<std::tuple<int, int, int64_t, Schedule, CheckpointPolicy, Layout, int, int>, Proof>
       proofs_;
   // interleaved-1f1b's chunk splits by (dp, pp, b, V, layout, recompute): partition_interleaved.
-  std::map<std::tuple<int, int, int64_t, int, Layout, bool>, std::vector<int>> chunk_splits_;
+  std::map<ChunkSplitsAhead::Key, std::vector<int>> chunk_splits_;
   std::string interleaved_refusal_;  // why a family had no interleaved-1f1b candidate (first)
   std::vector<Entry> entries_;           // enumerated, in order of their first bound
   std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated

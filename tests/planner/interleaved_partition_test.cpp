@@ -147,7 +147,6 @@ TEST(InterleavedPartitionTest, ChunkSplitsMadeAheadAreTheSplitsMadeInTurn) {
       jobs.push_back({{1, pp, 1, virtual_stages, Layout::kReplicaMajor, false}, problem, &table,
                       nullptr});
     }
-  jobs.push_back(jobs.front());  // the first of equal keys counts
   const std::vector<ChunkSplitsAhead::Job> given = jobs;
   ChunkSplitsAhead ahead(PartitionSpec{}, std::move(jobs));
   for (int waited_ms = 0; ahead.made() < 6 && waited_ms < 10'000; waited_ms += 10)
