@@ -2,9 +2,10 @@
 # The second leg of scripts/test.sh: pipeplan built and tested against Debian 13's LibTorch 2.6
 # inside a Debian 13 root made with debootstrap and kept in a cache folder outside the clone.
 #
-#   bash scripts/debian13-leg.sh [--prepare] [CTEST ARGS...]
+#   bash scripts/debian13-leg.sh [--prepare | --exec COMMAND... | CTEST ARGS...]
 #
-# --prepare only makes (or completes) the cached root. Needs root (or sudo), network access to a
+# --prepare only makes (or completes) the cached root; --exec runs COMMAND in it, with this
+# checkout at /src (read-only), e.g. `--exec python3 -c 'import torch; print(torch.__version__)'`. Needs root (or sudo), network access to a
 # Debian mirror the first time, and about 3.5 GB of disk in $PIPEPLAN_CACHE_DIR
 # (default ~/.cache/pipeplan). The root is trusted only when each of its two phases (debootstrap,
 # then the packages of scripts/setup.sh) wrote its completion mark; an interrupted phase is redone.
@@ -19,8 +20,11 @@ mirror=${DEBIAN13_MIRROR:-http://deb.debian.org/debian}
 base_mark=$root/.pipeplan-base-complete
 packages_mark=$root/.pipeplan-packages-complete
 
-prepare_only=0
-if [ "${1:-}" = "--prepare" ]; then prepare_only=1; shift; fi
+mode=test
+case "${1:-}" in
+  --prepare) mode=prepare; shift ;;
+  --exec) mode=exec; shift ;;
+esac
 
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null 2>&1 || { echo "debian13-leg: needs root or sudo (debootstrap, chroot, mount)" >&2; exit 1; }
@@ -81,7 +85,8 @@ if [ "$(cat "$packages_mark" 2>/dev/null)" != "$wanted" ]; then
   echo "$wanted" >"$packages_mark"
   say "root ready in $((SECONDS - started)) s"
 fi
-[ "$prepare_only" -eq 1 ] && exit 0
+[ "$mode" = prepare ] && exit 0
+if [ "$mode" = exec ]; then in_root "$@"; exit; fi
 
 # The build folder and ccache live in the root (outside the clone), at the same path for every
 # clone, so a warm cache rebuilds little.
