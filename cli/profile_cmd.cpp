@@ -75,7 +75,7 @@ class CopyBarrier {
   // Returns once every copy has called it as often.
   void wait() {
     const std::string key = "pipeplan/profile/barrier/" + std::to_string(generation_++);
-    if (store_->add(key, 1) == env_.world_size) store_->set(key + "/open", {1});
+    if (store_->add(key, 1) == env_.world_size) store_->set(key + "/open", std::vector<uint8_t>{1});
     store_->wait({key + "/open"}, kBarrierTimeout);
   }
 

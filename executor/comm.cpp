@@ -135,7 +135,7 @@ StorePtr make_store(const RendezvousEnv& env, std::chrono::milliseconds timeout,
   options.waitWorkers = true;
   options.timeout = timeout;
   try {
-    StorePtr store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    StorePtr store = compat::make_tcp_store(env.master_addr, options);
     if (env.agent_store)
       store = c10::make_intrusive<c10d::PrefixStore>(agent_store_prefix(env.restart_count), store);
     check_same_job(*store, env, job_identity(env, what));

@@ -1,10 +1,13 @@
 // The one place where LibTorch 1.13 and 2.x differ for pipeplan; everything else calls these.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #ifdef PIPEPLAN_HAS_CUDA
 #include <ATen/autocast_mode.h>
@@ -79,6 +82,34 @@ class CudaAutocastScope {
   bool previous_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kFloat;
 };
+
+namespace detail {
+// TCPStoreOptions::useLibUV exists from 2.2 on (true by default from 2.4); these set it where it does.
+template <typename Options>
+auto set_use_libuv(Options* options, bool use_libuv, int) -> decltype(options->useLibUV = use_libuv, void()) {
+  options->useLibUV = use_libuv;
+}
+template <typename Options>
+void set_use_libuv(Options*, bool, long) {}
+}  // namespace detail
+
+/// A c10d TCPStore at `host` with `options`. 2.x serves it with libuv by default, but a LibTorch
+/// built without libuv (Debian's 2.6) refuses that: then, or when the environment says
+/// `USE_LIBUV=0` as it does to torch.distributed, the store uses c10d's classic server. Clients of
+/// either server speak the same protocol.
+inline c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host,
+                                                        c10d::TCPStoreOptions options) {
+  const char* use_libuv = std::getenv("USE_LIBUV");
+  if (use_libuv != nullptr && std::string(use_libuv) == "0")
+    detail::set_use_libuv(&options, false, 0);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("without libuv") == std::string::npos) throw;
+  }
+  detail::set_use_libuv(&options, false, 0);
+  return c10::make_intrusive<c10d::TCPStore>(host, options);
+}
 
 #ifdef PIPEPLAN_HAS_CUDA
 /// The CUDA caching allocator's own counters for one device, in bytes.

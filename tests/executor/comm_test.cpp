@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "executor/launcher.h"
+#include "models/torch_compat.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -59,7 +60,7 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store() {
   options.isServer = true;
   options.waitWorkers = false;
   options.timeout = kTimeout;
-  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  return compat::make_tcp_store("127.0.0.1", options);
 }
 
 TEST(RendezvousStoreTest, ARankOfAnotherJobOnThePortNamesTheClash) {

@@ -290,7 +290,7 @@ def main():
     torch.manual_seed(0)
     mlp = mlp_tiny()
     if args.mlp_weights:
-        mlp.load_state_dict(torch.load(args.mlp_weights))
+        mlp.load_state_dict(torch.load(args.mlp_weights, weights_only=False))
     save(mlp, args.out_dir, "mlp.pt")
     save(cnn(), args.out_dir, "cnn.pt")
     save(ListWrapper(), args.out_dir, "layers_list.pt")
