@@ -1,14 +1,47 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds pipeplan and runs every test except those labelled `gpu`.
+# Installs what is missing, builds pipeplan and runs every test except those labelled `gpu`, on
+# two legs: this machine (Debian 12, LibTorch 1.13) first, then a cached Debian 13 root
+# (LibTorch 2.6, scripts/debian13-leg.sh). Each leg also compiles the CUDA branches
+# (scripts/cuda-check.sh) and checks that a planted error there is caught.
+#
+# PIPEPLAN_LEG picks the legs: both (default), debian12 (this machine only), debian13 (the root
+# only), or here (this system, whatever it is: what the Debian 13 leg runs inside its root).
 # BUILD_DIR (default build) picks the build folder; extra arguments go to ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-source scripts/build-env.sh
-start=$(date +%s)
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} >/dev/null
-cmake --build "$BUILD_DIR" -j"$JOBS"
-built=$(date +%s)
-echo "test: build took $((built - start)) s"
-ctest --test-dir "$BUILD_DIR" -LE gpu --output-on-failure -j"$JOBS" --timeout 900 "$@"
-echo "test: tests took $(( $(date +%s) - built )) s"
+leg=${PIPEPLAN_LEG:-both}
+case "$leg" in
+  both|debian12|debian13|here) ;;
+  *) echo "test: PIPEPLAN_LEG is '$leg'; expected both, debian12, debian13 or here" >&2; exit 2 ;;
+esac
+started=$(date +%s)
+
+if [ "$leg" != debian13 ]; then
+  bash scripts/setup.sh
+  source scripts/build-env.sh
+  start=$(date +%s)
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} >/dev/null
+  cmake --build "$BUILD_DIR" -j"$JOBS"
+  built=$(date +%s)
+  echo "test: build took $((built - start)) s"
+  ctest --test-dir "$BUILD_DIR" -LE gpu --output-on-failure -j"$JOBS" --timeout 900 "$@" \
+    | tee "$BUILD_DIR/ctest.log"
+  skipped=$(grep -c '\*\*\*Skipped' "$BUILD_DIR/ctest.log" || true)
+  tested=$(date +%s)
+  echo "test: tests took $((tested - built)) s; $skipped skipped"
+  if [ "$skipped" -gt 0 ]; then  # which, and the reasons they gave (GTEST_SKIP's messages)
+    grep '\*\*\*Skipped' "$BUILD_DIR/ctest.log" | sed 's/^ */test: skipped: /'
+    grep -h -A1 ': Skipped$' "$BUILD_DIR"/Testing/Temporary/LastTest*.log 2>/dev/null \
+      | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c | sed 's/^ */test: reason given: /' || true
+  fi
+  bash scripts/check-test-labels.sh "$BUILD_DIR"
+  bash scripts/check-doc-links.sh
+  bash scripts/cuda-check.sh "$BUILD_DIR"
+  bash scripts/cuda-check.sh "$BUILD_DIR" --plant
+  echo "test: label, link and CUDA checks took $(( $(date +%s) - tested )) s"
+fi
+
+if [ "$leg" = both ] || [ "$leg" = debian13 ]; then
+  bash scripts/debian13-leg.sh "$@"
+fi
+echo "test: all legs ($leg) passed in $(( $(date +%s) - started )) s"
