@@ -52,9 +52,12 @@ macro(pipeplan_detect_torch_cuda)
 endmacro()
 
 # One GoogleTest binary per library: pipeplan_test(NAME SOURCES ... LIBS ... [TORCH]).
-# Test names decide CTest labels and scheduling: "Slow" gives the label `slow`, "Gpu" the label
-# `gpu`, "Fuzz" the label `fuzz`, others the library's name; "Serial" (tests that time things
-# or start several processes), "Fuzz" (they time every case) and "Gpu" tests run alone.
+# A test's CTest label and scheduling come from a prefix of its suite or test name, anchored at
+# the start of either ("GpuX.Y", "Instance/GpuX.Y" or "X.GpuY", never "X.YGpus"): Gpu gives the label `gpu` (CI
+# leaves it out, so such a test must skip without CUDA), Slow the label `slow`, Fuzz `fuzz`, all
+# others the library's name; Serial (tests that time things or start several processes), Fuzz and
+# Gpu tests run alone. A name carries at most one of Gpu, Slow, Fuzz; Serial combines only with
+# Slow. scripts/check-test-labels.sh checks that every test lands in a label CI runs.
 function(pipeplan_test name)
   cmake_parse_arguments(ARG "TORCH" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name}_test ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
@@ -67,12 +70,17 @@ function(pipeplan_test name)
   target_compile_definitions(${name}_test PRIVATE
     PIPEPLAN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PIPEPLAN_BINARY_DIR="${PROJECT_BINARY_DIR}")
   set(target ${name}_test)
-  _pipeplan_discover("*-*Slow*:*Gpu*:*Serial*:*Fuzz*" FALSE ${name})
-  _pipeplan_discover("*Slow*-*Gpu*:*Serial*:*Fuzz*" FALSE slow)
-  _pipeplan_discover("*Serial*-*Gpu*:*Slow*:*Fuzz*" TRUE ${name})
-  _pipeplan_discover("*Slow*Serial*:*Serial*Slow*-*Gpu*:*Fuzz*" TRUE slow)
-  _pipeplan_discover("*Fuzz*-*Gpu*" TRUE fuzz)
-  _pipeplan_discover("*Gpu*" TRUE gpu)
+  set(gpu "Gpu*:*/Gpu*:*.Gpu*")
+  set(slow "Slow*:*/Slow*:*.Slow*")
+  set(fuzz "Fuzz*:*/Fuzz*:*.Fuzz*")
+  set(serial "Serial*:*/Serial*:*.Serial*")
+  set(slow_serial "SlowSerial*:SerialSlow*:*.SlowSerial*:*.SerialSlow*:Slow*.Serial*:Serial*.Slow*")
+  _pipeplan_discover("*-${gpu}:${slow}:${fuzz}:${serial}" FALSE ${name})
+  _pipeplan_discover("${slow}-${gpu}:${fuzz}:${slow_serial}" FALSE slow)
+  _pipeplan_discover("${serial}-${gpu}:${slow}:${fuzz}" TRUE ${name})
+  _pipeplan_discover("${slow_serial}-${gpu}:${fuzz}" TRUE slow)
+  _pipeplan_discover("${fuzz}-${gpu}" TRUE fuzz)
+  _pipeplan_discover("${gpu}" TRUE gpu)
 endfunction()
 
 # gtest_discover_tests for the tests of `target` matching `filter`, with labels ARGN.
