@@ -45,11 +45,9 @@ std::string decoder_tokens(int n) {
   return n == 1 ? "t" : "t*" + std::to_string(n);
 }
 
-}  // namespace
-
-DecoderStack decoder_stack(const ExportContext& ctx) {
+// The decoder layers: the run of the kind most layers share, with layers before and after it.
+DecoderStack find_decoder_run(const ExportContext& ctx) {
   const std::vector<std::string>& kinds = ctx.model.layer_kinds;
-  const int num_layers = static_cast<int>(kinds.size());
   DecoderStack stack;
   stack.decoder_kind = most_common_kind(kinds);
   PIPEPLAN_EXPORT_CHECK(ctx, !stack.decoder_kind.empty(),
@@ -64,15 +62,20 @@ DecoderStack decoder_stack(const ExportContext& ctx) {
                           quote(ctx.model.layer_names[layer]), " of kind ", quote(kinds[layer]),
                           " between the decoder layers (kind ", quote(stack.decoder_kind),
                           "): the target has no token for it");
-  PIPEPLAN_EXPORT_CHECK(
-      ctx,
-      stack.first_decoder > 0 &&
-              stack.end_decoder<num_layers, "a model without ", stack.first_decoder> 0
-          ? "output"
-          : "embedding",
-      " layers around its decoder layers (kind ", quote(stack.decoder_kind),
-      "): the target's stack starts with an embedding and ends with the output "
-      "layer");
+  const bool has_embedding = stack.first_decoder > 0;
+  const bool has_output = stack.end_decoder < static_cast<int>(kinds.size());
+  PIPEPLAN_EXPORT_CHECK(ctx, has_embedding && has_output, "a model without ",
+                        (has_embedding ? "output" : "embedding"),
+                        " layers around its decoder layers (kind ", quote(stack.decoder_kind),
+                        "): the target's stack starts with an embedding and ends with the "
+                        "output layer");
+  return stack;
+}
+
+}  // namespace
+
+DecoderStack decoder_stack(const ExportContext& ctx) {
+  DecoderStack stack = find_decoder_run(ctx);
   const Plan& plan = ctx.plan;
   const int last_chunk = static_cast<int>(plan.stages.size()) - 1;
   for (int layer = 0; layer < stack.first_decoder; ++layer)
@@ -81,7 +84,7 @@ DecoderStack decoder_stack(const ExportContext& ctx) {
                           ": the target builds the embedding on the first stage only (replan "
                           "with stage boundaries after layer ",
                           stack.first_decoder - 1, ")");
-  for (int layer = stack.end_decoder; layer < num_layers; ++layer)
+  for (int layer = stack.end_decoder; layer < plan.model.num_layers; ++layer)
     PIPEPLAN_EXPORT_CHECK(ctx, chunk_of(plan, layer) == last_chunk, "output layer ",
                           quote(ctx.model.layer_names[layer]), " on stage ", chunk_of(plan, layer),
                           ": the target builds the final norm and output layer on the last stage "
@@ -93,6 +96,59 @@ DecoderStack decoder_stack(const ExportContext& ctx) {
   return stack;
 }
 
+namespace {
+
+// Whether the model's ties are Megatron's embedding-output tie; refuses any other tie.
+bool ties_embedding_with_output(const ExportContext& ctx, const DecoderStack& stack) {
+  for (const TiedProfile& tie : ctx.model.ties) {
+    const bool ends = tie.layers.size() == 2 && tie.layers.front() < stack.first_decoder &&
+                      tie.layers.back() >= stack.end_decoder;
+    PIPEPLAN_EXPORT_CHECK(ctx, ends, "a parameter tied between layers ",
+                          quote(ctx.model.layer_names[tie.layers.front()]), " and ",
+                          quote(ctx.model.layer_names[tie.layers.back()]),
+                          ": Megatron-LM ties the embedding with the output layer only");
+  }
+  return !ctx.model.ties.empty();
+}
+
+// --pipeline-model-parallel-layout: the chunks in plan order (Megatron's index v·pp + s).
+std::string megatron_layout(const DecoderStack& stack) {
+  std::string layout;
+  const size_t num_chunks = stack.decoder_layers_per_chunk.size();
+  for (size_t chunk_idx = 0; chunk_idx < num_chunks; ++chunk_idx) {
+    if (chunk_idx > 0) layout += "|";
+    if (chunk_idx == 0) layout += "E";
+    layout += decoder_tokens(stack.decoder_layers_per_chunk[chunk_idx]);
+    if (chunk_idx == num_chunks - 1) layout += "L";
+  }
+  return layout;
+}
+
+std::string megatron_args(const ExportContext& ctx, const DecoderStack& stack, bool checkpoint_all,
+                          bool tied) {
+  const Plan& plan = ctx.plan;
+  std::string args = detail::concat(
+      "  --pipeline-model-parallel-size ", plan.pp, "\n  --pipeline-model-parallel-layout '",
+      megatron_layout(stack), "'\n  --num-layers ", stack.end_decoder - stack.first_decoder,
+      "\n  --micro-batch-size ", plan.micro_batch_size, "\n  --global-batch-size ",
+      plan.global_batch, "\n  --tensor-model-parallel-size 1\n");
+  // Megatron's uniform method checkpoints runs of N decoder layers from each stage's first:
+  // N = the most layers of a stage makes every stage one run that keeps only its input.
+  const int max_decoder_layers = *std::max_element(stack.decoder_layers_per_chunk.begin(),
+                                                   stack.decoder_layers_per_chunk.end());
+  if (checkpoint_all)
+    args += detail::concat(
+        "  --recompute-granularity full\n  --recompute-method uniform\n  --recompute-num-layers ",
+        std::max(1, max_decoder_layers), "\n");
+  if (plan.dp > 1 && plan.data_parallel.zero == 1) args += "  --use-distributed-optimizer\n";
+  if (plan.precision == Precision::kAmpBf16) args += "  --bf16\n";
+  if (plan.precision == Precision::kAmpFp16) args += "  --fp16\n";
+  if (!tied) args += "  --untie-embeddings-and-output-weights\n";
+  return args;
+}
+
+}  // namespace
+
 std::string megatron_document(const ExportContext& ctx) {
   const Plan& plan = ctx.plan;
   check_mode(ctx, PlanMode::kTraining, "Megatron-LM's pretrain scripts train");
@@ -103,46 +159,14 @@ std::string megatron_document(const ExportContext& ctx) {
       "interleaved-1f1b)");
   const DecoderStack stack = decoder_stack(ctx);
   const bool checkpoint_all = uniform_checkpointing(ctx, "Megatron-LM's --recompute-method");
-  bool embedding_output_tie = false;
-  for (const TiedProfile& tie : ctx.model.ties) {
-    const bool ends = tie.layers.size() == 2 && tie.layers.front() < stack.first_decoder &&
-                      tie.layers.back() >= stack.end_decoder;
-    PIPEPLAN_EXPORT_CHECK(ctx, ends, "a parameter tied between layers ",
-                          quote(ctx.model.layer_names[tie.layers.front()]), " and ",
-                          quote(ctx.model.layer_names[tie.layers.back()]),
-                          ": Megatron-LM ties the embedding with the output layer only");
-    embedding_output_tie = true;
-  }
-  std::string layout;
-  const int num_chunks = static_cast<int>(plan.stages.size());
-  for (int chunk_idx = 0; chunk_idx < num_chunks; ++chunk_idx) {
-    if (chunk_idx > 0) layout += "|";
-    if (chunk_idx == 0) layout += "E";
-    layout += decoder_tokens(stack.decoder_layers_per_chunk[chunk_idx]);
-    if (chunk_idx == num_chunks - 1) layout += "L";
-  }
-  const int max_decoder_layers = *std::max_element(stack.decoder_layers_per_chunk.begin(),
-                                                   stack.decoder_layers_per_chunk.end());
-  std::string args = detail::concat(
-      "  --pipeline-model-parallel-size ", plan.pp, "\n  --pipeline-model-parallel-layout '",
-      layout, "'\n  --num-layers ", stack.end_decoder - stack.first_decoder,
-      "\n  --micro-batch-size ", plan.micro_batch_size, "\n  --global-batch-size ",
-      plan.global_batch, "\n  --tensor-model-parallel-size 1\n");
-  if (checkpoint_all)
-    args += detail::concat(
-        "  --recompute-granularity full\n  --recompute-method uniform\n  --recompute-num-layers ",
-        std::max(1, max_decoder_layers), "\n");
-  if (plan.dp > 1 && plan.data_parallel.zero == 1) args += "  --use-distributed-optimizer\n";
-  if (plan.precision == Precision::kAmpBf16) args += "  --bf16\n";
-  if (plan.precision == Precision::kAmpFp16) args += "  --fp16\n";
-  if (!embedding_output_tie) args += "  --untie-embeddings-and-output-weights\n";
+  const bool tied = ties_embedding_with_output(ctx, stack);
   return header_comment(ctx) +
          detail::concat("# layout: E embedding, t decoder layer (", quote(stack.decoder_kind),
                         "), L output layer and loss; stages split by |\n# data parallel ", plan.dp,
                         " is implied: start ", plan.dp * plan.pp,
                         " ranks (torchrun --nproc-per-node ...) with these arguments\n"
                         "PIPEPLAN_MEGATRON_ARGS=(\n",
-                        args, ")\n");
+                        megatron_args(ctx, stack, checkpoint_all, tied), ")\n");
 }
 
 std::string deepspeed_document(const ExportContext& ctx) {

@@ -93,7 +93,10 @@ std::string torch_pipelining_document(const ExportContext& ctx) {
   return doc.dump(2) + "\n";
 }
 
-std::string torchtitan_document(const ExportContext& ctx) {
+namespace {
+
+// What torchtitan's job config cannot express; returns whether every stage checkpoints.
+bool check_torchtitan_plan(const ExportContext& ctx) {
   const Plan& plan = ctx.plan;
   check_mode(ctx, PlanMode::kTraining,
              "torchtitan trains (export an inference plan to vllm or torch-pipelining)");
@@ -109,20 +112,31 @@ std::string torchtitan_document(const ExportContext& ctx) {
       ": torchtitan applies mixed precision through FSDP, or autocast without "
       "any other parallelism, so its pipeline stages with "
       "data_parallel_shard_degree = 1 train in fp32 (plan with --precision fp32)");
-  const bool zb_h1 = plan.schedule == Schedule::kZeroBubbleH1;
-  PIPEPLAN_EXPORT_CHECK(ctx, !zb_h1 || !ctx.options.schedule_csv_path.empty(),
-                        "schedule zb-h1 without a CSV file: torchtitan reads its actions from "
-                        "pipeline_parallel_schedule_csv (give --schedule-csv FILE)");
-  const bool checkpoint_all = uniform_checkpointing(ctx, "torchtitan's activation_checkpoint.mode");
+  PIPEPLAN_EXPORT_CHECK(
+      ctx, plan.schedule != Schedule::kZeroBubbleH1 || !ctx.options.schedule_csv_path.empty(),
+      "schedule zb-h1 without a CSV file: torchtitan reads its actions from "
+      "pipeline_parallel_schedule_csv (give --schedule-csv FILE)");
+  return uniform_checkpointing(ctx, "torchtitan's activation_checkpoint.mode");
+}
+
+// module_fqns_per_model_part's value: one array of FQNs per chunk, in plan order.
+std::string model_parts_toml(const ExportContext& ctx) {
   std::string fqns = "[\n";
-  for (size_t chunk_idx = 0; chunk_idx < plan.stages.size(); ++chunk_idx) {
+  for (size_t chunk_idx = 0; chunk_idx < ctx.plan.stages.size(); ++chunk_idx) {
     fqns += "  [";
     const std::vector<std::string> names = chunk_layer_names(ctx, static_cast<int>(chunk_idx));
     for (size_t idx = 0; idx < names.size(); ++idx)
       fqns += (idx > 0 ? ", " : "") + quoted_text(names[idx]);
     fqns += "],\n";
   }
-  fqns += "]";
+  return fqns + "]";
+}
+
+}  // namespace
+
+std::string torchtitan_document(const ExportContext& ctx) {
+  const Plan& plan = ctx.plan;
+  const bool checkpoint_all = check_torchtitan_plan(ctx);
   std::string toml = header_comment(ctx);
   toml += detail::concat(
       "# per data-parallel rank: ", plan.num_micro_batches, " micro-batches of ",
@@ -135,7 +149,7 @@ std::string torchtitan_document(const ExportContext& ctx) {
   if (!ctx.options.schedule_csv_path.empty())
     toml += "pipeline_parallel_schedule_csv = " + quoted_text(ctx.options.schedule_csv_path) + "\n";
   toml += detail::concat("pipeline_parallel_microbatch_size = ", plan.micro_batch_size,
-                         "\nmodule_fqns_per_model_part = ", fqns,
+                         "\nmodule_fqns_per_model_part = ", model_parts_toml(ctx),
                          "\ndata_parallel_replicate_degree = ", plan.dp,
                          "\ndata_parallel_shard_degree = 1\ntensor_parallel_degree = 1\n\n");
   if (checkpoint_all)
