@@ -240,6 +240,26 @@ std::string quoted_text(std::string_view text) {
   return out + "\"";
 }
 
+std::string pretty_json(const nlohmann::ordered_json& value, int indent) {
+  const std::string pad(indent, ' ');
+  const std::string inner(indent + 2, ' ');
+  if (value.is_object() && !value.empty()) {
+    std::string out = "{\n";
+    for (auto it = value.begin(); it != value.end(); ++it)
+      out += detail::concat(it == value.begin() ? "" : ",\n", inner, quoted_text(it.key()), ": ",
+                            pretty_json(it.value(), indent + 2));
+    return out + "\n" + pad + "}";
+  }
+  if (!value.is_array() || value.empty()) return value.dump();
+  const bool flat = std::none_of(value.begin(), value.end(),
+                                 [](const auto& element) { return element.is_structured(); });
+  std::string out = flat ? "[" : "[\n";
+  for (size_t idx = 0; idx < value.size(); ++idx)
+    out += flat ? (idx > 0 ? ", " : "") + value[idx].dump()
+                : (idx > 0 ? ",\n" : "") + inner + pretty_json(value[idx], indent + 2);
+  return out + (flat ? "]" : "\n" + pad + "]");
+}
+
 std::string target_of(ExportFormat format) {
   for (const ExportFormatInfo& info : export_formats())
     if (info.format == format) return info.target;

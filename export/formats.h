@@ -2,6 +2,8 @@
 // helper, each chunk's module names, and the decoder-stack reading of Megatron-LM and vLLM.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +63,10 @@ DecoderStack decoder_stack(const ExportContext& ctx);
 /// `text` as a double-quoted JSON/TOML basic string (backslash, quote and control characters
 /// escaped).
 std::string quoted_text(std::string_view text);
+
+/// `value` as indented JSON with arrays of numbers and strings on one line (a stage's modules,
+/// a rank's actions), so that the files read like the configs people write.
+std::string pretty_json(const nlohmann::ordered_json& value, int indent = 0);
 
 /// The header line of a text format: "# pipeplan export --to F of PLAN (hash H), for TARGET".
 std::string header_comment(const ExportContext& ctx);

@@ -206,7 +206,7 @@ std::string deepspeed_document(const ExportContext& ctx) {
   if (plan.precision == Precision::kAmpFp16) config["fp16"] = {{"enabled", true}};
   config["pipeplan"] = {{"target", target_of(ctx.format)},
                         {"plan", {{"path", ctx.options.plan_path}, {"hash", plan_hash(plan)}}}};
-  return config.dump(2) + "\n";
+  return pretty_json(config) + "\n";
 }
 
 std::string vllm_document(const ExportContext& ctx) {

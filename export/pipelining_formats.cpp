@@ -90,7 +90,7 @@ std::string torch_pipelining_document(const ExportContext& ctx) {
       {"ranks", rank_entries(plan)},
       {"actions", pipelining_actions(plan)},
   };
-  return doc.dump(2) + "\n";
+  return pretty_json(doc) + "\n";
 }
 
 namespace {
