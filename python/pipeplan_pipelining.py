@@ -31,6 +31,9 @@ Version notes, each handled here by checking the installed torch:
   * torch < 2.7: the last stage detaches its outputs in place after their backward, which fails
     when the model returns a view ("Can't detach views in-place", pytorch issue #142229, fixed
     by PR #143589); ``build_stages`` makes the last stage return a copy of a view output there.
+  * torch's runtime shape inference (2.6) runs each stage's forward once on zeros before the
+    first step, which moves BatchNorm's running statistics (running_var towards 0) and counts a
+    batch; the stages made here put every buffer back afterwards.
   * torch 2.6 sums the micro-batches' gradients; later schedules take ``scale_grads``. The
     loss given to the schedule here is divided by the number of micro-batches and
     ``scale_grads=False`` is passed where it exists, so that on every version the gradients are
@@ -180,6 +183,19 @@ class _CopiedViewOutput(nn.Module):
         return output
 
 
+class _Stage(PipelineStage):
+    """A PipelineStage whose shape-inference forward (on zeros) leaves the buffers as they were,
+    so that a pipelined run's BatchNorm statistics are those of the same steps in one process."""
+
+    def _shape_inference(self, *args, **kwargs):
+        buffers = [(b, b.clone()) for b in self.submod.buffers()]
+        try:
+            return super()._shape_inference(*args, **kwargs)
+        finally:
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+
+
 def build_stages(model, desc, pp_rank, device, group=None):
     """(PipelineStage list, module list) for the stages `pp_rank` runs, in stage order. The
     modules are the pruned copies (parameters under the model's own FQNs), for the optimizer,
@@ -194,7 +210,7 @@ def build_stages(model, desc, pp_rank, device, group=None):
         submodule = CheckpointedStage(part) if entry["checkpoint"] else part
         if index == num_stages - 1 and _torch_version() < (2, 7):
             submodule = _CopiedViewOutput(submodule)
-        stages.append(PipelineStage(submodule, index, num_stages, device, group=group))
+        stages.append(_Stage(submodule, index, num_stages, device, group=group))
         modules.append(part)
     return stages, modules
 
