@@ -240,10 +240,23 @@ std::string quoted_text(std::string_view text) {
   return out + "\"";
 }
 
+// pretty_json's objects of this many scalar entries or fewer take one line.
+constexpr size_t kInlineObjectKeys = 3;
+
 std::string pretty_json(const nlohmann::ordered_json& value, int indent) {
   const std::string pad(indent, ' ');
   const std::string inner(indent + 2, ' ');
-  if (value.is_object() && !value.empty()) {
+  const bool all_scalars = std::none_of(
+      value.begin(), value.end(), [](const auto& element) { return element.is_structured(); });
+  // A small record of scalars (a rank's placement) stays on one line too.
+  if (value.is_object() && all_scalars && value.size() <= kInlineObjectKeys) {
+    std::string out = "{";
+    for (auto it = value.begin(); it != value.end(); ++it)
+      out += detail::concat(it == value.begin() ? "" : ", ", quoted_text(it.key()), ": ",
+                            it.value().dump());
+    return out + "}";
+  }
+  if (value.is_object()) {
     std::string out = "{\n";
     for (auto it = value.begin(); it != value.end(); ++it)
       out += detail::concat(it == value.begin() ? "" : ",\n", inner, quoted_text(it.key()), ": ",

@@ -22,6 +22,7 @@ import copy
 import datetime
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -286,6 +287,8 @@ def main():
     failures = compare(args, work, names, run_ranks(args, work, names))
     for failure in failures:
         print(f"FAILED {args.model} {failure}")
+    if not failures and not args.work:
+        shutil.rmtree(work)
     return 1 if failures else 0
 
 
