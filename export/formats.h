@@ -15,6 +15,7 @@ namespace pipeplan::exporting {
 
 /// Everything one export reads.
 struct ExportContext {
+  // References to the caller's objects, which outlive the export.
   const Plan& plan;
   const ExportModel& model;
   const ExportOptions& options;
@@ -48,9 +49,9 @@ void check_mode(const ExportContext& ctx, PlanMode mode, std::string_view remedy
 /// one kind, the kind most layers share), [end_decoder, num_layers) the final norm, output layer
 /// and loss.
 struct DecoderStack {
-  std::string decoder_kind;
-  int first_decoder = 0;
-  int end_decoder = 0;
+  std::string decoder_kind;  ///< the profile's kind of the decoder layers ("Block")
+  int first_decoder = 0;     ///< the first decoder layer
+  int end_decoder = 0;       ///< one past the last decoder layer
   std::vector<int> decoder_layers_per_chunk;  ///< per plan.stages entry
 };
 
@@ -74,10 +75,16 @@ std::string header_comment(const ExportContext& ctx);
 /// The target version of a format (export_formats().target).
 std::string target_of(ExportFormat format);
 
+/// Each format's document (export_formats() describes them); each throws the format's refusals.
+/// The JSON description python/pipeplan_pipelining.py reads (pipelining_formats.cpp).
 std::string torch_pipelining_document(const ExportContext& ctx);
+/// torchtitan's [training], [parallelism] and [activation_checkpoint] keys as TOML.
 std::string torchtitan_document(const ExportContext& ctx);
+/// A bash array of Megatron-LM's pretrain_gpt.py arguments (launcher_formats.cpp).
 std::string megatron_document(const ExportContext& ctx);
+/// A DeepSpeed ds_config with the stage boundaries in pipeline.parts.
 std::string deepspeed_document(const ExportContext& ctx);
+/// VLLM_PP_LAYER_PARTITION and vllm serve's flags as a shell fragment.
 std::string vllm_document(const ExportContext& ctx);
 
 }  // namespace pipeplan::exporting
