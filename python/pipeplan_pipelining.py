@@ -28,9 +28,10 @@ Version notes, each handled here by checking the installed torch:
     returns, which on Gloo are one per operation, so 1F1B, interleaved and runtime (CSV)
     schedules hang (pytorch issue #132644, fixed in 2.8 by PR #152938). ``build_schedule``
     replaces it with one that waits for every work, on Gloo and torch < 2.8 only.
-  * torch < 2.7: the last stage detaches its outputs in place after their backward, which fails
-    when the model returns a view ("Can't detach views in-place", pytorch issue #142229, fixed
-    by PR #143589); ``build_stages`` makes the last stage return a copy of a view output there.
+  * torch 2.6: the last stage detaches its outputs in place after their backward, which fails
+    when the model returns a view ("Can't detach views in-place", pytorch issue #142229; later
+    versions skip views, PR #142237). Where the installed stage code does not skip them,
+    ``build_stages`` makes the last stage return a copy of a view output.
   * torch's runtime shape inference (2.6) runs each stage's forward once on zeros before the
     first step, which moves BatchNorm's running statistics (running_var towards 0) and counts a
     batch; the stages made here put every buffer back afterwards.
@@ -52,6 +53,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules
+from torch.distributed.pipelining import stage as _stage_module
 
 SCHEMA = "pipeplan.export.torch-pipelining/1"
 _MULTI_STAGE_CLASSES = {"ScheduleInterleaved1F1B", "_PipelineScheduleRuntime"}
@@ -208,11 +210,20 @@ def build_stages(model, desc, pp_rank, device, group=None):
         entry = desc["stages"][index]
         part = split_module(model, entry["modules"]).to(device)
         submodule = CheckpointedStage(part) if entry["checkpoint"] else part
-        if index == num_stages - 1 and _torch_version() < (2, 7):
+        if index == num_stages - 1 and not _last_stage_skips_views():
             submodule = _CopiedViewOutput(submodule)
         stages.append(_Stage(submodule, index, num_stages, device, group=group))
         modules.append(part)
     return stages, modules
+
+
+def _last_stage_skips_views():
+    """Whether the installed pipelining leaves view outputs of the last stage attached."""
+    try:
+        source = inspect.getsource(_stage_module._PipelineStageBase.backward_one_chunk)
+    except (AttributeError, OSError, TypeError):
+        return False
+    return "_is_view" in source
 
 
 def _torch_version():
