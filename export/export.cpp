@@ -51,7 +51,8 @@ const std::vector<ExportFormatInfo>& export_formats() {
        "schedules other than 1f1b (DeepSpeed trains 1F1B only), inference plans, checkpointing "
        "on some stages only, a parameter tied across stages"},
       {ExportFormat::kVllm, "vllm",
-       "vLLM 0.10 (vllm/distributed/utils.py get_pp_indices, vllm/envs.py)",
+       "vLLM main at 001f69f (VLLM_PP_LAYER_PARTITION in vllm/envs.py, get_pp_indices in "
+       "vllm/distributed/utils.py)",
        "a shell fragment: VLLM_PP_LAYER_PARTITION (decoder layers per stage), "
        "--pipeline-parallel-size, --data-parallel-size, --dtype",
        "training plans, a model that is not a decoder stack, embedding layers off the first "
