@@ -26,6 +26,9 @@ Runner add_infer_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 /// `pipeplan simulate`: replay a plan's schedule -> timeline trace and SVG.
 Runner add_simulate_command(CLI::App& app);
+/// `pipeplan export`: a plan in the form another runtime takes (torch.distributed.pipelining,
+/// torchtitan, Megatron-LM, DeepSpeed, vLLM).
+Runner add_export_command(CLI::App& app);
 /// `pipeplan compare`: a plan's predictions against a run's measurements -> table, JSON, SVG.
 Runner add_compare_command(CLI::App& app);
 /// `pipeplan link-bench` (internal, hidden): one of the two ranks `pipeplan profile` starts to

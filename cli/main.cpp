@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
       {"infer", add_infer_command},
       {"launch", add_launch_command},
       {"compare", add_compare_command},
+      {"export", add_export_command},
       {"link-bench", add_link_bench_command, /*internal=*/true},
   };
   return run_command_line(argc, argv, subcommands, describe);

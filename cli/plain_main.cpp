@@ -1,5 +1,5 @@
-// pipeplan: the program users run. plan, simulate and compare need no LibTorch and run here,
-// without the 0.7-1.0 s that loading LibTorch takes (bench/planner_scale.sh's start-up row);
+// pipeplan: the program users run. plan, simulate, compare and export need no LibTorch and run
+// here, without the 0.7-1.0 s that loading LibTorch takes (bench/planner_scale.sh's start-up row);
 // every other subcommand, and --help and --version, replace this process with pipeplan-torch
 // from the same folder, given the same arguments.
 #include <unistd.h>

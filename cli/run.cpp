@@ -21,6 +21,7 @@ const std::vector<Subcommand>& plain_subcommands() {
       {"plan", add_plan_command},
       {"simulate", add_simulate_command},
       {"compare", add_compare_command},
+      {"export", add_export_command},
   };
   return subcommands;
 }

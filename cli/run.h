@@ -25,8 +25,8 @@ using DescribeError = std::string (*)(const std::exception& error);
 int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
                      DescribeError describe);
 
-/// The subcommands that need no LibTorch (plan, simulate, compare): all that `pipeplan` runs
-/// itself; pipeplan-torch runs them too.
+/// The subcommands that need no LibTorch (plan, simulate, compare, export): all that `pipeplan`
+/// runs itself; pipeplan-torch runs them too.
 const std::vector<Subcommand>& plain_subcommands();
 
 /// Writes a command's output files all or none (after checking that standard output took its

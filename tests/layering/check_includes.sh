@@ -28,10 +28,11 @@ forbid profiler 'executor/' "profiler/ must not include executor/ (shared pieces
 forbid executor 'profiler/' "executor/ must not include profiler/ (shared pieces live in runtime/)"
 forbid runtime 'profiler/|executor/|cli/' "runtime/ is below profiler/ and executor/"
 forbid planner 'profiler/|executor/|runtime/|models/|cli/' "planner/ stands on plans/ and common/ alone"
-for folder in plans planner common; do
+for folder in plans planner common export; do
   forbid "$folder" "$torch_headers|$torch_folders" "$folder/ must not include LibTorch or a LibTorch folder"
 done
-forbid plans 'planner/' "plans/ is below planner/"
+forbid plans 'planner/|export/' "plans/ is below planner/ and export/"
+forbid export 'planner/' "export/ stands on plans/ and common/ alone"
 forbid common 'plans/|planner/' "common/ is the floor"
 
 if [ "$violations" -gt 0 ]; then
