@@ -154,6 +154,8 @@ void record_timing(const SimulationResult& result, Plan* plan) {
         " replicas taken from a normal fit of its iteration (planner/variability.h)");
     if (std::find(p.notes.begin(), p.notes.end(), note) == p.notes.end()) p.notes.push_back(note);
   }
+  p.iteration_estimate =
+      result.variability_draws > 0 ? IterationEstimate::kDraws : IterationEstimate::kMeanTimes;
   p.iteration_ms = result.iteration_ms;
   p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
   // One stage is no pipeline: its idle time (waiting for slower replicas at the all-reduce, or

@@ -141,8 +141,9 @@ SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& o
 std::pair<SimulationResult, double> play_requests(SimulationInput input,
                                                   const SimulationOptions& options);
 
-/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1) and
-/// each stage's busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the
+/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1),
+/// iteration_estimate (draws when the simulation drew, else mean-times) and each stage's busy_ms
+/// and idle_ms (equal over a stage's replicas: they do the same work in the
 /// same iteration), and a note when the draws folded the replicas in (ReplicaDraws). Returns the
 /// simulation (with its timeline when options ask for it). Throws Error(kBadInput) when the
 /// iteration passes kMaxIterationMs.

@@ -123,6 +123,8 @@ TEST(PredictTest, VariationOnMeanTimesEqualsPredictingWithTheDraws) {
                                                   /*variability_draws=*/0});
       predict_variation(&stepwise);
       EXPECT_EQ(to_json(stepwise), to_json(direct)) << "case " << case_idx;
+      EXPECT_EQ(direct.predictions.iteration_estimate == IterationEstimate::kDraws,
+                simulated.variability_draws > 0);
       varied += simulated.variability_draws > 0;
     }
   }
