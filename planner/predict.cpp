@@ -7,11 +7,11 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "common/version.h"
-#include "planner/variability.h"
 #include "planner/interleaved_partition.h"
-#include "plans/buckets.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
+#include "planner/variability.h"
+#include "plans/buckets.h"
 
 namespace pipeplan {
 namespace {
@@ -421,8 +421,7 @@ std::pair<SimulationResult, double> play_requests(SimulationInput input,
   two_requests.num_micro_batches *= 2;
   SimulationOptions one_options = options;
   // Both plays draw, or neither: the interval is their difference.
-  if (!draws_fit_budget(two_requests, options.variability_draws))
-    one_options.variability_draws = 0;
+  if (!draws_fit_budget(two_requests, options.variability_draws)) one_options.variability_draws = 0;
   SimulationResult one = simulate(input, one_options);
   SimulationOptions two_options = one_options;
   two_options.record_timeline = false;

@@ -220,7 +220,8 @@ class Search {
       case Step::kPartition: {
         const Evaluation evaluation = evaluate(&candidate, &splits_[queued.idx]);
         if (evaluation.outcome == Outcome::kNewPlan)
-          queue_.push({std::max(queued.bound_ms, evaluation.bound_ms), queued.idx, Step::kSimulate});
+          queue_.push(
+              {std::max(queued.bound_ms, evaluation.bound_ms), queued.idx, Step::kSimulate});
         break;
       }
       case Step::kSimulate:
@@ -427,8 +428,11 @@ class Search {
                                         const PartitionProblem& problem) {
     PartitionResult proof;
     if (interleaved_proven_infeasible(table, problem, &proof)) return proof;
-    const ChunkSplitKey key{candidate.dp,     candidate.pp,     candidate.micro_batch_size,
-                            candidate.virtual_stages, candidate.layout,
+    const ChunkSplitKey key{candidate.dp,
+                            candidate.pp,
+                            candidate.micro_batch_size,
+                            candidate.virtual_stages,
+                            candidate.layout,
                             candidate.policy == CheckpointPolicy::kAll};
     auto it = chunk_splits_.find(key);
     if (it == chunk_splits_.end())
@@ -520,8 +524,7 @@ class Search {
   // play that shows it cannot end before the K-th best stops early: its iteration would be more
   // than a whole nanosecond later, so it would rank after it; draws only lengthen it.
   void simulate(const Candidate& candidate, const PartitionResult& split) {
-    Plan plan =
-        build_plan(context_, table(candidate), candidate, split, options_.partition.name());
+    Plan plan = build_plan(context_, table(candidate), candidate, split, options_.partition.name());
     SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
                               /*variability_draws=*/0};
     if (options_.prune && top_full())

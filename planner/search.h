@@ -91,9 +91,9 @@ struct SearchResult {
 /// partition and its split's bound, then its simulation with mean times, and with the draws
 /// (predict_variation) when that could enter the top K — and the search stops once the smallest
 /// bound cannot beat the K-th best found. The draws only lengthen an iteration, so the bounds
-/// and the mean-times play bound the drawn one: the top K are those of drawing every candidate. Throws Error(kBadInput) when the context or
-/// the options do not validate, or contradict the cluster, the global batch or the model
-/// (naming the flag).
+/// and the mean-times play bound the drawn one: the top K are those of drawing every candidate.
+/// Throws Error(kBadInput) when the context or the options do not validate, or contradict the
+/// cluster, the global batch or the model (naming the flag).
 /// With context.mode inference: search_inference (planner/search_space.h) instead; a
 /// max_latency_ms without it is refused naming --max-latency-ms.
 SearchResult search(const PlanningContext& context, const SearchOptions& options);

@@ -79,8 +79,8 @@ class ReplicaDrawer {
 }  // namespace
 
 double compute_actions(const SimulationInput& input) {
-  const int per_micro_batch =
-      input.forward_only ? 1 : input.schedule == Schedule::kZeroBubbleH1 ? 3 : 2;
+  int per_micro_batch = input.schedule == Schedule::kZeroBubbleH1 ? 3 : 2;
+  if (input.forward_only) per_micro_batch = 1;
   return static_cast<double>(input.pp) * input.virtual_stages * input.num_micro_batches *
          per_micro_batch;
 }

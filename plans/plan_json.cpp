@@ -223,10 +223,11 @@ Predictions predictions_from(const JsonReader& r) {
     if (!note.is_string()) r.reject("notes", note, "expected strings");
     p.notes.push_back(note.get<std::string>());
   }
-  p.iteration_estimate = r.has("iteration_estimate")
-                             ? parse_iteration_estimate(r.string("iteration_estimate"),
-                                                        r.document() + ": predictions.iteration_estimate")
-                             : estimate_without_key(p.stages);
+  p.iteration_estimate =
+      r.has("iteration_estimate")
+          ? parse_iteration_estimate(r.string("iteration_estimate"),
+                                     r.document() + ": predictions.iteration_estimate")
+          : estimate_without_key(p.stages);
   return p;
 }
 

@@ -164,8 +164,9 @@ TEST(PredictTest, PlansPastTheDrawBudgetArePredictedWithMeanTimes) {
   EXPECT_FALSE(predict_variation(&steady));
   predict_timing(&steady, SimulationOptions{/*record_timeline=*/false});
   EXPECT_EQ(budget_notes(steady), 1);
-  EXPECT_EQ(steady.predictions.iteration_ms,
-            simulate(simulation_input(steady), {false, true, /*variability_draws=*/0}).iteration_ms);
+  EXPECT_EQ(
+      steady.predictions.iteration_ms,
+      simulate(simulation_input(steady), {false, true, /*variability_draws=*/0}).iteration_ms);
   EXPECT_NO_THROW(steady.validate("plan.json"));
 }
 

@@ -197,7 +197,8 @@ TEST(SearchTest, RankedByTheirDrawnIterations) {
     }
     for (size_t idx = 1; idx < all.plans.size(); ++idx)
       EXPECT_LE(to_ns(all.plans[idx - 1].predictions.iteration_ms),
-                to_ns(all.plans[idx].predictions.iteration_ms)) << "case " << case_idx;
+                to_ns(all.plans[idx].predictions.iteration_ms))
+          << "case " << case_idx;
   }
   EXPECT_GT(drawn, 10);
 }

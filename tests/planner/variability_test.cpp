@@ -9,8 +9,8 @@
 #include <random>
 
 #include "planner/lognormal.h"
-#include "planner/simulator.h"
 #include "planner/pipeline_player.h"
+#include "planner/simulator.h"
 
 namespace pipeplan {
 namespace {
