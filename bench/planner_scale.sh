@@ -93,18 +93,22 @@ print(f"{statistics.median(cols[0]):.2f} {statistics.median(cols[1]):.2f} "
       f"{statistics.median(cols[2]) / 1024:.0f}")'
 }
 
-# "dp=.. pp=.. b=.. m=.. schedule, checkpoint k/stages, N ms" of a plan file (interleaved-1f1b:
-# "interleaved-1f1b V=2", checkpointed chunks out of pp·V).
+# "dp=.. pp=.. b=.. m=.. schedule, checkpoint k/stages, N ms (draws)" of a plan file
+# (interleaved-1f1b: "interleaved-1f1b V=2", checkpointed chunks out of pp·V; how the iteration
+# was predicted: predictions.iteration_estimate, absent: draws where a stage's times vary).
 chosen() {
   python3 - "$1" <<'EOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))
+p = plan["predictions"]
 checkpointed = sum(1 for stage in plan["stages"] if stage.get("checkpoint"))
 v = plan.get("virtual_stages", 1)
-print("dp={} pp={} b={} m={} {}{}, checkpoint {}/{}, {:.3f} ms".format(
+varies = any(s.get("fwd_cv", 0) > 0 or s.get("bwd_cv", 0) > 0 for s in p["stages"])
+estimate = p.get("iteration_estimate", "draws" if varies else "mean-times")
+print("dp={} pp={} b={} m={} {}{}, checkpoint {}/{}, {:.3f} ms ({})".format(
     plan["dp"], plan["pp"], plan["micro_batch_size"], plan["num_micro_batches"],
     plan["schedule"], f" V={v}" if v > 1 else "", checkpointed, len(plan["stages"]),
-    plan["predictions"]["iteration_ms"]))
+    p["iteration_ms"], estimate))
 EOF
 }
 

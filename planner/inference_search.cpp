@@ -65,22 +65,7 @@ class InferenceSearch {
                  &family);
       }
     }
-    // Ranked with mean action times, the top K are predicted with the draws and ranked again,
-    // as the training search does. The draws only lengthen a request, so a plan they move over
-    // the bound leaves the list, its family's reason then its drawn latency.
-    rank(&result_.plans);
-    if (static_cast<int>(result_.plans.size()) > options_.top_k)
-      result_.plans.resize(options_.top_k);
-    predict_with_draws(&result_.plans);
-    std::vector<Plan> kept;
-    for (Plan& plan : result_.plans) {
-      if (within_bound(plan))
-        kept.push_back(std::move(plan));
-      else
-        over_bound(&families_[{plan.dp, plan.pp, plan.micro_batch_size}], plan);
-    }
-    result_.plans = std::move(kept);
-    rank(&result_.plans);
+    result_.plans = top_with_draws(std::move(result_.plans));
     report_families();
     return std::move(result_);
   }
@@ -102,6 +87,31 @@ class InferenceSearch {
     std::stable_sort(plans->begin(), plans->end(), [&](const Plan& a, const Plan& b) {
       return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
     });
+  }
+
+  // The top K of `plans` (predicted with mean times) by their predictions with the draws where
+  // they apply (predict_variation), as the training search ranks. The draws only lengthen a
+  // request: taken in the order of their mean-times ranking, once a plan cannot rank before the
+  // K-th kept, none after it can. A plan the draws move over the latency bound leaves the list,
+  // its family's reason then its drawn latency.
+  std::vector<Plan> top_with_draws(std::vector<Plan> plans) {
+    rank(&plans);
+    std::vector<Plan> top;
+    auto before = [&](const Plan& a, const Plan& b) {
+      return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
+    };
+    for (Plan& plan : plans) {
+      const bool full = static_cast<int>(top.size()) >= options_.top_k;
+      if (full && !before(plan, top.back())) break;
+      predict_variation(&plan);
+      if (!within_bound(plan)) {
+        over_bound(&families_[{plan.dp, plan.pp, plan.micro_batch_size}], plan);
+        continue;
+      }
+      top.insert(std::upper_bound(top.begin(), top.end(), plan, before), std::move(plan));
+      if (static_cast<int>(top.size()) > options_.top_k) top.pop_back();
+    }
+    return top;
   }
 
   bool within_bound(const Plan& plan) const {

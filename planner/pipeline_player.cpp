@@ -45,8 +45,6 @@ PipelinePlayer::PipelinePlayer(const SimulationInput& input, std::vector<int> pi
           in_.schedule, pp_, stage, in_.num_micro_batches,
           ReplicaActions{in_.dp > 1, in_.dp > 1 && in_.overlap_allreduce, in_.all_gather},
           virtual_stages_);
-    fwd_shape_.push_back(log_normal(in_.stages[stage].fwd_cv));
-    bwd_shape_.push_back(log_normal(in_.stages[stage].bwd_cv));
   }
   channels_.resize(pipelines_.size() * std::max(num_boundaries_, 0) * 2);
   for (Channel& channel : channels_) channel.grow();
@@ -139,7 +137,7 @@ double PipelinePlayer::play() {
 // The limit is raised by a millionth (work_ms and the clock add their terms in other orders).
 bool PipelinePlayer::prepare_stop() {
   constexpr double kStopSlack = 1e-6;
-  if (stop_above_ms_ == kNever || multipliers_ || in_.forward_only) return false;
+  if (stop_above_ms_ == kNever || in_.forward_only) return false;
   const int m = in_.num_micro_batches;
   for (SimRank& rank : ranks_) {
     if (rank.times) return false;
@@ -370,8 +368,6 @@ void PipelinePlayer::run(int idx) {
   const StageActionList& list = lists_[rank.stage];
   const bool chunked = virtual_stages_ > 1;
   const RankStepTimes* times = rank.times;
-  const LogNormal& fwd_shape = fwd_shape_[rank.stage];
-  const LogNormal& bwd_shape = bwd_shape_[rank.stage];
   const int last_micro_batch = in_.num_micro_batches - 1;
   const StageCosts& stage_costs = in_.stages[rank.stage];
   const bool stage_upstream = list.chunk_has_input(0);  // without chunks
@@ -396,15 +392,13 @@ void PipelinePlayer::run(int idx) {
     // A block blocks at its receive (before its compute) or at its send (after it; then
     // `computed` keeps the compute from running again when the rank resumes).
     if (block.kind == BlockKind::kBackwardWeight) {
-      double weight_ms = times ? times->bwd_weight_ms[slot] : costs.bwd_weight_ms;
-      if (multipliers_) weight_ms *= multipliers_->draw(bwd_shape);
+      const double weight_ms = times ? times->bwd_weight_ms[slot] : costs.bwd_weight_ms;
       compute<kRecord>(rank, TimelineKind::kBackwardWeight, mb, weight_ms, v);
       if (mb == last_micro_batch) note_weight_pass(rank, v, weight_ms);
     } else if (block.kind == BlockKind::kForward) {
       if (!rank.computed) {
         if (upstream && !receive<kRecord>(rank, kActivation, mb, v)) return;
-        double fwd_ms = times ? times->fwd_ms[slot] : costs.fwd_ms;
-        if (multipliers_) fwd_ms *= multipliers_->draw(fwd_shape);
+        const double fwd_ms = times ? times->fwd_ms[slot] : costs.fwd_ms;
         compute<kRecord>(rank, TimelineKind::kForward, mb, fwd_ms, v);
         rank.computed = true;
       }
@@ -412,14 +406,11 @@ void PipelinePlayer::run(int idx) {
     } else {
       if (!rank.computed) {
         if (downstream && !receive<kRecord>(rank, kGradient, mb, v)) return;
-        double recompute_ms = times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[slot])
-                                    : costs.recompute_ms;
-        if (recompute_ms > 0) {
-          if (multipliers_) recompute_ms *= multipliers_->draw(fwd_shape);
-          compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms, v);
-        }
-        double bwd_ms = times ? times->bwd_ms[slot] : costs.bwd_ms;
-        if (multipliers_) bwd_ms *= multipliers_->draw(bwd_shape);
+        const double recompute_ms =
+            times ? (times->recompute_ms.empty() ? 0 : times->recompute_ms[slot])
+                  : costs.recompute_ms;
+        if (recompute_ms > 0) compute<kRecord>(rank, TimelineKind::kRecompute, mb, recompute_ms, v);
+        const double bwd_ms = times ? times->bwd_ms[slot] : costs.bwd_ms;
         compute<kRecord>(rank,
                          block.kind == BlockKind::kBackward ? TimelineKind::kBackward
                                                             : TimelineKind::kBackwardInput,

@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "common/limits.h"
-#include "planner/lognormal.h"
-#include "planner/simulator.h"
+#include "planner/simulation_input.h"
 #include "plans/schedule.h"
 #include "plans/stage_action_list.h"
 
@@ -57,15 +56,10 @@ class PipelinePlayer {
     ranks_[sim_index(pipeline_idx, stage)].times = times;
   }
 
-  /// With `multipliers` (kept by pointer; null: off), every forward, recompute and backward
-  /// takes its time (the rank's own or its stage's) times a fresh draw for its stage's
-  /// coefficient of variation (StageCosts::fwd_cv, bwd_cv), drawn as it is played.
-  void draw_times(FastMultipliers* multipliers) { multipliers_ = multipliers; }
-
   /// Plays one iteration and returns when its last rank finishes, in ms. A schedule that
   /// deadlocks is a bug (PIPEPLAN_ASSERT).
   double play();
-  /// Mean times only (no set_times, no draw_times), training lists: the next plays stop as
+  /// Mean times only (no set_times), training lists: the next plays stop as
   /// soon as a rank's clock plus the compute it has left, less what it computed so far, shows
   /// that the iteration will end after `iteration_ms` (infinity: never); play() then returns
   /// that lower bound and abandoned() is true. The busy and idle times are then partial.
@@ -236,8 +230,6 @@ class PipelinePlayer {
   const bool record_timeline_;
   std::vector<int> pipelines_;                    // replica of each played pipeline
   std::vector<StageActionList> lists_;            // by stage
-  std::vector<LogNormal> fwd_shape_, bwd_shape_;  // by stage
-  FastMultipliers* multipliers_ = nullptr;
   double stop_above_ms_ = kNever;  // stop_above; kNever while the play cannot stop
   bool abandoned_ = false;
   std::vector<SimRank> ranks_;                      // pipeline-major

@@ -8,10 +8,10 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "planner/interleaved_partition.h"
-#include "plans/buckets.h"
 #include "planner/memory_model.h"
 #include "planner/time_model.h"
 #include "planner/variability.h"
+#include "plans/buckets.h"
 
 namespace pipeplan {
 namespace {
@@ -138,22 +138,38 @@ StagePrediction interleaved_stage_prediction(const PlanningContext& context,
   return stage;
 }
 
-// Writes a simulation's timing into the plan's predictions; busy and idle time are equal over
-// a stage's replicas (they do the same work in the same iteration). A plan whose draws folded
-// its replicas in says so in its notes. Throws when the iteration passes what a plan may hold.
-void record_timing(const SimulationResult& result, Plan* plan) {
+// The input whose draws the budget counts: a forward-only one's two-request play (play_requests).
+SimulationInput budgeted(SimulationInput input) {
+  if (input.forward_only) input.num_micro_batches *= 2;
+  return input;
+}
+
+// Whether simulate() draws `input` with the default draws: its times vary and they fit the budget.
+bool draws_apply(const SimulationInput& input) {
+  return times_vary(input) && draws_fit_budget(budgeted(input), kVariabilityDraws);
+}
+
+// Writes a simulation of `input` into the plan's predictions; busy and idle time are equal over
+// a stage's replicas (they do the same work in the same iteration). A plan whose action times
+// vary but are not drawn (over the budget) says so in its notes. Throws when the iteration passes
+// what a plan may hold.
+void record_timing(const SimulationInput& input, const SimulationResult& result, Plan* plan) {
   PIPEPLAN_CHECK(result.iteration_ms <= kMaxIterationMs, "the predicted iteration is ",
                  result.iteration_ms, " ms: expected at most ", kMaxIterationMs,
                  " ms, the planner's limit (the profile's times or its links are out of "
                  "proportion)");
   Predictions& p = plan->predictions;
-  if (result.replicas_folded) {
+  if (times_vary(input) && !draws_apply(input)) {
+    const auto actions = static_cast<int64_t>(compute_actions(budgeted(input)));
     const std::string note = detail::concat(
-        "the variation of action times was drawn ", result.variability_draws,
-        " times for one replica of each kind (equal transfer times), the slowest of the ", plan->dp,
-        " replicas taken from a normal fit of its iteration (planner/variability.h)");
+        "action times vary (fwd_cv, bwd_cv), but ", kVariabilityDraws, " draws of ", plan->dp,
+        " replicas of ", actions, " compute actions pass the draw budget of ",
+        static_cast<int64_t>(kDrawBudgetActions),
+        ": iteration_ms is the play with every action at its mean time (planner/variability.h)");
     if (std::find(p.notes.begin(), p.notes.end(), note) == p.notes.end()) p.notes.push_back(note);
   }
+  p.iteration_estimate =
+      result.variability_draws > 0 ? IterationEstimate::kDraws : IterationEstimate::kMeanTimes;
   p.iteration_ms = result.iteration_ms;
   p.samples_per_s = samples_per_s(plan->global_batch, result.iteration_ms);
   // One stage is no pipeline: its idle time (waiting for slower replicas at the all-reduce, or
@@ -401,11 +417,15 @@ void check_predicts_compute(const Plan& plan, std::string_view document) {
 std::pair<SimulationResult, double> play_requests(SimulationInput input,
                                                   const SimulationOptions& options) {
   PIPEPLAN_ASSERT(input.forward_only);
-  SimulationResult one = simulate(input, options);
-  input.num_micro_batches *= 2;
-  SimulationOptions two_options = options;
+  SimulationInput two_requests = input;
+  two_requests.num_micro_batches *= 2;
+  SimulationOptions one_options = options;
+  // Both plays draw, or neither: the interval is their difference.
+  if (!draws_fit_budget(two_requests, options.variability_draws)) one_options.variability_draws = 0;
+  SimulationResult one = simulate(input, one_options);
+  SimulationOptions two_options = one_options;
   two_options.record_timeline = false;
-  const SimulationResult two = simulate(input, two_options);
+  const SimulationResult two = simulate(two_requests, two_options);
   // Varying forward times only slow a pipeline down: the interval is at least the one with mean
   // times (the draws' two means can differ by less, each being a mean over other draws).
   const double drawn_ms = two.iteration_ms - one.iteration_ms;
@@ -416,7 +436,8 @@ std::pair<SimulationResult, double> play_requests(SimulationInput input,
 
 SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& options) {
   PIPEPLAN_ASSERT(plan->mode == PlanMode::kInference);
-  auto [one, interval_ms] = play_requests(simulation_input(*plan), options);
+  const SimulationInput input = simulation_input(*plan);
+  auto [one, interval_ms] = play_requests(input, options);
   const double latency_ms = one.iteration_ms;
   // The plan's per-iteration figures are per request at the interval (record_timing's rules).
   SimulationResult steady = one;
@@ -428,72 +449,23 @@ SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& o
   }
   steady.bubble_fraction =
       interval_ms > 0 ? idle_total / (static_cast<double>(steady.busy_ms.size()) * interval_ms) : 0;
-  record_timing(steady, plan);
+  record_timing(input, steady, plan);
   plan->predictions.latency_ms = latency_ms;
   return one;
 }
 
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options) {
   if (plan->mode == PlanMode::kInference) return predict_inference_timing(plan, options);
-  SimulationResult result = simulate(simulation_input(*plan), options);
-  record_timing(result, plan);
+  const SimulationInput input = simulation_input(*plan);
+  SimulationResult result = simulate(input, options);
+  record_timing(input, result, plan);
   return result;
 }
 
-void predict_variation(Plan* plan) {
-  VariationDraws draws(plan);
-  for (int piece = 0; piece < draws.num_pieces(); ++piece) draws.play(piece);
-  draws.finish();
-}
-
-VariationDraws::VariationDraws(Plan* plan) : plan_(plan) {
-  if (plan->mode == PlanMode::kInference) return;
-  input_ = simulation_input(*plan);
-  if (times_vary(input_))
-    draws_ = std::make_unique<IterationDraws>(input_, kVariabilityDraws, ReplicaDraws::kAuto);
-}
-
-VariationDraws::~VariationDraws() = default;
-
-int VariationDraws::num_pieces() const {
-  if (plan_->mode == PlanMode::kInference) return 1;
-  return draws_ ? draws_->num_pieces() : 0;
-}
-
-double VariationDraws::piece_actions(int piece) const {
-  if (plan_->mode != PlanMode::kInference) return draws_->piece_actions(piece);
-  // Two plays (m and 2m requests' forwards), each with simulate's draws.
-  const double actions =
-      pipeline_actions(plan_->schedule, plan_->pp, plan_->virtual_stages, plan_->num_micro_batches);
-  const DrawCount count = draw_count(actions, plan_->dp, kVariabilityDraws, ReplicaDraws::kAuto);
-  return 3 * (count.folded ? count.draws * actions : count.draws * plan_->dp * actions);
-}
-
-void VariationDraws::play(int piece) {
-  if (plan_->mode == PlanMode::kInference) {  // two plays each time: simply played again
-    predict_inference_timing(plan_, SimulationOptions{/*record_timeline=*/false});
-    return;
-  }
-  draws_->play(piece);
-}
-
-void VariationDraws::finish() {
-  if (plan_->mode == PlanMode::kInference) return;
-  SimulationResult result;
-  result.iteration_ms = plan_->predictions.iteration_ms;
-  result.mean_times_iteration_ms = result.iteration_ms;
-  result.bubble_fraction = plan_->predictions.bubble_fraction;
-  result.busy_ms.resize(plan_->ranks.size());
-  result.idle_ms.resize(plan_->ranks.size());
-  result.allreduce_ms.resize(plan_->ranks.size());
-  for (const RankAssignment& assignment : plan_->ranks) {
-    const StagePrediction& stage = plan_->predictions.stages[assignment.stage];
-    result.busy_ms[assignment.rank] = stage.busy_ms;
-    result.idle_ms[assignment.rank] = stage.idle_ms;
-    result.allreduce_ms[assignment.rank] = stage.allreduce_exposed_ms;
-  }
-  if (draws_) apply_drawn_iteration(draws_->result(), &result);
-  record_timing(result, plan_);
+bool predict_variation(Plan* plan) {
+  if (!draws_apply(simulation_input(*plan))) return false;
+  predict_timing(plan, SimulationOptions{/*record_timeline=*/false});
+  return true;
 }
 
 }  // namespace pipeplan

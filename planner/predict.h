@@ -20,8 +20,6 @@
 
 namespace pipeplan {
 
-class IterationDraws;
-
 /// The inter-node bandwidth assumed when the user gives none: 100 Gbit/s (a common
 /// InfiniBand EDR / 100 GbE link per node). Written into the plan's cluster and notes.
 inline constexpr double kDefaultInterNodeBandwidthBytesPerS = 12.5e9;
@@ -137,46 +135,24 @@ SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& o
 
 /// The two plays of predict_inference_timing on a forward-only `input`: the one-request play
 /// (its iteration_ms is the latency) and the interval T(2m) − T(m): at least that of the plays
-/// with mean times (variation only slows a pipeline), at most the latency.
+/// with mean times (variation only slows a pipeline), at most the latency. Both plays draw only
+/// when the draws of the two-request play fit the budget (draws_fit_budget), else neither does.
 std::pair<SimulationResult, double> play_requests(SimulationInput input,
                                                   const SimulationOptions& options);
 
-/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1) and
-/// each stage's busy_ms and idle_ms (equal over a stage's replicas: they do the same work in the
-/// same iteration), and a note when the draws folded the replicas in (ReplicaDraws). Returns the
-/// simulation (with its timeline when options ask for it). Throws Error(kBadInput) when the
-/// iteration passes kMaxIterationMs.
+/// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1),
+/// iteration_estimate (draws when the simulation drew, else mean-times), each stage's busy_ms and
+/// idle_ms (equal over a stage's replicas: they do the same work in the same iteration), and a
+/// note when its action times vary but their draws do not fit the budget (planner/variability.h:
+/// draws_fit_budget; for inference, the two-request play's). Returns the simulation (with its
+/// timeline when options ask for it). Throws Error(kBadInput) when the iteration passes
+/// kMaxIterationMs.
 SimulationResult predict_timing(Plan* plan, const SimulationOptions& options);
 
-/// predict_timing with the draws (SimulationOptions' defaults, no timeline) for a plan that
-/// predict_timing already predicted with mean times (variability_draws = 0): the same numbers,
-/// without simulating the mean times again.
-void predict_variation(Plan* plan);
-
-/// predict_variation in pieces that several threads can play at once (IterationDraws in
-/// planner/variability.h): the same numbers however the pieces are shared out. An inference
-/// plan is one piece (predict_inference_timing); a plan whose times do not vary has none.
-class VariationDraws {
- public:
-  /// `plan`, predicted with mean times, must outlive this object and be left alone until
-  /// finish() has returned.
-  explicit VariationDraws(Plan* plan);
-  ~VariationDraws();
-  VariationDraws(const VariationDraws&) = delete;
-  VariationDraws& operator=(const VariationDraws&) = delete;
-
-  int num_pieces() const;
-  /// About the compute actions piece `piece` plays.
-  double piece_actions(int piece) const;
-  /// Plays piece `piece` (each once); distinct pieces may be played at once on distinct threads.
-  void play(int piece);
-  /// Once every piece has been played: writes the plan's predictions as predict_variation does.
-  void finish();
-
- private:
-  Plan* plan_;
-  SimulationInput input_;
-  std::unique_ptr<IterationDraws> draws_;  // a training plan whose times vary
-};
+/// For a plan that predict_timing predicted with mean times (variability_draws = 0): when its
+/// action times vary and their draws fit the budget, predicts it again with them
+/// (SimulationOptions' defaults, no timeline) and returns true; else leaves it and returns false.
+/// Either way the plan then holds what predict_timing with the draws gives.
+bool predict_variation(Plan* plan);
 
 }  // namespace pipeplan

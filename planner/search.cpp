@@ -1,11 +1,10 @@
 // The search: enumerate candidates, order them by a lower bound on their iteration time,
-// partition, place and simulate the promising ones, keep the top K.
+// partition, place and simulate the promising ones, keep the top K by their drawn iterations.
 #include "planner/search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <future>
 #include <limits>
 #include <map>
 #include <memory>
@@ -18,11 +17,9 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "planner/bounds.h"
-#include "planner/chunk_splits_ahead.h"
 #include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
 #include "planner/search_space.h"
-#include "planner/top_plans.h"
 
 namespace pipeplan {
 namespace {
@@ -59,6 +56,17 @@ struct Queued {
 };
 
 using FamilyKey = std::tuple<int, int, int64_t>;  // dp, pp, micro-batch size
+// What an interleaved candidate's chunk split depends on: dp, pp, micro-batch size, V, layout,
+// whether every chunk recomputes.
+using ChunkSplitKey = std::tuple<int, int, int64_t, int, Layout, bool>;
+
+// What partitioning a candidate found: no split fits, the split gives a plan already seen (under
+// another policy), or a new plan, with the lower bound on its iteration its split gives.
+enum class Outcome { kInfeasible, kDuplicate, kNewPlan };
+struct Evaluation {
+  Outcome outcome = Outcome::kInfeasible;
+  double bound_ms = 0;  // kNewPlan only
+};
 
 struct Family {
   int unevaluated = 0;
@@ -162,14 +170,6 @@ void check_some_family(const PlanningContext& context, const SearchOptions& opti
                  "} (choose a multiple of dp)");
 }
 
-// The inference search's top plans keep their order: it ranked them already.
-void predict_with_draws(std::vector<Plan>* plans) {
-  if (plans->empty()) return;
-  TopPlans drawn(static_cast<int>(plans->size()), [](const Plan&, const Plan&) { return false; });
-  for (Plan& plan : *plans) drawn.offer(std::move(plan));
-  *plans = drawn.finish();
-}
-
 namespace {
 
 class Search {
@@ -192,16 +192,11 @@ class Search {
     splits_.resize(entries_.size());
     for (size_t idx = 0; idx < entries_.size(); ++idx)
       queue_.push({entries_[idx].bound_ms, static_cast<int>(idx), Step::kRefine});
-    make_chunk_splits_ahead();
     while (!queue_.empty() && could_enter_top(queue_.top().bound_ms)) {
       const Queued next = queue_.top();
       queue_.pop();
       take_step(next);
     }
-    if (chunks_ahead_) chunks_ahead_->stop();
-    // The last simulation can only make the top K harder to enter: what stopped the loop still
-    // holds.
-    offer_simulated();
     // Skipped candidates cannot be among the best, but the user still learns which families
     // cannot fit at all, as far as the quick memory proof shows.
     for (; !queue_.empty(); queue_.pop()) {
@@ -210,11 +205,7 @@ class Search {
         prove_infeasible(entries_[queue_.top().idx].candidate);
     }
     report_infeasible_families();
-    // Candidates were ranked with every action at its mean time; the plans kept have been
-    // predicted with their actions' variation (simulate's draws) since they entered the top K,
-    // and are ordered again.
-    result_.plans = top_.finish();
-    std::stable_sort(result_.plans.begin(), result_.plans.end(), better);
+    result_.plans = std::move(top_);
     return std::move(result_);
   }
 
@@ -226,10 +217,13 @@ class Search {
         queue_.push({std::max(queued.bound_ms, whole_layer_bound_ms(candidate)), queued.idx,
                      Step::kPartition});
         break;
-      case Step::kPartition:
-        if (std::optional<double> split_bound_ms = evaluate(&candidate, &splits_[queued.idx]))
-          queue_.push({std::max(queued.bound_ms, *split_bound_ms), queued.idx, Step::kSimulate});
+      case Step::kPartition: {
+        const Evaluation evaluation = evaluate(&candidate, &splits_[queued.idx]);
+        if (evaluation.outcome == Outcome::kNewPlan)
+          queue_.push(
+              {std::max(queued.bound_ms, evaluation.bound_ms), queued.idx, Step::kSimulate});
         break;
+      }
       case Step::kSimulate:
         simulate(candidate, splits_[queued.idx]);
         splits_[queued.idx] = {};
@@ -393,11 +387,14 @@ class Search {
     return refined_iteration_lower_bound_ms(context_, table(c), c, it->second);
   }
 
+  bool top_full() const { return static_cast<int>(top_.size()) >= options_.top_k; }
+
+  // Draws only lengthen an iteration: a bound on the mean-times play bounds the plan's too.
   bool could_enter_top(double iteration_bound_ms) const {
-    if (!options_.prune || !top_.full()) return true;
+    if (!options_.prune || !top_full()) return true;
     const double bound_samples_per_s =
         context_.global_batch / iteration_bound_ms * kMsPerSecond * (1 + kBoundSlack);
-    return bound_samples_per_s >= top_.worst().predictions.samples_per_s;
+    return bound_samples_per_s >= top_.back().predictions.samples_per_s;
   }
 
   // Partitions under replica-major placement, and again under stage-major when the rule says
@@ -431,47 +428,19 @@ class Search {
                                         const PartitionProblem& problem) {
     PartitionResult proof;
     if (interleaved_proven_infeasible(table, problem, &proof)) return proof;
-    const ChunkSplitsAhead::Key key = chunk_split_key(candidate);
+    const ChunkSplitKey key{candidate.dp,
+                            candidate.pp,
+                            candidate.micro_batch_size,
+                            candidate.virtual_stages,
+                            candidate.layout,
+                            candidate.policy == CheckpointPolicy::kAll};
     auto it = chunk_splits_.find(key);
-    if (it == chunk_splits_.end()) {
-      std::optional<std::vector<int>> made;
-      if (chunks_ahead_) made = chunks_ahead_->take(key);
-      if (!made)
-        made = interleaved_chunk_boundaries(options_.partition, table, problem, sends(candidate));
-      it = chunk_splits_.emplace(key, std::move(*made)).first;
-    }
+    if (it == chunk_splits_.end())
+      it = chunk_splits_
+               .emplace(key, interleaved_chunk_boundaries(options_.partition, table, problem,
+                                                          sends(candidate)))
+               .first;
     return evaluate_interleaved(table, problem, it->second, sends(candidate));
-  }
-
-  // What the candidate's chunk split depends on (chunk_splits_, ChunkSplitsAhead).
-  static ChunkSplitsAhead::Key chunk_split_key(const Candidate& candidate) {
-    return {candidate.dp,
-            candidate.pp,
-            candidate.micro_batch_size,
-            candidate.virtual_stages,
-            candidate.layout,
-            candidate.policy == CheckpointPolicy::kAll};
-  }
-
-  // Until the first simulation the search partitions on one core: the interleaved candidates'
-  // chunk splits (the costliest partitions there, about 0.35 ms each at 1,000 layers) are made
-  // meanwhile on the other, in the order of the candidates' first bounds (ChunkSplitsAhead),
-  // under the layout partition() tries first.
-  void make_chunk_splits_ahead() {
-    if (options_.partition.method != PartitionMethod::kOptimal) return;
-    std::vector<ChunkSplitsAhead::Job> jobs;
-    std::set<ChunkSplitsAhead::Key> seen;
-    for (const Entry& entry : entries_) {
-      Candidate candidate = entry.candidate;
-      if (candidate.virtual_stages < 2) continue;
-      candidate.layout = Layout::kReplicaMajor;
-      const ChunkSplitsAhead::Key key = chunk_split_key(candidate);
-      if (!seen.insert(key).second) continue;  // one split per key: the first candidate's
-      jobs.push_back(
-          {key, partition_problem(context_, candidate), &table(candidate), sends(candidate)});
-    }
-    if (!jobs.empty())
-      chunks_ahead_ = std::make_unique<ChunkSplitsAhead>(options_.partition, std::move(jobs));
   }
 
   // Searching both: ZeRO-1's sibling of `candidate` with replicated optimizer state is proven
@@ -531,9 +500,9 @@ class Search {
     }
   }
 
-  // Partitions the candidate (fixing its layout) into `split`: the bound its split gives, or
-  // none when it is infeasible or a plan already seen.
-  std::optional<double> evaluate(Candidate* candidate, PartitionResult* split) {
+  // Partitions the candidate (fixing its layout) into `split`: infeasible, a plan already seen,
+  // or a new plan with the bound its split gives.
+  Evaluation evaluate(Candidate* candidate, PartitionResult* split) {
     const LayerTable& layer_table = table(*candidate);
     *split = partition(layer_table, candidate);
     ++result_.evaluated;
@@ -541,41 +510,34 @@ class Search {
     --family.unevaluated;
     if (!split->feasible) {
       record_infeasible(&family, *candidate, *split);
-      return std::nullopt;
+      return {Outcome::kInfeasible};
     }
     family.feasible = true;
-    if (!seen_.insert(plan_key(*candidate, *split)).second) return std::nullopt;
+    if (!seen_.insert(plan_key(*candidate, *split)).second) return {Outcome::kDuplicate};
     const Plan plan =
         build_plan(context_, layer_table, *candidate, *split, options_.partition.name());
-    return iteration_lower_bound_ms(simulation_input(plan));
+    return {Outcome::kNewPlan, iteration_lower_bound_ms(simulation_input(plan))};
   }
 
-  // Simulates the candidate's split with mean action times on another thread and offers it to
-  // the top K once the next simulation is due (or the search ends): meanwhile the search goes on
-  // with the top K as it was before this one, always so, so that what it does is the same from
-  // run to run. With the top K full, a play that shows it cannot end before the K-th best stops
-  // early: its iteration would be more than a whole nanosecond later, so it would rank after it.
+  // Simulates the candidate's split with mean action times and, if that could enter the top K,
+  // with the draws where they apply (predict_variation), then offers it. With the top K full, a
+  // play that shows it cannot end before the K-th best stops early: its iteration would be more
+  // than a whole nanosecond later, so it would rank after it; draws only lengthen it.
   void simulate(const Candidate& candidate, const PartitionResult& split) {
-    if (chunks_ahead_) chunks_ahead_->stop();  // the second core draws and simulates from now on
-    offer_simulated();
-    simulating_.plan = std::make_unique<Plan>(build_plan(context_, table(candidate), candidate,
-                                                         split, options_.partition.name()));
+    Plan plan = build_plan(context_, table(candidate), candidate, split, options_.partition.name());
     SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
                               /*variability_draws=*/0};
-    if (options_.prune && top_.full())
-      options.abandon_above_ms = top_.worst().predictions.iteration_ms + kRankingGapMs;
+    if (options_.prune && top_full())
+      options.abandon_above_ms = top_.back().predictions.iteration_ms + kRankingGapMs;
     ++result_.simulated;
-    simulating_.abandoned =
-        std::async(std::launch::async, [plan = simulating_.plan.get(), options] {
-          return predict_timing(plan, options).abandoned;
-        });
-  }
-
-  // The simulation under way, if any, offered to the top K once it ends.
-  void offer_simulated() {
-    if (!simulating_.abandoned.valid()) return;
-    if (!simulating_.abandoned.get()) top_.offer(std::move(*simulating_.plan));
-    simulating_.plan.reset();
+    if (predict_timing(&plan, options).abandoned) return;
+    if (top_full() && !better(plan, top_.back())) return;
+    predict_variation(&plan);
+    // After those it ties with, so that the first found of equals stays first.
+    const auto at = std::upper_bound(top_.begin(), top_.end(), plan, better);
+    if (at - top_.begin() >= options_.top_k) return;
+    top_.insert(at, std::move(plan));
+    if (static_cast<int>(top_.size()) > options_.top_k) top_.pop_back();
   }
 
   static std::string plan_key(const Candidate& c, const PartitionResult& split) {
@@ -637,18 +599,13 @@ class Search {
   std::map<std::tuple<int, int, int64_t, Schedule, CheckpointPolicy, Layout, int, int>, Proof>
       proofs_;
   // interleaved-1f1b's chunk splits by (dp, pp, b, V, layout, recompute): partition_interleaved.
-  std::map<ChunkSplitsAhead::Key, std::vector<int>> chunk_splits_;
+  std::map<ChunkSplitKey, std::vector<int>> chunk_splits_;
   std::string interleaved_refusal_;  // why a family had no interleaved-1f1b candidate (first)
   std::vector<Entry> entries_;           // enumerated, in order of their first bound
   std::vector<PartitionResult> splits_;  // by entry, while it waits to be simulated
   std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>> queue_;
   SearchResult result_;
-  TopPlans top_{options_.top_k, better};  // the best plans so far, drawn meanwhile
-  struct Simulating {
-    std::unique_ptr<Plan> plan;
-    std::future<bool> abandoned;  // last: waited for before the plan is freed
-  } simulating_;                  // the candidate simulated on another thread
-  std::unique_ptr<ChunkSplitsAhead> chunks_ahead_;  // last: stopped before the tables go
+  std::vector<Plan> top_;  // the best plans so far, best first (`better`), at most top_k
 };
 
 }  // namespace

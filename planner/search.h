@@ -11,7 +11,7 @@
 
 namespace pipeplan {
 
-/// The most plans a search lists (--top): each is simulated again with varying action times.
+/// The most plans a search lists (--top): each may be simulated again with the draws.
 inline constexpr int kMaxTopK = 100;
 
 /// What an inference search ranks by (--objective).
@@ -56,7 +56,9 @@ struct SearchOptions {
 
 /// The outcome. "No feasible plan" is an empty `plans`, not an exception.
 struct SearchResult {
-  std::vector<Plan> plans;  ///< feasible, best first (samples/s), at most top_k, all simulated
+  /// Feasible, best first by the iteration they predict (samples/s), at most top_k, all
+  /// simulated: with the draws where they apply (predict_variation), else with mean times.
+  std::vector<Plan> plans;
   /// One line per family (dp, pp, micro-batch size) all of whose candidates were found
   /// infeasible — evaluated, or (when skipped) proven by the quick memory proof
   /// (proven_infeasible): "dp=4 pp=1 b=56: stage 0 needs 22.6 GiB > 22.5 GiB (1f1b, ...)",
@@ -86,10 +88,12 @@ struct SearchResult {
 /// (choose_layout) and the cluster has more than one node; feasible ones are simulated.
 /// Best first: the candidate with the smallest lower bound on its iteration takes its next
 /// step — its bound with whole layers per stage (refined_iteration_lower_bound_ms), then its
-/// partition and its split's bound, then its simulation — and the search stops once the
-/// smallest bound cannot beat the K-th best found. Throws Error(kBadInput) when the context or
-/// the options do not validate, or contradict the cluster, the global batch or the model
-/// (naming the flag).
+/// partition and its split's bound, then its simulation with mean times, and with the draws
+/// (predict_variation) when that could enter the top K — and the search stops once the smallest
+/// bound cannot beat the K-th best found. The draws only lengthen an iteration, so the bounds
+/// and the mean-times play bound the drawn one: the top K are those of drawing every candidate.
+/// Throws Error(kBadInput) when the context or the options do not validate, or contradict the
+/// cluster, the global batch or the model (naming the flag).
 /// With context.mode inference: search_inference (planner/search_space.h) instead; a
 /// max_latency_ms without it is refused naming --max-latency-ms.
 SearchResult search(const PlanningContext& context, const SearchOptions& options);

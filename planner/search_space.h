@@ -25,10 +25,6 @@ std::vector<int64_t> micro_batch_sizes(int64_t global_batch, int dp, const Searc
 void check_some_family(const PlanningContext& context, const SearchOptions& options,
                        const std::vector<int>& depths);
 
-/// predict_variation of every plan of `plans`, on background threads and the caller's
-/// (planner/top_plans.h); the order is kept.
-void predict_with_draws(std::vector<Plan>* plans);
-
 /// The inference search (context.mode inference; `search` calls it after validating both):
 /// every dp × pp and micro-batch size b as the training search enumerates them (m = global
 /// batch / (dp · b) micro-batches per request and replica; a family is infeasible, with the
@@ -37,7 +33,8 @@ void predict_with_draws(std::vector<Plan>* plans);
 /// checkpointing, no ZeRO and one chunk per stage, placed replica-major, partitioned by
 /// options.partition on a forward-only layer table (cost: the forward and the activation send;
 /// memory: forward_stage_memory), and predicted by predict_inference_timing with mean action
-/// times; the top K of that ranking are predicted again with the draws and ranked again.
+/// times; the top K are the best by their predictions with the draws where they apply
+/// (predict_variation: each plan that could still enter them is drawn, in mean-times order).
 /// Ranked by options.objective: throughput — samples/s first, then latency — keeping only
 /// plans whose latency_ms is at most options.max_latency_ms when given; latency — latency_ms
 /// first, then samples/s; ties by peak memory, pp, dp, b, boundaries. A family (dp, pp, b)

@@ -1,14 +1,10 @@
-// The simulator: the mean-times iteration, the drawn one, and the input of a plan.
+// The simulator: the mean-times iteration and, within the draw budget, the drawn one.
 #include "planner/simulator.h"
 
 #include <algorithm>
-#include <map>
 
 #include "common/error.h"
 #include "planner/pipeline_player.h"
-#include "planner/time_model.h"
-#include "planner/variability.h"
-#include "plans/comm_backend.h"
 
 namespace pipeplan {
 namespace {
@@ -73,6 +69,22 @@ SimulationResult simulate_mean_times(const SimulationInput& in, const Simulation
   return result;
 }
 
+// The drawn iteration `drawn_ms` (never below the mean-times one) with each rank's idle time
+// and the bubble to match.
+void apply_draws(double drawn_ms, int draws, SimulationResult* result) {
+  const double iteration_ms = std::max(result->mean_times_iteration_ms, drawn_ms);
+  double idle_total = 0;
+  for (size_t rank = 0; rank < result->busy_ms.size(); ++rank) {
+    result->idle_ms[rank] = iteration_ms - result->busy_ms[rank];
+    idle_total += result->idle_ms[rank];
+  }
+  result->iteration_ms = iteration_ms;
+  result->bubble_fraction =
+      idle_total / (static_cast<double>(result->busy_ms.size()) * iteration_ms);
+  result->timeline.bubble_fraction = result->bubble_fraction;
+  result->variability_draws = draws;
+}
+
 void check_input(const SimulationInput& in) {
   PIPEPLAN_ASSERT(in.pp >= 1 && in.dp >= 1 && in.num_micro_batches >= 1);
   PIPEPLAN_ASSERT(static_cast<int>(in.stages.size()) == in.pp);
@@ -102,89 +114,14 @@ void check_input(const SimulationInput& in) {
 
 }  // namespace
 
-ReplicaKinds replica_kinds(const SimulationInput& in) {
-  ReplicaKinds kinds;
-  std::map<std::pair<std::vector<double>, std::vector<double>>, int> seen;
-  for (int replica = 0; replica < in.dp; ++replica) {
-    const auto key = std::make_pair(in.activation_ms[replica], in.gradient_ms[replica]);
-    const auto [it, added] = seen.emplace(key, static_cast<int>(kinds.representative.size()));
-    if (added) {
-      kinds.representative.push_back(replica);
-      kinds.count.push_back(0);
-    }
-    kinds.kind_of.push_back(it->second);
-    ++kinds.count[it->second];
-  }
-  return kinds;
-}
-
-bool times_vary(const SimulationInput& in) {
-  if (!in.rank_times.empty()) return false;  // measured action times: nothing to draw
-  for (const StageCosts& stage : in.stages)
-    if (stage.fwd_cv > 0 || stage.bwd_cv > 0) return true;
-  return false;
-}
-
 SimulationResult simulate(const SimulationInput& input, const SimulationOptions& options) {
   check_input(input);
   SimulationResult result = simulate_mean_times(input, options);
   result.mean_times_iteration_ms = result.iteration_ms;
-  if (!result.abandoned) add_variation(input, options, &result);
+  const int draws = options.variability_draws;
+  if (!result.abandoned && draws > 0 && times_vary(input) && draws_fit_budget(input, draws))
+    apply_draws(drawn_iteration_ms(input, draws), draws, &result);
   return result;
-}
-
-void add_variation(const SimulationInput& input, const SimulationOptions& options,
-                   SimulationResult* result) {
-  if (options.variability_draws <= 0 || !times_vary(input)) return;
-  apply_drawn_iteration(drawn_iteration(input, options.variability_draws, options.replica_draws),
-                        result);
-}
-
-SimulationInput simulation_input(const Plan& plan) {
-  SimulationInput in;
-  in.schedule = plan.schedule;
-  in.pp = plan.pp;
-  in.dp = plan.dp;
-  in.num_micro_batches = plan.num_micro_batches;
-  in.send_occupies_sender = send_occupies_sender(choose_backend(plan));
-  in.virtual_stages = plan.virtual_stages;
-  in.forward_only = plan.mode == PlanMode::kInference;
-  for (const StagePrediction& stage : plan.predictions.stages)
-    in.stages.push_back({stage.fwd_ms, stage.bwd_ms, stage.recompute_ms, stage.allreduce_ms,
-                         stage.optimizer_ms, stage.fwd_cv, stage.bwd_cv, stage.bwd_weight_ms,
-                         stage.allgather_ms, stage.buckets});
-  in.overlap_allreduce = plan.dp > 1 && plan.data_parallel.overlap;
-  in.all_gather = plan.dp > 1 && plan.data_parallel.zero == 1;
-  if (plan.schedule == Schedule::kInterleaved1F1B) {
-    in.chunks.resize(plan.stages.size());
-    for (int stage = 0; stage < plan.pp; ++stage)
-      for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
-        const StagePrediction& p = plan.predictions.stages[stage];
-        const ChunkPrediction& c = p.chunks[chunk];
-        in.chunks[chunk_index(plan.pp, stage, chunk)] = {
-            c.fwd_ms, c.bwd_ms, c.recompute_ms, 0, 0, p.fwd_cv, p.bwd_cv, 0};
-      }
-  }
-  in.ranks.assign(plan.dp, std::vector<int>(plan.pp, 0));
-  for (const RankAssignment& assignment : plan.ranks)
-    in.ranks[assignment.replica][assignment.stage] = assignment.rank;
-  const LinkCosts links = link_costs(plan.cluster);
-  const int num_chunks = static_cast<int>(plan.stages.size());
-  in.activation_ms.assign(plan.dp, std::vector<double>(std::max(num_chunks - 1, 0), 0));
-  in.gradient_ms = in.activation_ms;
-  for (int boundary = 0; boundary + 1 < num_chunks; ++boundary) {
-    const StagePlan& stage = plan.stages[boundary];
-    const int64_t bytes =
-        activation_bytes(stage.output_sample_shape, stage.output_dtype, plan.micro_batch_size);
-    for (int replica = 0; replica < plan.dp; ++replica) {
-      const bool inter_node = plan.ranks[in.ranks[replica][boundary % plan.pp]].node !=
-                              plan.ranks[in.ranks[replica][(boundary + 1) % plan.pp]].node;
-      const double ms = transfer_ms(bytes, links.bandwidth(inter_node), links.latency_ms);
-      in.activation_ms[replica][boundary] = ms;
-      in.gradient_ms[replica][boundary] = ms;
-    }
-  }
-  return in;
 }
 
 }  // namespace pipeplan

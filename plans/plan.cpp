@@ -32,6 +32,8 @@ constexpr std::pair<const char*, OptimizerKind> kOptimizerWords[] = {{"sgd", Opt
                                                                      {"adamw", OptimizerKind::kAdamw}};
 constexpr std::pair<const char*, PlanMode> kModeWords[] = {{"training", PlanMode::kTraining},
                                                            {"inference", PlanMode::kInference}};
+constexpr std::pair<const char*, IterationEstimate> kEstimateWords[] = {
+    {"mean-times", IterationEstimate::kMeanTimes}, {"draws", IterationEstimate::kDraws}};
 
 template <typename Enum, size_t N>
 std::string word_of(Enum value, const std::pair<const char*, Enum> (&words)[N]) {
@@ -67,6 +69,7 @@ std::string to_string(Schedule schedule) { return word_of(schedule, kScheduleWor
 std::string to_string(Precision precision) { return word_of(precision, kPrecisionWords); }
 std::string to_string(OptimizerKind optimizer) { return word_of(optimizer, kOptimizerWords); }
 std::string to_string(PlanMode mode) { return word_of(mode, kModeWords); }
+std::string to_string(IterationEstimate estimate) { return word_of(estimate, kEstimateWords); }
 
 Schedule parse_schedule(std::string_view text, std::string_view field) {
   return parse_word(text, field, kScheduleWords);
@@ -79,6 +82,9 @@ OptimizerKind parse_optimizer(std::string_view text, std::string_view field) {
 }
 PlanMode parse_plan_mode(std::string_view text, std::string_view field) {
   return parse_word(text, field, kModeWords);
+}
+IterationEstimate parse_iteration_estimate(std::string_view text, std::string_view field) {
+  return parse_word(text, field, kEstimateWords);
 }
 
 OptimizerSettings OptimizerSettings::defaults_for(OptimizerKind kind) {

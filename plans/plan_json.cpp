@@ -1,4 +1,5 @@
 // The Plan: JSON reading and writing.
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -185,6 +186,15 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
   return s;
 }
 
+// A plan's iteration_estimate when its JSON has none: draws where a stage's times vary (the
+// planner drew whenever they did before the key, and does within its budget), else mean-times.
+IterationEstimate estimate_without_key(const std::vector<StagePrediction>& stages) {
+  const bool varies = std::any_of(stages.begin(), stages.end(), [](const StagePrediction& s) {
+    return s.fwd_cv > 0 || s.bwd_cv > 0;
+  });
+  return varies ? IterationEstimate::kDraws : IterationEstimate::kMeanTimes;
+}
+
 Json predictions_json(const Predictions& p) {
   Json stages = Json::array();
   for (const StagePrediction& stage : p.stages) stages.push_back(stage_prediction_json(stage));
@@ -192,6 +202,10 @@ Json predictions_json(const Predictions& p) {
             {"bubble_fraction", p.bubble_fraction}, {"allreduce_ms", p.allreduce_ms},
             {"optimizer_ms", p.optimizer_ms}, {"stages", stages}, {"notes", p.notes}};
   if (p.latency_ms > 0) json["latency_ms"] = p.latency_ms;  // inference only
+  // Only where it is not what a plan without the key reads as, so that plans written before the
+  // key keep their hash (the one their runs recorded).
+  if (p.iteration_estimate != estimate_without_key(p.stages))
+    json["iteration_estimate"] = to_string(p.iteration_estimate);
   return json;
 }
 
@@ -209,6 +223,11 @@ Predictions predictions_from(const JsonReader& r) {
     if (!note.is_string()) r.reject("notes", note, "expected strings");
     p.notes.push_back(note.get<std::string>());
   }
+  p.iteration_estimate =
+      r.has("iteration_estimate")
+          ? parse_iteration_estimate(r.string("iteration_estimate"),
+                                     r.document() + ": predictions.iteration_estimate")
+          : estimate_without_key(p.stages);
   return p;
 }
 

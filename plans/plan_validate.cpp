@@ -1,6 +1,7 @@
 // The Plan's validation: what the simulator, the comparison and the executor rely on, for
 // meaning as well as syntax (fields consistent with each other and with the model, numbers in
 // the ranges of common/limits.h).
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <tuple>
@@ -412,6 +413,12 @@ void validate_predictions(const Plan& plan, std::string_view document) {
                  ": expected the longest stage all-reduce, ", allreduce_ms);
   PIPEPLAN_CHECK(p.optimizer_ms == optimizer_ms, where, "optimizer_ms: ", p.optimizer_ms,
                  ": expected the longest stage optimizer step, ", optimizer_ms);
+  const bool varies = std::any_of(p.stages.begin(), p.stages.end(), [](const StagePrediction& s) {
+    return s.fwd_cv > 0 || s.bwd_cv > 0;
+  });
+  PIPEPLAN_CHECK(varies || p.iteration_estimate != IterationEstimate::kDraws, where,
+                 "iteration_estimate: draws: expected mean-times when no stage's times vary "
+                 "(every fwd_cv and bwd_cv is 0)");
 }
 
 }  // namespace

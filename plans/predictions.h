@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pipeplan {
@@ -96,6 +97,15 @@ struct StagePrediction {
   double allreduce_exposed_ms = 0;
 };
 
+/// How a plan's iteration was predicted (Predictions::iteration_estimate).
+enum class IterationEstimate {
+  kMeanTimes,  ///< one play with every action at its mean time ("mean-times")
+  kDraws,      ///< the mean over draws of varying action times ("draws")
+};
+std::string to_string(IterationEstimate estimate);  ///< "mean-times", "draws"
+/// Throws Error(kBadInput) naming `field` for any other word.
+IterationEstimate parse_iteration_estimate(std::string_view text, std::string_view field);
+
 /// Whole-plan predictions.
 struct Predictions {
   double iteration_ms = 0;
@@ -114,6 +124,13 @@ struct Predictions {
   /// global_batch / iteration_ms is the throughput), at most latency_ms. 0 for training
   /// (optional key "latency_ms").
   double latency_ms = 0;
+  /// How iteration_ms (and from it samples_per_s, the bubble, the stages' idle time and
+  /// latency_ms) was predicted: kDraws when a stage's times vary (fwd_cv, bwd_cv) and their
+  /// draws fit the planner's budget, else kMeanTimes. Optional key "iteration_estimate", written
+  /// only where it differs from what its absence reads as: kDraws when a stage's fwd_cv or
+  /// bwd_cv is above 0 (plans written before the key drew whenever times varied), else
+  /// kMeanTimes.
+  IterationEstimate iteration_estimate = IterationEstimate::kMeanTimes;
 };
 
 }  // namespace pipeplan

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -298,6 +299,40 @@ TEST(InferenceTest, LatencyBoundKeepsTheFastestPlanWithinItOrSaysWhyNone) {
   options.max_latency_ms = -1;
   EXPECT_NE(error_of([&] { search(context, options); }).find("--max-latency-ms: -1"),
             std::string::npos);
+}
+
+// Inference plans are ranked by their predictions with the draws, as training plans: the top K
+// equal the first K of the longest list, in the order of the objective.
+TEST(InferenceTest, RankedByTheirDrawnPredictions) {
+  std::mt19937_64 rng(23);
+  int drawn = 0;
+  for (int case_idx = 0; case_idx < 6; ++case_idx) {
+    Profile profile = testing::make_profile(testing::random_layers(rng, 8), {1, 2, 4, 8});
+    for (LayerProfile& layer : profile.layers)
+      for (LayerPoint& point : layer.points) point.fwd_ms_p90 = point.fwd_ms * 1.3;
+    const PlanningContext context = inference_context(profile, 8, 32);
+    SearchOptions options;
+    options.objective =
+        case_idx % 2 ? InferenceObjective::kLatency : InferenceObjective::kThroughput;
+    options.top_k = 2;
+    const SearchResult top = search(context, options);
+    options.top_k = kMaxTopK;
+    const SearchResult all = search(context, options);
+    ASSERT_EQ(top.plans.size(), 2u) << "case " << case_idx;
+    for (size_t idx = 0; idx < top.plans.size(); ++idx) {
+      EXPECT_EQ(to_json(top.plans[idx]), to_json(all.plans[idx])) << "case " << case_idx;
+      drawn += top.plans[idx].predictions.iteration_estimate == IterationEstimate::kDraws;
+    }
+    const bool by_latency = options.objective == InferenceObjective::kLatency;
+    for (size_t idx = 1; idx < all.plans.size(); ++idx) {
+      const Predictions& a = all.plans[idx - 1].predictions;
+      const Predictions& b = all.plans[idx].predictions;
+      EXPECT_LE(to_ns(by_latency ? a.latency_ms : a.iteration_ms),
+                to_ns(by_latency ? b.latency_ms : b.iteration_ms))
+          << "case " << case_idx;
+    }
+  }
+  EXPECT_EQ(drawn, 12);
 }
 
 TEST(InferenceTest, MemoryInfeasibilityIsExplainedAsForTraining) {

@@ -1,19 +1,16 @@
 // Tests for planner/interleaved_partition.h: the quick proof of infeasibility never refuses a
 // device on which some split of the chunks fits, chunk splits follow their method, and every
-// stage's memory and cost are its chunks' together; and for planner/chunk_splits_ahead.h.
+// stage's memory and cost are its chunks' together.
 #include "planner/interleaved_partition.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <limits>
 #include <random>
-#include <thread>
 
 #include "common/units.h"
-#include "planner/chunk_splits_ahead.h"
 #include "tests/planner/test_profiles.h"
 
 namespace pipeplan {
@@ -130,35 +127,6 @@ TEST(InterleavedPartitionTest, StagesSumTheirChunksOfTheSplit) {
       problem_for(2, 3, 4, CheckpointPolicy::kNone, split.peak_memory_bytes - 1));
   EXPECT_FALSE(tight.feasible);
   EXPECT_NE(tight.reason.find(" needs "), std::string::npos) << tight.reason;
-}
-
-// The splits made ahead on the background thread are the ones made in turn; a job is handed
-// out once, and a key it was not given is the caller's to make.
-TEST(InterleavedPartitionTest, ChunkSplitsMadeAheadAreTheSplitsMadeInTurn) {
-  const Profile profile = testing::make_profile(testing::equal_layers(40, 1.0, 2.0));
-  const LayerTable table(profile, 1, OptimizerKind::kSgd);
-  std::vector<ChunkSplitsAhead::Job> jobs;
-  std::vector<std::vector<int>> in_turn;
-  for (int pp : {2, 4})
-    for (int virtual_stages : {2, 3, 4}) {
-      const PartitionProblem problem =
-          problem_for(pp, virtual_stages, 8, CheckpointPolicy::kNone, int64_t{1} << 40);
-      in_turn.push_back(interleaved_chunk_boundaries(PartitionSpec{}, table, problem));
-      jobs.push_back({{1, pp, 1, virtual_stages, Layout::kReplicaMajor, false}, problem, &table,
-                      nullptr});
-    }
-  const std::vector<ChunkSplitsAhead::Job> given = jobs;
-  ChunkSplitsAhead ahead(PartitionSpec{}, std::move(jobs));
-  for (int waited_ms = 0; ahead.made() < 6 && waited_ms < 10'000; waited_ms += 10)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(ahead.made(), 6);
-  for (size_t idx = 0; idx < in_turn.size(); ++idx) {
-    const std::optional<std::vector<int>> made = ahead.take(given[idx].key);
-    ASSERT_TRUE(made.has_value()) << idx;
-    EXPECT_EQ(*made, in_turn[idx]) << idx;
-    EXPECT_FALSE(ahead.take(given[idx].key).has_value()) << idx;  // handed out once
-  }
-  EXPECT_FALSE(ahead.take({2, 2, 1, 2, Layout::kReplicaMajor, false}).has_value());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Tests for planner/predict.h: the planning context's bounds, the warnings of numbers that
 // mislead, plans that predict no compute, predictions beyond what a plan file may hold, and
-// re-predicting a mean-times plan with the draws (folded draws noted).
+// re-predicting a mean-times plan with the draws, and plans past the draw budget.
 #include "planner/predict.h"
 
 #include <gtest/gtest.h>
@@ -121,41 +121,53 @@ TEST(PredictTest, VariationOnMeanTimesEqualsPredictingWithTheDraws) {
       predict_timing(&stepwise, SimulationOptions{/*record_timeline=*/false,
                                                   /*merge_identical_replicas=*/true,
                                                   /*variability_draws=*/0});
-      predict_variation(&stepwise);
+      EXPECT_EQ(predict_variation(&stepwise), simulated.variability_draws > 0);
       EXPECT_EQ(to_json(stepwise), to_json(direct)) << "case " << case_idx;
+      EXPECT_EQ(direct.predictions.iteration_estimate == IterationEstimate::kDraws,
+                simulated.variability_draws > 0);
       varied += simulated.variability_draws > 0;
     }
   }
   EXPECT_GT(varied, 10);
 }
 
-// A plan whose draws folded its replicas in says so in its notes, once.
-TEST(PredictTest, FoldedDrawsAreNoted) {
-  std::mt19937_64 rng(4);
-  Profile profile =
-      testing::make_profile(testing::random_layers(rng, 6), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+// A plan whose varying action times are drawn says so; one whose draws pass the budget is the
+// mean-times play and says that, once, in iteration_estimate and in a note.
+TEST(PredictTest, PlansPastTheDrawBudgetArePredictedWithMeanTimes) {
+  std::vector<testing::LayerSpec> layers = testing::equal_layers(8, 1.0, 2.0);
+  Profile profile = testing::make_profile(layers, {1, 2, 4}, 32, 1000, 0.02, 5e6);
   for (LayerProfile& layer : profile.layers)
     for (LayerPoint& point : layer.points) point.fwd_ms_p90 = point.fwd_ms * 1.1;
-  PlanningContext context;
-  context.profile = &profile;
-  context.profile_path = "profile.json";
-  context.cluster =
-      make_cluster(profile, 8, int64_t{1} << 30, 2, kDefaultInterNodeBandwidthBytesPerS);
-  context.global_batch = 32;
-  const SearchResult result = search(context, SearchOptions{});
-  ASSERT_FALSE(result.plans.empty());
-  auto folded_notes = [](const Plan& plan) {
+  const LayerTable table(profile, 1, OptimizerKind::kSgd);
+  auto plan_for = [&](int dp) {  // pp = 8, b = 1, m = 128
+    const PlanningContext context = context_for(profile, dp * 8, int64_t{1} << 30, dp * 128);
+    const Candidate candidate{dp, 8, 1, 128, Schedule::kOneFOneB};
+    const PartitionResult split = run_partition(
+        PartitionSpec{}, StageEvaluator(table, partition_problem(context, candidate)));
+    Plan plan = build_plan(context, table, candidate, split, "optimal");
+    predict_timing(&plan, SimulationOptions{/*record_timeline=*/false});
+    return plan;
+  };
+  auto budget_notes = [](const Plan& plan) {
     return std::count_if(
         plan.predictions.notes.begin(), plan.predictions.notes.end(),
-        [](const std::string& note) { return note.find("normal fit") != note.npos; });
+        [](const std::string& note) { return note.find("draw budget") != note.npos; });
   };
-  EXPECT_EQ(folded_notes(result.plans.front()), 0);  // small: every replica is played
-  Plan plan = result.plans.front();
-  SimulationOptions fold{/*record_timeline=*/false};
-  fold.replica_draws = ReplicaDraws::kFold;
-  predict_timing(&plan, fold);
-  predict_timing(&plan, fold);
-  EXPECT_EQ(folded_notes(plan), 1);
+  // 32 draws × 2 replicas × 8 stages × 128 micro-batches × 2 actions = 131,072 actions.
+  const Plan drawn = plan_for(2);
+  EXPECT_EQ(drawn.predictions.iteration_estimate, IterationEstimate::kDraws);
+  EXPECT_EQ(budget_notes(drawn), 0);
+  // With 64 replicas, 4.2 million: past the budget.
+  Plan steady = plan_for(64);
+  EXPECT_EQ(steady.predictions.iteration_estimate, IterationEstimate::kMeanTimes);
+  EXPECT_EQ(budget_notes(steady), 1);
+  EXPECT_FALSE(predict_variation(&steady));
+  predict_timing(&steady, SimulationOptions{/*record_timeline=*/false});
+  EXPECT_EQ(budget_notes(steady), 1);
+  EXPECT_EQ(
+      steady.predictions.iteration_ms,
+      simulate(simulation_input(steady), {false, true, /*variability_draws=*/0}).iteration_ms);
+  EXPECT_NO_THROW(steady.validate("plan.json"));
 }
 
 // interleaved-1f1b, pp = 2, V = 2, 8 equal layers (1 ms forward, 2 ms backward each), every chunk

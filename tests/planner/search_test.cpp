@@ -146,8 +146,8 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
   EXPECT_GT(reported, 0u);
 }
 
-// The search simulates on another thread while it goes on partitioning: what it does and
-// reports must still be the same from run to run, whatever the threads' timing.
+// What the search does and reports is the same from run to run (nothing depends on addresses
+// or on the order of unordered containers).
 TEST(SearchTest, TheSameFromRunToRun) {
   std::mt19937_64 rng(5);
   for (int case_idx = 0; case_idx < 6; ++case_idx) {
@@ -168,6 +168,39 @@ TEST(SearchTest, TheSameFromRunToRun) {
         EXPECT_EQ(to_json(again.plans[idx]), to_json(first.plans[idx])) << "case " << case_idx;
     }
   }
+}
+
+// Plans are ranked by the iteration they predict, drawn where their action times vary and the
+// draws fit the budget: the top K equal the first K of the longest list, in which every plan
+// that could rank is drawn, and are in order of their predictions.
+TEST(SearchTest, RankedByTheirDrawnIterations) {
+  std::mt19937_64 rng(17);
+  int drawn = 0;
+  for (int case_idx = 0; case_idx < 8; ++case_idx) {
+    Profile profile = testing::make_profile(testing::random_layers(rng, 6 + case_idx % 4),
+                                            {1, 2, 4}, 64, 1000, 0.02, 2e6);
+    for (LayerProfile& layer : profile.layers)
+      for (LayerPoint& point : layer.points) {
+        point.fwd_ms_p90 = point.fwd_ms * (1.1 + 0.1 * (case_idx % 3));
+        point.bwd_ms_p90 = point.bwd_ms * 1.2;
+      }
+    const PlanningContext context = context_for(profile, 4 << (case_idx % 2), int64_t{1} << 30, 32);
+    SearchOptions options;
+    options.top_k = 2 + case_idx % 3;
+    const SearchResult top = search(context, options);
+    options.top_k = kMaxTopK;
+    const SearchResult all = search(context, options);
+    ASSERT_GE(all.plans.size(), top.plans.size()) << "case " << case_idx;
+    for (size_t idx = 0; idx < top.plans.size(); ++idx) {
+      EXPECT_EQ(to_json(top.plans[idx]), to_json(all.plans[idx])) << "case " << case_idx;
+      drawn += top.plans[idx].predictions.iteration_estimate == IterationEstimate::kDraws;
+    }
+    for (size_t idx = 1; idx < all.plans.size(); ++idx)
+      EXPECT_LE(to_ns(all.plans[idx - 1].predictions.iteration_ms),
+                to_ns(all.plans[idx].predictions.iteration_ms))
+          << "case " << case_idx;
+  }
+  EXPECT_GT(drawn, 10);
 }
 
 TEST(SearchTest, EveryInfeasibleFamilyHasAReason) {

@@ -153,7 +153,7 @@ TEST(SimulatorTest, InterleavedPlaysTheExpansionsOrder) {
       }
 }
 
-// Varying chunk times are drawn like a stage's (fwd_cv and bwd_cv of the stage), by every mode.
+// Varying chunk times are drawn like a stage's (fwd_cv and bwd_cv of the stage).
 TEST(SimulatorTest, InterleavedDrawsVaryingChunkTimes) {
   SimulationInput in = interleaved(2, 2, 4, StageCosts{1, 2, 0, 0, 0}, 0.1);
   in.dp = 2;
@@ -161,13 +161,10 @@ TEST(SimulatorTest, InterleavedDrawsVaryingChunkTimes) {
   in.gradient_ms.push_back(in.gradient_ms[0]);
   in.ranks.push_back({2, 3});
   for (StageCosts& stage : in.stages) stage.fwd_cv = stage.bwd_cv = 0.3;
-  for (ReplicaDraws mode : {ReplicaDraws::kEvery, ReplicaDraws::kFold}) {
-    SimulationOptions options;
-    options.replica_draws = mode;
-    const SimulationResult result = simulate(in, options);
-    EXPECT_GT(result.iteration_ms, result.mean_times_iteration_ms);
-    EXPECT_LT(result.iteration_ms, 2 * result.mean_times_iteration_ms);
-  }
+  const SimulationResult result = simulate(in);
+  EXPECT_EQ(result.variability_draws, kVariabilityDraws);
+  EXPECT_GT(result.iteration_ms, result.mean_times_iteration_ms);
+  EXPECT_LT(result.iteration_ms, 2 * result.mean_times_iteration_ms);
 }
 
 TEST(SimulatorTest, UnequalStagesByHand) {

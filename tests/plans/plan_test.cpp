@@ -157,6 +157,35 @@ TEST(PlanTest, PlansWithoutCalibrationReadAsBefore) {
     EXPECT_FALSE(stage.contains("fwd_cv") || stage.contains("bwd_cv"));
 }
 
+// predictions.iteration_estimate is written where it is not what its absence reads as (draws
+// when a stage's times vary, else mean-times), so that plans written before it keep their hash;
+// draws without varying times are refused.
+TEST(PlanTest, IterationEstimateIsWrittenWhereItIsNotImplied) {
+  Plan plan = full_plan();  // fwd_cv > 0
+  plan.predictions.iteration_estimate = IterationEstimate::kDraws;
+  Json json = to_json(plan);
+  EXPECT_FALSE(json["predictions"].contains("iteration_estimate"));
+  EXPECT_EQ(plan_from_json(json, "plan.json").predictions.iteration_estimate,
+            IterationEstimate::kDraws);
+  plan.predictions.iteration_estimate = IterationEstimate::kMeanTimes;  // past the draw budget
+  json = to_json(plan);
+  EXPECT_EQ(json["predictions"]["iteration_estimate"], "mean-times");
+  EXPECT_EQ(plan_from_json(json, "plan.json").predictions.iteration_estimate,
+            IterationEstimate::kMeanTimes);
+  Plan steady = testing::make_test_plan(1, 2, 2, Schedule::kOneFOneB);  // no fwd_cv or bwd_cv
+  EXPECT_FALSE(to_json(steady)["predictions"].contains("iteration_estimate"));
+  EXPECT_EQ(plan_from_json(to_json(steady), "plan.json").predictions.iteration_estimate,
+            IterationEstimate::kMeanTimes);
+  steady.predictions.iteration_estimate = IterationEstimate::kDraws;
+  EXPECT_EQ(error_of([&] { steady.validate("plan.json"); }),
+            "plan.json: predictions.iteration_estimate: draws: expected mean-times when no "
+            "stage's times vary (every fwd_cv and bwd_cv is 0)");
+  json["predictions"]["iteration_estimate"] = "folded";
+  EXPECT_EQ(error_of([&] { plan_from_json(json, "plan.json"); }),
+            "plan.json: predictions.iteration_estimate: 'folded': expected one of mean-times, "
+            "draws");
+}
+
 TEST(PlanTest, CalibrationMemoryCorrectionsFollowTheStageCount) {
   const Calibration& calibration = *full_plan().calibration;
   EXPECT_EQ(calibration.memory_corrections(2), (std::vector<int64_t>{-4096, 65536}));
