@@ -1,7 +1,6 @@
 // JSON helpers: file I/O with clear errors and field access that names the path.
 #include "common/json.h"
 
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -123,118 +122,6 @@ class StreamingDomBuilder {
   bool key_repeated_ = false;
 };
 
-constexpr size_t kNotFound = std::string_view::npos;
-
-bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-size_t skip_space(std::string_view text, size_t pos) {
-  while (pos < text.size() && is_json_space(text[pos])) ++pos;
-  return pos;
-}
-
-// Which bytes a scan of JSON text stops at: outside strings (kStructural) and inside (kInString).
-constexpr std::array<bool, 256> byte_set(std::string_view bytes) {
-  std::array<bool, 256> set{};
-  for (const char byte : bytes) set[static_cast<unsigned char>(byte)] = true;
-  return set;
-}
-constexpr std::array<bool, 256> kStructural = byte_set("\"[]{},");
-constexpr std::array<bool, 256> kInString = byte_set("\"\\");
-
-// The offset of the first byte of `set` at or after `pos`, or text.size(). A table and four
-// bytes a step: a profile's layers are scanned at about 2.5 GB/s so, four times a switch on each
-// byte, which the scan before a parse on two threads waits for.
-size_t find_byte_of(const std::array<bool, 256>& set, std::string_view text, size_t pos) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
-  for (; pos + 4 <= text.size(); pos += 4) {
-    if (set[bytes[pos]]) return pos;
-    if (set[bytes[pos + 1]]) return pos + 1;
-    if (set[bytes[pos + 2]]) return pos + 2;
-    if (set[bytes[pos + 3]]) return pos + 3;
-  }
-  while (pos < text.size() && !set[bytes[pos]]) ++pos;
-  return pos;
-}
-
-// The offset just past the string whose '"' is at text[pos], or kNotFound where it never closes.
-size_t skip_string(std::string_view text, size_t pos) {
-  for (pos = find_byte_of(kInString, text, pos + 1); pos < text.size();
-       pos = find_byte_of(kInString, text, pos + 2)) {  // past a '\\' and the byte it escapes
-    if (text[pos] == '"') return pos + 1;
-  }
-  return kNotFound;
-}
-
-// The offset of the ']' or '}' that closes the array or object opening at text[pos], or kNotFound;
-// `on_separator(offset)` is called for each ',' directly inside it, and where it returns false the
-// scan stops there, returning that offset. Brackets inside strings do not count; whether a '[' is
-// closed by ']' and not '}' is left to the parser.
-template <typename OnSeparator>
-size_t skip_container(std::string_view text, size_t pos, OnSeparator on_separator) {
-  size_t depth = 0;
-  for (pos = find_byte_of(kStructural, text, pos); pos < text.size();
-       pos = find_byte_of(kStructural, text, pos)) {
-    switch (text[pos]) {
-      case '"':
-        pos = skip_string(text, pos);
-        if (pos == kNotFound) return kNotFound;
-        continue;
-      case '[':
-      case '{':
-        ++depth;
-        break;
-      case ']':
-      case '}':
-        if (--depth == 0) return pos;
-        break;
-      default:  // ','
-        if (depth == 1 && !on_separator(pos)) return pos;
-        break;
-    }
-    ++pos;
-  }
-  return kNotFound;
-}
-
-// The offset just past the value at text[pos]: a string, an array, an object or, up to the next
-// separator or whitespace, anything else (a number, true, false, null).
-size_t skip_value(std::string_view text, size_t pos) {
-  if (pos >= text.size()) return kNotFound;
-  if (text[pos] == '"') return skip_string(text, pos);
-  if (text[pos] == '[' || text[pos] == '{') {
-    const size_t close = skip_container(text, pos, [](size_t) { return true; });
-    return close == kNotFound ? kNotFound : close + 1;
-  }
-  while (pos < text.size() && !is_json_space(text[pos]) && text[pos] != ',' && text[pos] != '}' &&
-         text[pos] != ']')
-    ++pos;
-  return pos;
-}
-
-// The elements of the array opening at text[open], or nullopt (find_root_array_elements).
-std::optional<RootArrayElements> array_elements(std::string_view text, size_t open, size_t until) {
-  RootArrayElements array;
-  array.open = open;
-  size_t element_start = open + 1;
-  array.end = skip_container(text, open, [&](size_t separator) {
-    array.elements.push_back(text.substr(element_start, separator - element_start));
-    element_start = separator + 1;
-    return separator < until;
-  });
-  if (array.end == kNotFound || text[array.end] == '}') return std::nullopt;
-  const bool closed = text[array.end] == ']';
-  // An element must follow the "," the scan stopped at: "[1, ]" is no JSON.
-  const size_t next = skip_space(text, array.end + 1);
-  if (!closed && (next == text.size() || text[next] == ']')) return std::nullopt;
-  if (closed) array.elements.push_back(text.substr(element_start, array.end - element_start));
-  for (std::string_view element : array.elements)
-    if (skip_space(element, 0) == element.size()) {
-      if (array.elements.size() > 1 || !closed) return std::nullopt;
-      array.elements.clear();  // "[ ]"
-    }
-  return array;
-}
-
 }  // namespace
 
 std::string read_file_bytes(const std::string& path, int64_t max_bytes) {
@@ -285,33 +172,6 @@ std::optional<Json> parse_json_streaming(std::string_view text, std::string_view
   StreamingDomBuilder builder(&root, array_key, on_element);
   if (!Json::sax_parse(text, &builder) || builder.key_repeated()) return std::nullopt;
   return root;
-}
-
-std::optional<RootArrayElements> find_root_array_elements(std::string_view text,
-                                                          std::string_view array_key,
-                                                          size_t until) {
-  size_t pos = skip_space(text, 0);
-  if (pos == text.size() || text[pos] != '{') return std::nullopt;
-  pos = skip_space(text, pos + 1);
-  // The root's members, each '"key" : value' followed by ',' or '}'.
-  while (pos < text.size() && text[pos] == '"') {
-    const size_t key_end = skip_string(text, pos);
-    if (key_end == kNotFound) return std::nullopt;
-    const std::string_view key = text.substr(pos + 1, key_end - pos - 2);
-    pos = skip_space(text, key_end);
-    if (pos == text.size() || text[pos] != ':') return std::nullopt;
-    pos = skip_space(text, pos + 1);
-    if (key == array_key) {
-      if (pos == text.size() || text[pos] != '[') return std::nullopt;
-      return array_elements(text, pos, until);
-    }
-    pos = skip_value(text, pos);
-    if (pos == kNotFound) return std::nullopt;
-    pos = skip_space(text, pos);
-    if (pos == text.size() || text[pos] != ',') return std::nullopt;
-    pos = skip_space(text, pos + 1);
-  }
-  return std::nullopt;
 }
 
 void write_json_file(const std::string& path, const Json& json) {

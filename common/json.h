@@ -42,28 +42,6 @@ Json parse_json(std::string_view text, const std::string& path);
 std::optional<Json> parse_json_streaming(std::string_view text, std::string_view array_key,
                                          const std::function<void(Json&& element)>& on_element);
 
-/// Where the elements of the array under `array_key` in the root object of `text` lie, as a light
-/// scan finds them: it skips strings (escapes respected) and counts brackets, and checks nothing
-/// else, so `text` may still be no JSON; a caller parses each piece and gives up where one fails.
-struct RootArrayElements {
-  size_t open = 0;  ///< offset of the array's '['
-  /// Offset of the array's ']', or of the ',' the scan stopped at (find_root_array_elements).
-  size_t end = 0;
-  /// Each element's text up to `end`, between the separators and with the whitespace around it,
-  /// none of them blank; none for an array of whitespace only. Each but the first follows the ','
-  /// at element.data()[-1].
-  std::vector<std::string_view> elements;
-};
-
-/// The array under the first key of the root object of `text` written plainly as `array_key`
-/// (a later repeat is not looked for: parse_json_streaming reports it), scanned up to its first
-/// separating ',' at offset `until` or later (then `end`), or else to its ']'. nullopt where the
-/// text opens with no object (whitespace aside; a byte order mark too), no such key is found,
-/// its value is no array, it is never closed or an element is blank ("[1, , 2]", "[1, ]").
-std::optional<RootArrayElements> find_root_array_elements(std::string_view text,
-                                                          std::string_view array_key,
-                                                          size_t until = std::string_view::npos);
-
 /// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
 void write_json_file(const std::string& path, const Json& json);
 

@@ -96,58 +96,6 @@ TEST(JsonTest, StreamingGivesUpWhereParseJsonWouldThrowOrKeepTheLastArray) {
   EXPECT_EQ(handed_on, 0);
 }
 
-// The elements' texts find_root_array_elements gives, then the byte at `end`; {"none"} for nullopt.
-std::vector<std::string> root_array_elements(std::string_view text,
-                                             size_t until = std::string_view::npos) {
-  const std::optional<RootArrayElements> array = find_root_array_elements(text, "layers", until);
-  if (!array) return {"none"};
-  EXPECT_EQ(text[array->open], '[');
-  std::vector<std::string> elements(array->elements.begin(), array->elements.end());
-  elements.push_back(std::string(1, text[array->end]));
-  return elements;
-}
-
-TEST(JsonTest, RootArrayScanSkipsStringsAndOtherValues) {
-  // Brackets, braces, commas and escaped quotes in strings, keys before "layers" with containers
-  // and a nested "layers", a string ending in a backslash.
-  const std::string text =
-      R"( {"a": {"layers": [1, 2]}, "b\"layers": "x", "c": ["]", "{"], "d": -1.5e3, "e": null,)"
-      "\n"
-      R"( "layers" : [ {"name": "a,]}\"[{"}, "\\", [1, {"x": ","}] ,{}], "f": [)";
-  EXPECT_EQ(root_array_elements(text),
-            (std::vector<std::string>{R"( {"name": "a,]}\"[{"})", R"( "\\")",
-                                      R"( [1, {"x": ","}] )", "{}", "]"}));
-  const std::optional<RootArrayElements> array = find_root_array_elements(text, "layers");
-  ASSERT_TRUE(array.has_value());
-  EXPECT_EQ(array->elements[1].data()[-1], ',');
-  EXPECT_EQ(root_array_elements(R"({"layers": [ ]})"), std::vector<std::string>{"]"});
-  EXPECT_EQ(root_array_elements(R"({"layers": [7]})"), (std::vector<std::string>{"7", "]"}));
-  // Up to the first separator at `until` or after: the scan stops at that ','.
-  const size_t second = text.find(R"( "\\")");
-  EXPECT_EQ(root_array_elements(text, second),
-            (std::vector<std::string>{R"( {"name": "a,]}\"[{"})", R"( "\\")", ","}));
-  EXPECT_EQ(root_array_elements(text, second - 1),
-            (std::vector<std::string>{R"( {"name": "a,]}\"[{"})", ","}));
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2]})", 0), (std::vector<std::string>{"1", ","}));
-}
-
-TEST(JsonTest, RootArrayScanGivesUpWhereItFindsNoArray) {
-  const std::vector<std::string> none{"none"};
-  EXPECT_EQ(root_array_elements(R"([{"layers": [1]}])"), none);           // the root is no object
-  EXPECT_EQ(root_array_elements("\xEF\xBB\xBF{\"layers\": [1]}"), none);  // a byte order mark
-  EXPECT_EQ(root_array_elements(R"({"model": {"layers": [1]}})"), none);  // nested only
-  EXPECT_EQ(root_array_elements(R"({"lay\u0065rs": [1]})"), none);        // not written plainly
-  EXPECT_EQ(root_array_elements(R"({"layers": 5})"), none);
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2)"), none);      // never closed
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2}})"), none);    // closed by a brace
-  EXPECT_EQ(root_array_elements(R"({"layers": ["1, 2]})"), none);   // in a string to the end
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, , 2]})"), none);  // a blank element
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2, ]})"), none);
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, ]})", 0), none);      // where the scan stops too
-  EXPECT_EQ(root_array_elements(R"({"a": "x" "layers": [1]})"), none);  // no separator
-  EXPECT_EQ(root_array_elements(R"({"a": "x\)"), none);
-}
-
 TEST(JsonTest, RefusesAFifoAndAFolderInsteadOfBlocking) {
   namespace fs = std::filesystem;
   const fs::path fifo = fs::temp_directory_path() / "pipeplan_json_test.fifo";
