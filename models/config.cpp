@@ -72,7 +72,7 @@ Json check_config_keys(const std::string& model, const Json& defaults, const Jso
                            : it->is_number()       ? value.is_number()
                                                    : value.type() == it->type();
     PIPEPLAN_CHECK(same_type, "model ", quote(model), ": configuration field ", quote(it.key()),
-                   " is ", value.dump(), ", expected ", type_word(*it));
+                   " is ", shorten(value.dump()), ", expected ", type_word(*it));
   }
   for (auto it = config.begin(); it != config.end(); ++it)
     PIPEPLAN_CHECK(defaults.contains(it.key()), "model ", quote(model),

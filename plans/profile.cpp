@@ -443,7 +443,7 @@ Profile parse_profile(std::string_view text, const std::string& path) {
 }
 
 Profile read_profile(const std::string& path) {
-  return parse_profile(read_file_bytes(path, kMaxJsonFileBytes), path);
+  return parse_profile(read_json_text(path), path);
 }
 
 void write_profile(const std::string& path, const Profile& profile) {

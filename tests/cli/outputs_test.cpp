@@ -1,7 +1,10 @@
-// End-to-end tests of what every command writes: write errors (a full device, standard output)
-// end the command naming the path and errno, devices stay devices, an output that is an input is
-// refused, and counts that start processes or steps are bounded.
+// End-to-end tests of what every command writes and reads: write errors (a full device, standard
+// output) end the command naming the path and errno, devices stay devices, a FIFO nobody reads is
+// refused, an output that is an input is refused, counts that start processes or steps are
+// bounded, every integer flag is decimal, and inputs no reader takes are bad input.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -9,8 +12,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "common/json.h"
 #include "tests/cli/cli_fixture.h"
 
 namespace pipeplan {
@@ -54,6 +63,49 @@ TEST_F(CliTest, StandardOutputThatCannotBeWrittenFailsTheCommand) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.err = slurp(dir_ / "err.txt");
   expect_one_line_error(result, 1, "cannot write standard output: No space left on device");
+}
+
+// Runs `command` with sh in the test's folder; its exit code is what it writes to code.txt.
+Outcome run_shell(const fs::path& dir, const std::string& command) {
+  std::system(("cd '" + dir.string() + "' && " + command).c_str());
+  Outcome result;
+  std::istringstream(slurp(dir / "code.txt")) >> result.exit_code;
+  result.err = slurp(dir / "err.txt");
+  return result;
+}
+
+// Issue 46: `-o FIFO` waited for ever for a reader.
+TEST_F(CliTest, AFifoNoProcessReadsIsRefusedAsOutputNotWaitedFor) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  const Outcome result = run_shell(
+      dir_, "timeout 30 '" + testing::kBinary + "' " + plan_args("--pp 2 -o fifo") +
+                " > /dev/null 2> err.txt; echo $? > code.txt");
+  expect_one_line_error(result, 2,
+                        "cannot write 'fifo': No such device or address (a FIFO that no process "
+                        "opened for reading)");
+}
+
+// Issue 46: a profile nested 100,000 deep under one key crashed `plan` (SIGSEGV, exit 139), and
+// a loop of links as the profile ended with exit 1 and a raw filesystem error.
+TEST_F(CliTest, DeepNestingAndLinkLoopsAsInputsAreBadInput) {
+  std::string text = slurp(testing::kFixture);
+  const std::string key = "\"tool_version\": \"";
+  ASSERT_NE(text.find(key), std::string::npos);
+  const int depth = 100000;
+  text.replace(text.find(key), key.size(),
+               "\"tool_version\": " + std::string(depth, '[') + std::string(depth, ']') +
+                   ", \"x\": \"");
+  std::ofstream(dir_ / "deep.json") << text;
+  const std::string rest = " --devices 2 --device-memory 1GiB --global-batch 16 -o o.json";
+  const Outcome deep = run("plan --profile deep.json" + rest);
+  expect_one_line_error(deep, 2, "deep.json: tool_version[0][0]");
+  EXPECT_NE(deep.err.find("nested deeper than 64 levels"), std::string::npos) << deep.err;
+  EXPECT_LT(deep.err.size(), 400u);
+  fs::create_symlink("loop.json", dir_ / "loop.json");
+  expect_bad_input("plan --profile loop.json" + rest,
+                   "loop.json: cannot read: Too many levels of symbolic links");
+  expect_bad_input("simulate --plan loop.json", "loop.json: cannot read: Too many levels");
+  EXPECT_FALSE(fs::exists(dir_ / "o.json"));
 }
 
 TEST_F(CliTest, LaunchFailsWhenTheRanksOutputCannotBeWritten) {
