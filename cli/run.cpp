@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/version.h"
@@ -43,6 +44,7 @@ int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subco
     Runner runner = sub.add(app);
     runners.emplace_back(app.get_subcommand(sub.name), std::move(runner));
   }
+  check_integer_flags_are_decimal(app);
   // CLI11 would only say "a subcommand is required"; name the word it did not know instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
