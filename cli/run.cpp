@@ -1,6 +1,11 @@
 // The shared command line: subcommand dispatch and error reporting.
 #include "cli/run.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 
 #include "cli/flag_checks.h"
@@ -32,8 +37,26 @@ void write_outputs(const std::vector<OutputContent>& outputs) {
   for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
 }
 
+void protect_standard_streams() {
+  // SIGPIPE would kill the process at its first write to a pipe no process reads, without a
+  // word and after some outputs were written; ignored, the write fails with EPIPE, which
+  // check_stream_written reports.
+  std::signal(SIGPIPE, SIG_IGN);
+  // A closed descriptor 0, 1 or 2 is opened on /dev/null: the next file opened would take its
+  // number, and what is printed would end up in an output file.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null_fd >= 0 && null_fd != fd) {
+      ::dup2(null_fd, fd);
+      ::close(null_fd);
+    }
+  }
+}
+
 int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
                      DescribeError describe) {
+  protect_standard_streams();
   CLI::App app{"pipeplan: measure a network, plan its pipeline x data-parallel split, train it, "
                "and compare the plan with what was measured.",
                "pipeplan"};

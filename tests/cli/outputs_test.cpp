@@ -74,6 +74,22 @@ Outcome run_shell(const fs::path& dir, const std::string& command) {
   return result;
 }
 
+// Issue 46: with a standard output no process reads, `plan` died of SIGPIPE (exit 141).
+TEST_F(CliTest, AClosedOrUnreadStandardOutputNeitherKillsTheCommandNorGoesToAFile) {
+  const std::string plan = "'" + testing::kBinary + "' " + plan_args("--pp 2 -o plan.json");
+  // Closed: the tables go nowhere (not into plan.json, which took descriptor 1 before), the
+  // plan is written.
+  const Outcome closed = run_shell(dir_, plan + " >&- 2> err.txt; echo $? > code.txt");
+  EXPECT_EQ(closed.exit_code, 0) << closed.err;
+  EXPECT_EQ(read_json_file((dir_ / "plan.json").string()).at("schema"), "pipeplan.plan/1");
+  fs::remove(dir_ / "plan.json");
+  // A pipe whose reader has left: exit 1 naming standard output, nothing written.
+  const Outcome unread = run_shell(
+      dir_, "{ " + plan + " 2> err.txt; echo $? > code.txt; } | (exec 0<&-; sleep 2)");
+  expect_one_line_error(unread, 1, "cannot write standard output: Broken pipe");
+  EXPECT_FALSE(fs::exists(dir_ / "plan.json"));
+}
+
 // Issue 46: `-o FIFO` waited for ever for a reader.
 TEST_F(CliTest, AFifoNoProcessReadsIsRefusedAsOutputNotWaitedFor) {
   ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
