@@ -261,6 +261,7 @@ std::string run_plan_path(const Run& run, const std::string& run_path) {
 Calibration calibration_from(const std::string& run_path, const Profile& profile) {
   const Run run = read_run(run_path);
   const Plan run_plan = read_plan(run_plan_path(run, run_path));
+  check_step_times_of_plan(run_plan, run, run_path);
   const CalibrationResult result = calibrate(profile, run_plan, run, run_path);
   for (const std::string& line : describe(result, run)) std::printf("%s\n", line.c_str());
   return result.calibration;
