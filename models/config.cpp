@@ -94,4 +94,10 @@ void check_config_min(const std::string& model, const Json& config, const char* 
                  " is out of range; expected an integer >= ", min_value);
 }
 
+void check_config_blocks(const std::string& model, const Json& config) {
+  const int64_t value = config_int(config, "layers");
+  PIPEPLAN_CHECK(value >= 1 && value <= kMaxModelBlocks, "model ", quote(model), ": layers=", value,
+                 " is out of range; expected an integer in [1, ", kMaxModelBlocks, "]");
+}
+
 }  // namespace pipeplan::models
