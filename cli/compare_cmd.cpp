@@ -34,6 +34,7 @@ int run_compare(const CompareOptions& o) {
   check_predicts_compute(plan, o.plan);
   const Run run = read_run(o.run);
   check_run_of_plan(plan, o.plan, run, o.run);
+  check_step_times_of_plan(plan, run, o.run);
   const Comparison comparison = compare(plan, o.plan, run, o.run);
   std::fputs(to_table(comparison).c_str(), stdout);
   // All outputs or none: a failed --svg leaves no new --json behind.

@@ -249,10 +249,11 @@ void print_rejections(const SearchResult& result) {
 // The plan a run ran: its plan.path as written, or beside run.json when that is relative.
 std::string run_plan_path(const Run& run, const std::string& run_path) {
   namespace fs = std::filesystem;
+  std::error_code ec;  // a path that cannot be looked at is read as given and refused then
   const fs::path written(run.plan_path);
-  if (fs::exists(written) || written.is_absolute()) return run.plan_path;
+  if (fs::exists(written, ec) || written.is_absolute()) return run.plan_path;
   const fs::path beside = fs::path(run_path).parent_path() / written;
-  return fs::exists(beside) ? beside.string() : run.plan_path;
+  return fs::exists(beside, ec) ? beside.string() : run.plan_path;
 }
 
 // --calibrate: the calibration the run makes to `profile`, printed; the search then plans
@@ -260,6 +261,7 @@ std::string run_plan_path(const Run& run, const std::string& run_path) {
 Calibration calibration_from(const std::string& run_path, const Profile& profile) {
   const Run run = read_run(run_path);
   const Plan run_plan = read_plan(run_plan_path(run, run_path));
+  check_step_times_of_plan(run_plan, run, run_path);
   const CalibrationResult result = calibrate(profile, run_plan, run, run_path);
   for (const std::string& line : describe(result, run)) std::printf("%s\n", line.c_str());
   return result.calibration;
@@ -271,7 +273,7 @@ int run_plan(const PlanOptions& o) {
   check_writable(o.output, "-o");
   // The profile's bytes are read once, for its hash and its content (tens of MB at 10,000
   // layers); the hash is taken on another thread while they are parsed.
-  const std::string profile_bytes = read_file_bytes(o.profile);
+  const std::string profile_bytes = read_json_text(o.profile);
   std::future<std::string> hashed =
       std::async(std::launch::async, [&profile_bytes] { return content_hash(profile_bytes); });
   const Profile measured = parse_profile(profile_bytes, o.profile);

@@ -1,8 +1,14 @@
 // The shared command line: subcommand dispatch and error reporting.
 #include "cli/run.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/version.h"
@@ -32,8 +38,26 @@ void write_outputs(const std::vector<OutputContent>& outputs) {
   for (const OutputContent& output : outputs) std::printf("wrote %s\n", output.path.c_str());
 }
 
+void protect_standard_streams() {
+  // SIGPIPE would kill the process at its first write to a pipe no process reads, without a
+  // word and after some outputs were written; ignored, the write fails with EPIPE, which
+  // check_stream_written reports.
+  std::signal(SIGPIPE, SIG_IGN);
+  // A closed descriptor 0, 1 or 2 is opened on /dev/null: the next file opened would take its
+  // number, and what is printed would end up in an output file.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null_fd >= 0 && null_fd != fd) {
+      ::dup2(null_fd, fd);
+      ::close(null_fd);
+    }
+  }
+}
+
 int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
                      DescribeError describe) {
+  protect_standard_streams();
   CLI::App app{"pipeplan: measure a network, plan its pipeline x data-parallel split, train it, "
                "and compare the plan with what was measured.",
                "pipeplan"};
@@ -44,6 +68,7 @@ int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subco
     Runner runner = sub.add(app);
     runners.emplace_back(app.get_subcommand(sub.name), std::move(runner));
   }
+  check_integer_flags_are_decimal(app);
   // CLI11 would only say "a subcommand is required"; name the word it did not know instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;

@@ -21,9 +21,15 @@ struct Subcommand {
 using DescribeError = std::string (*)(const std::exception& error);
 
 /// Parses `argv` against `subcommands` (in the order of `--help`) and runs the one given. Bad
-/// input exits 2, other failures 1, each with one line "pipeplan: error: ..." on stderr.
+/// input exits 2, other failures 1, each with one line "pipeplan: error: ..." on stderr; a
+/// standard output that takes no writes (a pipe nobody reads) is a failure (exit 1) naming it.
 int run_command_line(int argc, char** argv, const std::vector<Subcommand>& subcommands,
                      DescribeError describe);
+
+/// Makes the standard streams safe to write: SIGPIPE ignored (a write to a pipe no process reads
+/// fails, and the command reports it), and any of descriptors 0, 1 and 2 that is closed opened
+/// on /dev/null. run_command_line calls it first.
+void protect_standard_streams();
 
 /// The subcommands that need no LibTorch (plan, simulate, compare, export): all that `pipeplan`
 /// runs itself; pipeplan-torch runs them too.

@@ -1,5 +1,6 @@
-// Output files: checked writes, temporary file and rename for regular files, in-place writes for
-// devices, and the output-is-an-input check.
+// Input and output files: regular-file checks and bounded reads of inputs; checked writes,
+// temporary file and rename for regular files, in-place writes for devices, and the
+// output-is-an-input check.
 #include "common/files.h"
 
 #include <fcntl.h>
@@ -7,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "common/error.h"
 
@@ -16,6 +19,11 @@ namespace pipeplan {
 namespace {
 
 namespace fs = std::filesystem;
+
+// How long an output that is a FIFO waits for a process to open it for reading, and how often it
+// looks: a command never hangs on a FIFO nobody reads.
+constexpr std::chrono::seconds kFifoReaderWait{2};
+constexpr std::chrono::milliseconds kFifoReaderPoll{10};
 
 [[noreturn]] void fail_write(const std::string& path, int err) {
   throw Error(ErrorKind::kRuntime,
@@ -30,22 +38,52 @@ bool is_special_target(const std::string& path) {
   return !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode);
 }
 
-// Opens `path` with `flags`, retrying EINTR (opening a pipe waits for its reader); errors name
-// `shown` (the file the user named). A path the user can fix (no such folder, no permission) is
+// ::open, retrying EINTR, without blocking (O_NONBLOCK), as only a FIFO would: for reading, one
+// that no process writes opens at once; for writing, one that no process reads fails with ENXIO,
+// retried until kFifoReaderWait has passed (its reader may be starting beside this command). The
+// file is then blocking again, so that reads and writes wait as usual.
+int open_now(const std::string& path, int flags) {
+  const auto deadline = std::chrono::steady_clock::now() + kFifoReaderWait;
+  for (;;) {
+    const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd >= 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    if (errno == EINTR) continue;
+    if (errno != ENXIO || std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(kFifoReaderPoll);
+  }
+}
+
+// Opens `path` with `flags` for writing (open_now); errors name `shown` (the file the user
+// named). A path the user can fix (no such folder, no permission, a FIFO no process reads) is
 // bad input; anything else (no space left for a new file, too many open files) a runtime failure.
 int open_checked(const std::string& path, const std::string& shown, int flags,
                  std::string_view field) {
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
+  const int fd = open_now(path, flags);
   if (fd >= 0) return fd;
   const int err = errno;
   const bool users_path = err == ENOENT || err == ENOTDIR || err == EACCES || err == EPERM ||
-                          err == EISDIR || err == EROFS || err == ENAMETOOLONG || err == ELOOP;
+                          err == EISDIR || err == EROFS || err == ENAMETOOLONG || err == ELOOP ||
+                          err == ENXIO;
   throw Error(users_path ? ErrorKind::kBadInput : ErrorKind::kRuntime,
               detail::concat(field, field.empty() ? "" : ": ", "cannot write ", quote(shown), ": ",
-                             std::strerror(err)));
+                             std::strerror(err),
+                             err == ENXIO ? " (a FIFO that no process opened for reading)" : ""));
+}
+
+// Reads up to `size` bytes from `fd` into `out` from offset `done`; returns the offset reached
+// (less than `size` at the end of the file).
+size_t read_up_to(int fd, std::string* out, size_t done, size_t size, const std::string& path) {
+  while (done < size) {
+    const ssize_t got = ::read(fd, out->data() + done, size - done);
+    if (got < 0 && errno == EINTR) continue;
+    PIPEPLAN_CHECK(got >= 0, path, ": cannot read: ", std::strerror(errno));
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
 }
 
 void write_in_place(const std::string& path, std::string_view bytes) {
@@ -133,6 +171,48 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+int64_t check_input_file(const std::string& path, int64_t max_bytes) {
+  struct stat info {};
+  PIPEPLAN_CHECK(!path.empty(), "an empty path; expected a file");
+  PIPEPLAN_CHECK(::stat(path.c_str(), &info) == 0, path, ": cannot read: ", std::strerror(errno));
+  PIPEPLAN_CHECK(S_ISREG(info.st_mode), path, ": not a regular file (a ",
+                 S_ISDIR(info.st_mode)    ? "folder"
+                 : S_ISFIFO(info.st_mode) ? "FIFO"
+                                          : "device or socket",
+                 "); expected a file");
+  PIPEPLAN_CHECK(info.st_size <= max_bytes, path, ": ", info.st_size,
+                 " bytes: expected a file of at most ", max_bytes, " bytes");
+  return static_cast<int64_t>(info.st_size);
+}
+
+std::string read_file_bytes(const std::string& path, int64_t max_bytes, size_t start_bytes,
+                            const std::function<void(std::string_view start)>& check_start) {
+  const auto size = static_cast<size_t>(check_input_file(path, max_bytes));
+  const int fd = open_now(path, O_RDONLY);
+  PIPEPLAN_CHECK(fd >= 0, path, ": cannot read: ", std::strerror(errno));
+  std::string bytes;
+  try {
+    struct stat info {};
+    PIPEPLAN_CHECK(::fstat(fd, &info) == 0 && S_ISREG(info.st_mode), path,
+                   ": not a regular file any more; expected a file");
+    size_t done = 0;
+    if (check_start && size > start_bytes) {  // the start alone, before the whole is allocated
+      bytes.resize(start_bytes);
+      done = read_up_to(fd, &bytes, 0, start_bytes, path);
+      check_start(std::string_view(bytes.data(), done));
+    }
+    // One read into a buffer of the file's size: a stringstream copies the bytes twice, which a
+    // profile of tens of megabytes feels.
+    bytes.resize(size);
+    bytes.resize(read_up_to(fd, &bytes, done, size, path));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return bytes;
+}
+
 void write_fd_fully(int fd, std::string_view bytes, const std::string& path) {
   while (!bytes.empty()) {
     const ssize_t written = ::write(fd, bytes.data(), bytes.size());
@@ -176,8 +256,9 @@ void check_outputs_distinct(const std::vector<PathFlag>& outputs,
   for (size_t out_idx = 0; out_idx < outputs.size(); ++out_idx) {
     const PathFlag& out = outputs[out_idx];
     if (out.path.empty() || is_special_target(out.path)) continue;
+    std::error_code ec;  // an input that cannot be looked at (a loop of links) is no output
     for (const PathFlag& in : inputs)
-      PIPEPLAN_CHECK(in.path.empty() || !fs::exists(in.path) || !same_file(out.path, in.path),
+      PIPEPLAN_CHECK(in.path.empty() || !fs::exists(in.path, ec) || !same_file(out.path, in.path),
                      out.flag, ": ", quote(out.path), " is the ", in.flag,
                      " file; writing it would replace that input, give another path");
     for (size_t other_idx = out_idx + 1; other_idx < outputs.size(); ++other_idx) {

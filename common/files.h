@@ -1,13 +1,30 @@
-// Output files: every write checked, regular files replaced through a temporary file and a rename,
-// devices and pipes written in place, and outputs that would overwrite an input refused.
+// Input and output files: inputs read only from regular files of a bounded size; every write
+// checked, regular files replaced through a temporary file and a rename, devices and pipes
+// written in place, and outputs that would overwrite an input refused.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace pipeplan {
+
+/// Checks, before anything opens it, that `path` names (through any links) a regular file of
+/// at most `max_bytes` bytes, and returns its size: a FIFO would block its reader and a device
+/// such as /dev/zero never end. Throws Error(kBadInput) "<path>: ..." saying what it is instead:
+/// missing or unreadable (errno, a loop of links included), a folder, FIFO or device, or larger.
+int64_t check_input_file(const std::string& path, int64_t max_bytes);
+
+/// The bytes of the file `path`, which check_input_file accepts: opened without waiting (were
+/// it replaced by a FIFO since) and read up to the size it had, however it grows. When the file
+/// is larger than `start_bytes`, `check_start` first sees its first `start_bytes` and may throw,
+/// so that a file bad from its start fails before it is read whole. Throws Error(kBadInput) as
+/// check_input_file does, or "<path>: cannot read: <errno>".
+std::string read_file_bytes(const std::string& path, int64_t max_bytes, size_t start_bytes = 0,
+                            const std::function<void(std::string_view start)>& check_start = {});
 
 /// Writes all of `bytes` to `fd`, retrying short writes and EINTR. Throws Error(kRuntime)
 /// "cannot write <quoted path>: <strerror>" on the first failed write (`path` names the file in
@@ -19,9 +36,9 @@ void write_fd_fully(int fd, std::string_view bytes, const std::string& path);
 /// crash or a full disk never leaves a half-written file and the old content survives a failed
 /// write; a symbolic link keeps pointing at the file it names, which is the one replaced. Any
 /// other existing target (a device such as /dev/null, a pipe) is opened and written in place,
-/// never replaced. Throws Error(kBadInput) naming the path and errno when the file cannot be
-/// created or opened, Error(kRuntime) when a write, flush or rename fails (the temporary file is
-/// removed).
+/// never replaced; a FIFO that no process opens for reading within 2 s is refused. Throws
+/// Error(kBadInput) naming the path and errno when the file cannot be created or opened,
+/// Error(kRuntime) when a write, flush or rename fails (the temporary file is removed).
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
 /// One output of a command: where it goes and what it holds.
@@ -60,7 +77,7 @@ void check_outputs_distinct(const std::vector<PathFlag>& outputs,
 class OutputFile {
  public:
   /// Opens `path`; `append` keeps what is there. Throws Error(kBadInput) naming `field` and the
-  /// path when it cannot be opened.
+  /// path when it cannot be opened (a FIFO no process reads included, as write_file_atomic).
   OutputFile(const std::string& path, bool append, std::string_view field);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;

@@ -4,7 +4,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "common/json.h"
+#include "common/files.h"
+#include "common/limits.h"
 
 namespace pipeplan {
 
@@ -27,7 +28,7 @@ std::string format_hash(uint64_t hash) {
 }
 
 std::string file_hash(const std::string& path) {
-  return content_hash(read_file_bytes(path, std::numeric_limits<int64_t>::max()));
+  return content_hash(read_file_bytes(path, kMaxTensorFileBytes));
 }
 
 uint64_t mix_seed(uint64_t seed, uint64_t salt) {

@@ -16,7 +16,8 @@ std::string content_hash(std::string_view bytes);
 /// `hash` (an fnv1a64 result, possibly chained over several pieces) as content_hash writes it.
 std::string format_hash(uint64_t hash);
 
-/// content_hash of a file's bytes; throws Error(kBadInput) naming the path if unreadable.
+/// content_hash of a file's bytes (read_file_bytes, at most kMaxTensorFileBytes: it hashes
+/// TorchScript files); throws Error(kBadInput) naming the path if unreadable.
 std::string file_hash(const std::string& path);
 
 /// Mixes two 64-bit values (SplitMix64 finaliser); used to derive per-layer seeds.

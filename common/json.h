@@ -19,50 +19,30 @@ namespace pipeplan {
 
 using Json = nlohmann::json;
 
-/// A file's bytes, read in one piece. Throws Error(kBadInput) "<path>: ..." when it is missing,
-/// unreadable, not a regular file (a FIFO or a device would block or never end) or larger than
-/// `max_bytes`.
-std::string read_file_bytes(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes);
+/// The bytes of the JSON file `path` (read_file_bytes, at most kMaxJsonFileBytes); the start of a
+/// larger file is parsed first, so that one that is no JSON from its first bytes is refused
+/// without being read whole. Throws Error(kBadInput) "<path>: ..." as read_file_bytes does, or
+/// as parse_json would for an error in that start.
+std::string read_json_text(const std::string& path);
 
-/// Reads and parses a JSON file. Throws Error(kBadInput) "<path>: ..." when it is missing,
-/// unreadable, not a regular file (a FIFO or a device would block or never end), larger than
-/// kMaxJsonFileBytes, or not JSON.
+/// parse_json(read_json_text(path), path).
 Json read_json_file(const std::string& path);
 
-/// Parses `text`, the content of the file `path`. Throws Error(kBadInput) "<path>: not valid
-/// JSON (error at byte N)".
+/// Parses `text`, the content of the file `path`, refusing besides what is no JSON what no
+/// pipeplan file holds: a key given twice in one object (Json::parse keeps the last), arrays and
+/// objects nested deeper than kMaxJsonDepth, and a NUL byte (Json::parse stops reading there).
+/// Throws Error(kBadInput) "<path>: not valid JSON (error at byte N)" (a NUL byte, a number beyond
+/// a double: said so), "<path>: layers[2].points[0]: key 'fwd_ms' given twice; ..." or
+/// "<path>: <where>: nested deeper than ...".
 Json parse_json(std::string_view text, const std::string& path);
 
 /// Parses `text` as parse_json does, except that each element of the array under `array_key` in
 /// the root object is handed to `on_element` as soon as it is parsed and left out of the result
 /// (the array stays, empty): a document whose bulk is that array is never held whole. Returns
 /// nullopt, throwing nothing, where parse_json would throw (the caller then calls it for the
-/// error) and where the root object has `array_key` twice (parse_json keeps the last; the first's
-/// elements were handed on already). What `on_element` throws passes through.
+/// error). What `on_element` throws passes through.
 std::optional<Json> parse_json_streaming(std::string_view text, std::string_view array_key,
                                          const std::function<void(Json&& element)>& on_element);
-
-/// Where the elements of the array under `array_key` in the root object of `text` lie, as a light
-/// scan finds them: it skips strings (escapes respected) and counts brackets, and checks nothing
-/// else, so `text` may still be no JSON; a caller parses each piece and gives up where one fails.
-struct RootArrayElements {
-  size_t open = 0;  ///< offset of the array's '['
-  /// Offset of the array's ']', or of the ',' the scan stopped at (find_root_array_elements).
-  size_t end = 0;
-  /// Each element's text up to `end`, between the separators and with the whitespace around it,
-  /// none of them blank; none for an array of whitespace only. Each but the first follows the ','
-  /// at element.data()[-1].
-  std::vector<std::string_view> elements;
-};
-
-/// The array under the first key of the root object of `text` written plainly as `array_key`
-/// (a later repeat is not looked for: parse_json_streaming reports it), scanned up to its first
-/// separating ',' at offset `until` or later (then `end`), or else to its ']'. nullopt where the
-/// text opens with no object (whitespace aside; a byte order mark too), no such key is found,
-/// its value is no array, it is never closed or an element is blank ("[1, , 2]", "[1, ]").
-std::optional<RootArrayElements> find_root_array_elements(std::string_view text,
-                                                          std::string_view array_key,
-                                                          size_t until = std::string_view::npos);
 
 /// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
 void write_json_file(const std::string& path, const Json& json);

@@ -69,4 +69,16 @@ inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
 /// The largest JSON file pipeplan reads: 1 GiB (a profile of kMaxLayers layers is ~100 MB).
 inline constexpr int64_t kMaxJsonFileBytes = int64_t{1} << 30;
 
+/// The deepest nesting of arrays and objects a JSON file may have: 64 (pipeplan's own files
+/// nest at most 7 deep). Printing, copying and comparing a JSON value recurse once per level; a
+/// file nested 100,000 deep overflowed the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// The largest steps log (`train --log`) that `--resume` reads back: 1 GiB (a line per step of
+/// about 100 bytes).
+inline constexpr int64_t kMaxLogFileBytes = int64_t{1} << 30;
+
+/// The largest checkpoint stage file or TorchScript file pipeplan reads: 2^40 bytes (1 TiB).
+inline constexpr int64_t kMaxTensorFileBytes = int64_t{1} << 40;
+
 }  // namespace pipeplan

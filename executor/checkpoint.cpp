@@ -2,6 +2,7 @@
 #include "executor/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/hash.h"
+#include "common/limits.h"
 #include "models/torch_error.h"
 
 namespace pipeplan::executor {
@@ -22,8 +24,11 @@ constexpr const char* kManifestName = "checkpoint.json";
 constexpr const char* kStepDirPrefix = "step-";
 // Digits a step folder's number may have: more cannot be a step (stoll would overflow).
 constexpr size_t kMaxStepDigits = 18;
-// What every refusal of a checkpoint tells the user to do.
+// What every refusal of a checkpoint tells the user to do: when resuming, when serving it.
 constexpr const char* kFix = "; delete that checkpoint folder or start without --resume";
+constexpr const char* kServeFix = "; use a complete checkpoint folder of a training run";
+// The keys of a stage file's identity ("meta.step"); every other key is a tensor.
+constexpr const char* kMetaPrefix = "meta.";
 
 // Calls `visit(name, tensor)` for every parameter ("layerN.NAME") and buffer ("bufferN.NAME").
 template <typename Visit>
@@ -86,13 +91,14 @@ std::optional<int64_t> step_of_folder(const std::string& name) {
   return std::stoll(digits);
 }
 
-// The steps of the complete checkpoints (those with a manifest) in `dir`, newest first.
-std::vector<int64_t> complete_steps(const std::string& dir) {
+// The steps of the checkpoints in `dir` that are complete (those with a manifest), or of those
+// that are not, newest first.
+std::vector<int64_t> steps_in(const std::string& dir, bool complete) {
   std::vector<int64_t> steps;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::optional<int64_t> step = step_of_folder(entry.path().filename().string());
-    if (step && fs::exists(entry.path() / kManifestName, ec)) steps.push_back(*step);
+    if (step && fs::exists(entry.path() / kManifestName, ec) == complete) steps.push_back(*step);
   }
   std::sort(steps.rbegin(), steps.rend());
   return steps;
@@ -188,18 +194,35 @@ std::string write_checkpoint_file(const std::string& dir, const std::string& pat
   return checksum;
 }
 
+// Loads the archive at `path`, a regular file checked before LibTorch opens it (a FIFO would
+// block the load); `fix` ends the error.
+void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
+                  const char* fix) {
+  check_input_file(path, kMaxTensorFileBytes);
+  try {
+    archive.load_from(path);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path),
+                                                     " is unreadable or corrupt: ",
+                                                     models::error_line(e), fix));
+  }
+}
+
+// Refuses a file whose tensors hash to `sum`, not to `expected_checksum` (its manifest's).
+void check_tensors_hash(const TensorChecksum& sum, const std::string& path,
+                        const std::string& expected_checksum, const char* fix) {
+  PIPEPLAN_CHECK(sum.text() == expected_checksum, "checkpoint ", quote(path),
+                 ": its tensors hash to ", quote(sum.text()), ", not to the recorded ",
+                 quote(expected_checksum), " (the file is corrupt)", fix);
+}
+
 // Every tensor is read and checksummed before any is copied into its target: a file that does
 // not match its manifest changes nothing.
 template <typename ForEachTensor>
 void read_checkpoint_file(const std::string& path, ForEachTensor&& for_each_tensor,
                           const FileMeta& meta, const std::string& expected_checksum) {
   torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path), " is unreadable or corrupt: ",
-                                                     models::error_line(e), kFix));
-  }
+  load_archive(archive, path, kFix);
   check_meta(archive, path, meta, expected_checksum);
   torch::NoGradGuard no_grad;
   TensorChecksum sum;
@@ -217,9 +240,7 @@ void read_checkpoint_file(const std::string& path, ForEachTensor&& for_each_tens
     sum.add(name, saved);
     copies.emplace_back(target, saved);
   });
-  PIPEPLAN_CHECK(sum.text() == expected_checksum, "checkpoint ", quote(path), ": its tensors hash to ",
-                 quote(sum.text()), ", not to the recorded ", quote(expected_checksum),
-                 " (the file is corrupt)", kFix);
+  check_tensors_hash(sum, path, expected_checksum, kFix);
   for (auto& [target, saved] : copies) target.copy_(saved);
 }
 
@@ -227,6 +248,35 @@ void read_checkpoint_file(const std::string& path, ForEachTensor&& for_each_tens
 template <typename Visit>
 void for_each_shard_tensor(const runtime::FlatOptimizer& optimizer, Visit&& visit) {
   for (const auto& [name, tensor] : optimizer.state()) visit("optimizer." + name, tensor);
+}
+
+// Loads the stage file at `path` of the checkpoint of `step` into `archive` and checks it as
+// resuming does, whatever split the reader has: its recorded step and checksum are the
+// manifest's, and all its tensors, in file order (the order they were hashed in when written),
+// hash to that checksum.
+void verify_whole_file(torch::serialize::InputArchive& archive, const std::string& path,
+                       int64_t step, const std::string& expected_checksum) {
+  load_archive(archive, path, kServeFix);
+  const std::string file_step = meta_text(archive, "meta.step");
+  const std::string file_checksum = meta_text(archive, "meta.checksum");
+  PIPEPLAN_CHECK(file_step == std::to_string(step) && file_checksum == expected_checksum,
+                 "checkpoint ", quote(path), " holds step ", quote(file_step), " with checksum ",
+                 quote(file_checksum), ", not the step ", step, " and ", quote(expected_checksum),
+                 " its manifest records", kServeFix);
+  torch::NoGradGuard no_grad;
+  TensorChecksum sum;
+  for (const std::string& key : archive.keys()) {
+    if (key.rfind(kMetaPrefix, 0) == 0) continue;
+    torch::Tensor saved;
+    try {
+      archive.read(key, saved);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(path), ": ",
+                                                       quote(key), " is corrupt", kServeFix));
+    }
+    sum.add(key, saved);
+  }
+  check_tensors_hash(sum, path, expected_checksum, kServeFix);
 }
 
 }  // namespace
@@ -311,16 +361,36 @@ void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest&
   // Over the compact text of every other field: reading and dumping again gives the same text.
   json["checksum"] = content_hash(json.dump());
   write_json_file((fs::path(checkpoint_step_dir(dir, m.step)) / kManifestName).string(), json);
-  const std::vector<int64_t> complete = complete_steps(dir);
+  const std::vector<int64_t> complete = steps_in(dir, /*complete=*/true);
   std::error_code ec;
   for (size_t idx = static_cast<size_t>(keep); idx < complete.size(); ++idx)
     fs::remove_all(checkpoint_step_dir(dir, complete[idx]), ec);
+  // The folders a killed run or a full disk left without a manifest: no rank writes to any now
+  // (every rank wrote this step's files before this manifest, and none can finish a later step
+  // before rank 0, which writes it, has taken part in it).
+  for (const int64_t incomplete : steps_in(dir, /*complete=*/false))
+    fs::remove_all(checkpoint_step_dir(dir, incomplete), ec);
 }
 
 namespace {
 
-// The manifest's own checksum, its step against its folder's and one checksum per stage.
-void check_manifest(const Json& json, const JsonReader& r, int64_t step, const CheckpointManifest& m) {
+// The checksums of the array `value` (of the manifest's `key`): strings as format_hash writes.
+std::vector<std::string> checksums(const JsonReader& r, std::string_view key, const Json& value) {
+  if (!value.is_array()) r.reject(key, value, "expected an array of checksums");
+  std::vector<std::string> out;
+  for (const Json& checksum : value) {
+    const bool hash = checksum.is_string() &&
+                      checksum.get<std::string>().size() == format_hash(0).size() &&
+                      checksum.get<std::string>().rfind("fnv1a64:", 0) == 0;
+    if (!hash) r.reject(key, checksum, "expected checksums such as " + quote(format_hash(0)));
+    out.push_back(checksum.get<std::string>());
+  }
+  return out;
+}
+
+// The manifest's own checksum, first: a manifest that is corrupt or was edited says so, whatever
+// the field the change broke.
+void check_manifest_checksum(const Json& json, const JsonReader& r) {
   const std::string recorded = r.string("checksum");
   Json content = json;
   content.erase("checksum");
@@ -328,6 +398,10 @@ void check_manifest(const Json& json, const JsonReader& r, int64_t step, const C
     r.fail("checksum", detail::concat(quote(recorded), " does not match the content (",
                                       quote(content_hash(content.dump())),
                                       "); the manifest is corrupt or was edited", kFix));
+}
+
+// The manifest's step against its folder's and one checksum per stage (and shard).
+void check_manifest(const JsonReader& r, int64_t step, const CheckpointManifest& m) {
   if (m.step != step)
     r.fail("step", detail::concat(m.step, " is not the step of its folder (", step, ")", kFix));
   if (static_cast<int>(m.stage_checksums.size()) != m.pp)
@@ -348,46 +422,42 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
   const Json json = read_json_file(path);
   check_schema(json, kCheckpointSchema, path);
   const JsonReader r(json, path);
+  check_manifest_checksum(json, r);
   CheckpointManifest m;
   m.plan_hash = r.string("plan_hash");
-  m.step = r.integer_at_least("step", 0);
-  m.total_steps = r.integer_at_least("total_steps", 1);
+  m.total_steps = r.integer_in("total_steps", 1, kMaxSteps);
+  m.step = r.integer_in("step", 0, m.total_steps);
   m.seed = static_cast<uint64_t>(r.integer_at_least("seed", 0));
   m.data = r.string("data");
-  m.pp = static_cast<int>(r.integer_at_least("pp", 1));
-  m.optimizer_steps = r.integer_at_least("optimizer_steps", 0);
-  m.loss_scale = r.non_negative("loss_scale");
-  m.loss_scale_clean_steps = r.integer_at_least("loss_scale_clean_steps", 0);
-  m.loss = r.number("loss");
+  if (m.data != "fashion-mnist" && m.data != "cifar10" && m.data != "synthetic")
+    r.reject("data", r.at("data"), "expected fashion-mnist, cifar10 or synthetic");
+  m.pp = r.int_in("pp", 1, kMaxDevices);
+  // fp16 steps that overflowed were skipped: at most one optimizer step per step.
+  m.optimizer_steps = r.integer_in("optimizer_steps", 0, m.step);
+  m.loss_scale = r.number("loss_scale");
+  int exponent = 0;  // the scale starts at 1 or 2^16 and is only ever halved or doubled
+  if (m.loss_scale <= 0 || std::frexp(m.loss_scale, &exponent) != 0.5)
+    r.reject("loss_scale", r.at("loss_scale"), "expected a power of two (1 without amp-fp16)");
+  m.loss_scale_clean_steps = r.integer_in("loss_scale_clean_steps", 0, m.step);
+  m.loss = r.non_negative("loss");
   for (const JsonReader& a : r.objects("test_accuracy"))
-    m.test_accuracy.push_back({a.integer_at_least("epoch", 1), a.integer_at_least("step", 0),
-                               a.non_negative("test_accuracy")});
-  if (!r.at("stage_checksums").is_array()) r.fail("stage_checksums", "expected an array");
-  for (const Json& checksum : r.at("stage_checksums")) {
-    if (!checksum.is_string()) r.fail("stage_checksums", "expected strings, found " + checksum.dump());
-    m.stage_checksums.push_back(checksum.get<std::string>());
-  }
+    m.test_accuracy.push_back({a.integer_in("epoch", 1, m.step), a.integer_in("step", 1, m.step),
+                               a.number_in("test_accuracy", 0, 1)});
+  m.stage_checksums = checksums(r, "stage_checksums", r.at("stage_checksums"));
   // Optional (manifests from before ZeRO-1 lack them): dp 0 says "not recorded".
-  if (r.has("dp")) m.dp = static_cast<int>(r.integer_at_least("dp", 1));
+  if (r.has("dp")) m.dp = r.int_in("dp", 1, kMaxDevices);
   if (r.has("zero")) m.zero = r.int_in("zero", 0, 1);
   if (r.has("shard_checksums")) {
     if (!r.at("shard_checksums").is_array())
-      r.fail("shard_checksums", "expected an array of arrays");
-    for (const Json& row : r.at("shard_checksums")) {
-      if (!row.is_array()) r.fail("shard_checksums", "expected arrays, found " + row.dump());
-      m.shard_checksums.emplace_back();
-      for (const Json& checksum : row) {
-        if (!checksum.is_string())
-          r.fail("shard_checksums", "expected strings, found " + checksum.dump());
-        m.shard_checksums.back().push_back(checksum.get<std::string>());
-      }
-    }
+      r.reject("shard_checksums", r.at("shard_checksums"), "expected an array of arrays");
+    for (const Json& row : r.at("shard_checksums"))
+      m.shard_checksums.push_back(checksums(r, "shard_checksums", row));
   }
   if (r.has("model_hash")) {
     m.model_name = r.string("model_name");
     m.model_hash = r.string("model_hash");
   }
-  check_manifest(json, r, step, m);
+  check_manifest(r, step, m);
   return m;
 }
 
@@ -397,21 +467,8 @@ void load_stage_weights_by_name(const std::string& dir, int64_t step,
   std::vector<std::string> paths;
   for (size_t stage_idx = 0; stage_idx < archives.size(); ++stage_idx) {
     paths.push_back(checkpoint_stage_path(dir, step, static_cast<int>(stage_idx)));
-    try {
-      archives[stage_idx].load_from(paths.back());
-    } catch (const std::exception& e) {
-      throw Error(ErrorKind::kBadInput, detail::concat("checkpoint ", quote(paths.back()),
-                                                       " is unreadable or corrupt: ",
-                                                       models::error_line(e)));
-    }
-    const std::string file_step = meta_text(archives[stage_idx], "meta.step");
-    const std::string file_checksum = meta_text(archives[stage_idx], "meta.checksum");
-    PIPEPLAN_CHECK(file_step == std::to_string(step) &&
-                       file_checksum == manifest.stage_checksums[stage_idx],
-                   "checkpoint ", quote(paths.back()), " holds step ", quote(file_step),
-                   " with checksum ", quote(file_checksum), ", not the step ", step, " and ",
-                   quote(manifest.stage_checksums[stage_idx]),
-                   " its manifest records; use a complete checkpoint folder");
+    verify_whole_file(archives[stage_idx], paths.back(), step,
+                      manifest.stage_checksums[stage_idx]);
   }
   torch::NoGradGuard no_grad;
   for_each_stage_tensor(stage, [&](const std::string& name, const torch::Tensor& target) {
@@ -429,13 +486,13 @@ void load_stage_weights_by_name(const std::string& dir, int64_t step,
 }
 
 int64_t latest_complete_checkpoint(const std::string& dir) {
-  const std::vector<int64_t> complete = complete_steps(dir);
+  const std::vector<int64_t> complete = steps_in(dir, /*complete=*/true);
   return complete.empty() ? 0 : complete.front();
 }
 
 std::map<std::string, torch::Tensor> read_checkpoint_parameters(const std::string& path) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path);
+  load_archive(archive, path, kServeFix);
   std::map<std::string, torch::Tensor> parameters;
   for (const std::string& key : archive.keys()) {
     if (key.rfind("layer", 0) != 0) continue;

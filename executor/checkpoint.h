@@ -12,8 +12,8 @@
 // the replica), and reads it back on resume, which is exact only with the same dp and zero. The
 // manifest holds what every rank needs to continue: the step, the optimizer's step count, the fp16
 // loss scale, the last loss, the test accuracies so far, every stage file's checksum, and a
-// checksum of itself. Resuming verifies all of them, so a flipped byte, a stage file of another
-// step or an edited manifest is refused naming the file. Random numbers need no state: they are
+// checksum of itself. Resuming and serving (pipeplan infer) verify all of them, so a flipped
+// byte, a stage file of another step or an edited manifest is refused naming the file. Random numbers need no state: they are
 // derived from (seed, step, micro-batch, layer).
 #pragma once
 
@@ -77,9 +77,9 @@ std::string save_stage_checkpoint(const std::string& dir, int64_t step,
                                   const std::string& plan_hash, StageRuntime& stage,
                                   const runtime::FlatOptimizer* optimizer);
 /// Loads the stage file of `step` into `stage` and `optimizer` (null: no optimizer state) after
-/// checking that it was made for this plan, stage and step and that its tensors hash to
-/// `expected_checksum` (the manifest's record). Throws Error(kBadInput) naming the file
-/// otherwise, or when it is unreadable or corrupt.
+/// checking that it is a regular file (a FIFO would block the load), made for this plan, stage and
+/// step, and that its tensors hash to `expected_checksum` (the manifest's record). Throws
+/// Error(kBadInput) naming the file otherwise, or when it is unreadable or corrupt.
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
                            const std::string& expected_checksum, StageRuntime& stage,
                            runtime::FlatOptimizer* optimizer);
@@ -95,10 +95,14 @@ void load_optimizer_shard(const std::string& dir, int64_t step, const std::strin
                           runtime::FlatOptimizer& optimizer);
 
 /// Writes the manifest (atomically), completing the checkpoint of `manifest.step`, and removes
-/// all but the newest `keep` complete checkpoints.
+/// all but the newest `keep` complete checkpoints, and every incomplete one (a step folder
+/// without a manifest, left by a killed run or a full disk).
 void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest& manifest, int keep);
-/// Reads the manifest of `step`; throws Error(kBadInput) naming the file when it is corrupt: its
-/// checksum does not match, its step is not its folder's, or it lists no checksum per stage.
+/// Reads the manifest of `step`; throws Error(kBadInput) naming the file and field when it is
+/// corrupt: its checksum does not match (checked first), a value is none a run writes (a step
+/// beyond total_steps, more optimizer or clean steps than steps, a loss scale that is no power of
+/// two, an accuracy outside [0, 1], a checksum of another form), its step is not its folder's,
+/// or it lists no checksum per stage.
 CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step);
 /// The newest step with a manifest in `dir`, or 0 when there is none (or no folder). Entries
 /// that are not "step-" and decimal digits (a stray "step-abc") are ignored.
@@ -107,8 +111,9 @@ int64_t latest_complete_checkpoint(const std::string& dir);
 /// Loads every parameter and buffer of `stage` by name ("layer3.fc.weight", "buffer3.running_mean")
 /// from whichever stage file of the checkpoint of `step` in `dir` (manifest `manifest`) holds it,
 /// so that weights trained with one split serve another (pp=1 trained, pp=2 served). Each file is
-/// checked against the manifest (step, checksum recorded in the file). Throws Error(kBadInput)
-/// naming the tensor when no file holds it or its shape differs.
+/// checked as load_stage_checkpoint checks it: a regular file, its recorded step and checksum
+/// the manifest's, and all its tensors hashing to that checksum. Throws Error(kBadInput) naming
+/// the file when one is not, and the tensor when no file holds it or its shape differs.
 void load_stage_weights_by_name(const std::string& dir, int64_t step,
                                 const CheckpointManifest& manifest, StageRuntime& stage);
 /// Every "layerN.*" tensor of a stage file, by name (for tests and tools).

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "common/log.h"
 #include "common/stats.h"
 #include "common/units.h"
 #include "executor/comm.h"
@@ -33,6 +36,14 @@ double median_of(const std::deque<StepTiming>& steps, Field field) {
   values.reserve(steps.size());
   for (const StepTiming& step : steps) values.push_back(step.*field);
   return median_or_zero(std::move(values));
+}
+
+// The step of a steps log line ({"step": N, ...}), or nullopt for any other line.
+std::optional<int64_t> step_of_log_line(std::string_view line) {
+  const Json record = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const auto found = record.is_object() ? record.find("step") : record.end();
+  if (found == record.end() || !found->is_number_integer()) return std::nullopt;
+  return found->get<int64_t>();
 }
 
 }  // namespace
@@ -345,6 +356,29 @@ Json rank_report_json(const RankMeasurement& measurement, const std::vector<Step
                         {"events", events}});
   }
   return Json{{"measurement", to_json(measurement)}, {"steps", rows}};
+}
+
+void truncate_log_after(const std::string& path, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  const std::string text = read_file_bytes(path, kMaxLogFileBytes);
+  std::string kept;
+  int64_t dropped = 0;
+  int64_t first_dropped_line = 0;
+  int64_t line_idx = 0;
+  for (size_t start = 0; start < text.size(); ++line_idx) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    const std::optional<int64_t> line_step = step_of_log_line(line);
+    if (!line_step && dropped++ == 0) first_dropped_line = line_idx + 1;
+    if (line_step && *line_step <= step) kept.append(line).append("\n");
+  }
+  if (dropped > 0)
+    log_warning(detail::concat("--log ", quote(path), ": dropped ", dropped,
+                               dropped == 1 ? " line that is" : " lines that are",
+                               " no step record (the first: line ", first_dropped_line, ")"));
+  write_file_atomic(path, kept);
 }
 
 void parse_rank_report(const Json& json, RankMeasurement* measurement,

@@ -182,6 +182,12 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
                                   const std::vector<double>& slowest_iteration_ms,
                                   int warmup_steps);
 
+/// --resume: keeps the lines of the steps log `path` (train --log) up to `step`, so that it reads
+/// as one uninterrupted run, and warns of the lines dropped that are no record of a step. A log
+/// that does not exist or is no regular file (a device or pipe, written in place) is left alone.
+/// Throws Error(kBadInput) as read_file_bytes does (a log larger than kMaxLogFileBytes).
+void truncate_log_after(const std::string& path, int64_t step);
+
 /// A rank's summary and the events of some of its kept steps as JSON for the store, and back.
 Json rank_report_json(const RankMeasurement& measurement, const std::vector<StepEvents>& steps);
 void parse_rank_report(const Json& json, RankMeasurement* measurement,

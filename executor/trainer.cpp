@@ -48,20 +48,6 @@ int64_t fail_at_step() {
   return text == nullptr ? 0 : std::atoll(text);
 }
 
-// Keeps the lines of a resumed run's log up to `step` (so it reads as one uninterrupted run).
-void truncate_log_after(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in.good()) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const Json json = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (json.is_object() && json.contains("step") && json["step"].is_number_integer() &&
-        json["step"].get<int64_t>() <= step)
-      kept += line + "\n";
-  }
-  write_file_atomic(path, kept);
-}
-
 // --steps, or --epochs (at least 1) times the steps of an epoch; at most kMaxTrainSteps.
 int64_t total_steps(const TrainOptions& options, int64_t steps_per_epoch) {
   PIPEPLAN_CHECK(options.steps >= 0 && options.steps <= kMaxTrainSteps, "--steps: ", options.steps,

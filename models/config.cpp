@@ -72,7 +72,7 @@ Json check_config_keys(const std::string& model, const Json& defaults, const Jso
                            : it->is_number()       ? value.is_number()
                                                    : value.type() == it->type();
     PIPEPLAN_CHECK(same_type, "model ", quote(model), ": configuration field ", quote(it.key()),
-                   " is ", value.dump(), ", expected ", type_word(*it));
+                   " is ", shorten(value.dump()), ", expected ", type_word(*it));
   }
   for (auto it = config.begin(); it != config.end(); ++it)
     PIPEPLAN_CHECK(defaults.contains(it.key()), "model ", quote(model),
@@ -92,6 +92,12 @@ void check_config_min(const std::string& model, const Json& config, const char* 
   const int64_t value = config_int(config, key);
   PIPEPLAN_CHECK(value >= min_value, "model ", quote(model), ": ", key, "=", value,
                  " is out of range; expected an integer >= ", min_value);
+}
+
+void check_config_blocks(const std::string& model, const Json& config) {
+  const int64_t value = config_int(config, "layers");
+  PIPEPLAN_CHECK(value >= 1 && value <= kMaxModelBlocks, "model ", quote(model), ": layers=", value,
+                 " is out of range; expected an integer in [1, ", kMaxModelBlocks, "]");
 }
 
 }  // namespace pipeplan::models

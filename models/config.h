@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/limits.h"
 
 namespace pipeplan::models {
 
@@ -32,5 +33,13 @@ double config_number(const Json& config, const char* key);
 /// an integer >= 1".
 void check_config_min(const std::string& model, const Json& config, const char* key,
                       int64_t min_value);
+
+/// The most blocks a zoo model's `layers` field may ask for: kMaxLayers less the two layers
+/// around them (input or embedding, head), so that its profile can be read.
+inline constexpr int64_t kMaxModelBlocks = kMaxLayers - 2;
+
+/// Checks that the `layers` field (blocks) is in [1, kMaxModelBlocks]: a larger one built
+/// billions of layer descriptions before failing to allocate them.
+void check_config_blocks(const std::string& model, const Json& config);
 
 }  // namespace pipeplan::models

@@ -67,6 +67,7 @@ class LmHead : public Layer {
 GptShape gpt_shape(const std::string& model, const Json& config) {
   for (const char* key : {"vocab_size", "seq_len", "layers", "mlp_dim"})
     check_config_min(model, config, key, 1);
+  check_config_blocks(model, config);
   check_hidden_heads(model, config);
   GptShape shape;
   shape.vocab_size = config_int(config, "vocab_size");

@@ -40,6 +40,7 @@ LayerSpec dense_spec(std::string name, std::string kind, int64_t in_features, in
 Model build_mlp(const std::string& name, const Json& config) {
   for (const char* key : {"in_channels", "image_size", "hidden", "layers", "num_classes"})
     check_config_min(name, config, key, 1);
+  check_config_blocks(name, config);
   const int64_t channels = config_int(config, "in_channels");
   const int64_t image_size = config_int(config, "image_size");
   const int64_t hidden = config_int(config, "hidden");

@@ -14,7 +14,9 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/hash.h"
+#include "common/limits.h"
 #include "models/script_graph.h"
 #include "models/torch_error.h"
 #include "models/torchscript_settings.h"
@@ -152,10 +154,14 @@ class TorchScriptLayer : public Layer {
   std::string file_;
 };
 
+// Before LibTorch opens it: a regular file (a FIFO would block the load) of a bounded size.
 void check_file(const std::string& path) {
-  PIPEPLAN_CHECK(std::filesystem::is_regular_file(path), "model file ", quote(path),
-                 " does not exist; give a TorchScript file saved from PyTorch, or a zoo model "
-                 "name (pipeplan models)");
+  std::error_code ec;
+  PIPEPLAN_CHECK(std::filesystem::exists(path, ec), "model file ", quote(path), " does not exist",
+                 ec ? " (" + ec.message() + ")" : "",
+                 "; give a TorchScript file saved from PyTorch, or a zoo model name (pipeplan "
+                 "models)");
+  check_input_file(path, kMaxTensorFileBytes);
 }
 
 jit::Module load_module(const std::string& path) {

@@ -21,6 +21,12 @@ constexpr const char* kNextToken = "next_token_cross_entropy";
 constexpr const char* kAttributePrefix = "pipeplan_";
 // Seed of the batch the forward check runs.
 constexpr uint64_t kCheckInputSeed = 0;
+// The most elements one sample of one input may have: 2^26 (256 MiB of float32; a 4096x4096
+// RGB image has 2^25.6). The probes run batches of a few samples; a shape of 2^40 elements
+// ended in an allocation failure.
+constexpr int64_t kMaxSampleElements = int64_t{1} << 26;
+// Digits a dimension may have: more is beyond kMaxSampleElements anyway (and stoll's range).
+constexpr size_t kMaxDimensionDigits = 9;
 
 // The --model-arg keys; empty or 0 means "not given".
 Json arg_defaults() {
@@ -52,21 +58,29 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes) {
 }
 
 // "3x32x32" -> {{3, 32, 32}}, "2x4,3" -> {{2, 4}, {3}}: inputs joined by ',', each of positive
-// dimensions joined by 'x'.
+// decimal dimensions joined by 'x', each input of at most kMaxSampleElements.
 std::vector<std::vector<int64_t>> parse_shapes(const std::string& path, const std::string& text) {
   std::vector<std::vector<int64_t>> shapes(1);
+  int64_t elements = 1;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find_first_of("x,", start), text.size());
     const std::string dim = text.substr(start, end - start);
-    char* stop = nullptr;
-    const long long value = std::strtoll(dim.c_str(), &stop, 10);
-    PIPEPLAN_CHECK(!dim.empty() && *stop == '\0' && value >= 1, "model ", quote(path),
-                   ": input_shape=", quote(text),
+    const bool digits = !dim.empty() && dim.size() <= kMaxDimensionDigits &&
+                        dim.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t value = digits ? std::stoll(dim) : 0;
+    PIPEPLAN_CHECK(value >= 1, "model ", quote(path), ": input_shape=", quote(text),
                    " is not positive dimensions joined by 'x' (such as 3x32x32), one shape per "
                    "input joined by ',' (such as 2x4,3)");
+    elements *= value;  // below 2^63: each factor of at most kMaxSampleElements is checked
+    PIPEPLAN_CHECK(elements <= kMaxSampleElements, "model ", quote(path), ": input_shape=",
+                   quote(text), " has more than ", kMaxSampleElements,
+                   " elements in one sample of an input; expected a smaller shape");
     shapes.back().push_back(value);
-    if (end < text.size() && text[end] == ',') shapes.emplace_back();
+    if (end < text.size() && text[end] == ',') {
+      shapes.emplace_back();
+      elements = 1;
+    }
     start = end + 1;
   }
   return shapes;

@@ -85,6 +85,7 @@ VitShape vit_shape(const std::string& model, const Json& config) {
   for (const char* key :
        {"image_size", "patch_size", "in_channels", "num_classes", "layers", "mlp_dim"})
     check_config_min(model, config, key, 1);
+  check_config_blocks(model, config);
   check_hidden_heads(model, config);
   VitShape shape;
   shape.image_size = config_int(config, "image_size");

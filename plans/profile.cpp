@@ -1,10 +1,7 @@
 // The Profile: JSON I/O, validation and linear fits.
 #include "plans/profile.h"
 
-#include <atomic>
 #include <cmath>
-#include <future>
-#include <iterator>
 #include <limits>
 
 #include "common/error.h"
@@ -407,26 +404,22 @@ Profile profile_from(const Json& json, const std::string& document,
   return profile;
 }
 
-// The document without its layers' elements and the layers converted: parse_profile_streaming's
-// first part, or nullopt where it gives up.
-struct StreamedProfile {
-  Json rest;
+// parse_profile's quick way: each layer converted as soon as the parser has it and then dropped,
+// so that the document of a 10,000-layer profile is never held whole (building and freeing it
+// took half the time of reading the file). nullopt where that could differ from
+// profile_from_json of the whole document: the text is no JSON, or an element of "layers" is no
+// object or fails to convert. The caller then reads the file that way, whose checks run in their
+// documented order, so that the first error is the same as ever.
+std::optional<Profile> parse_profile_streaming(std::string_view text, const std::string& path) {
   std::vector<LayerProfile> layers;
-};
-
-// `first_layer_idx`: how many layers the text leaves out before its first (for the errors' paths).
-std::optional<StreamedProfile> stream_layers(std::string_view text, const std::string& path,
-                                             size_t first_layer_idx = 0) {
-  StreamedProfile streamed;
   bool all_converted = true;
   std::optional<Json> rest;
   try {
     rest = parse_json_streaming(text, "layers", [&](Json&& layer) {
       all_converted = all_converted && layer.is_object();
       if (!all_converted) return;
-      const size_t layer_idx = first_layer_idx + streamed.layers.size();
-      const std::string prefix = "layers[" + std::to_string(layer_idx) + "]";
-      streamed.layers.push_back(layer_from(JsonReader(layer, path, prefix)));
+      const std::string prefix = "layers[" + std::to_string(layers.size()) + "]";
+      layers.push_back(layer_from(JsonReader(layer, path, prefix)));
     });
   } catch (const std::exception&) {
     // A layer's error, which profile_from_json raises only after the settings' and the like
@@ -434,86 +427,7 @@ std::optional<StreamedProfile> stream_layers(std::string_view text, const std::s
     return std::nullopt;
   }
   if (!rest || !all_converted) return std::nullopt;
-  streamed.rest = *std::move(rest);
-  return streamed;
-}
-
-// parse_profile's quick way: each layer converted as soon as the parser has it and then dropped,
-// so that the document of a 10,000-layer profile is never held whole (building and freeing it
-// took half the time of reading the file). nullopt where that could differ from
-// profile_from_json of the whole document: the text is no JSON, "layers" is given twice, or an
-// element of it is no object or fails to convert. The caller then reads the file that way, whose
-// checks run in their documented order, so that the first error is the same as ever.
-std::optional<Profile> parse_profile_streaming(std::string_view text, const std::string& path) {
-  std::optional<StreamedProfile> streamed = stream_layers(text, path);
-  if (!streamed) return std::nullopt;
-  return profile_from(streamed->rest, path, &streamed->layers);
-}
-
-// Profiles smaller than this are parsed on one thread: a second saves less than it costs to
-// start below about a millisecond of parsing.
-constexpr size_t kMinSplitProfileBytes = 512 * 1024;
-
-// The share of the text whose layers a second thread parses; the calling thread parses the rest
-// and the other keys (a few kB). Half: the calling thread's extra work (the scan of the second
-// thread's part, a copy of its own) is about what the hash run_plan takes meanwhile costs.
-constexpr double kSecondThreadShare = 0.5;
-
-// Layers `elements`, each parsed alone and converted with its "layers[i]" path, or nullopt where
-// one is no JSON object or fails to convert, or once `give_up` is set.
-std::optional<std::vector<LayerProfile>> convert_layers(
-    const std::vector<std::string_view>& elements, const std::string& path,
-    const std::atomic<bool>& give_up) {
-  std::vector<LayerProfile> layers;
-  layers.reserve(elements.size());
-  try {
-    for (size_t layer_idx = 0; layer_idx < elements.size(); ++layer_idx) {
-      // A byte order mark opening the text Json::parse skips, but between elements it is no JSON.
-      if (give_up || elements[layer_idx].front() == '\xEF') return std::nullopt;
-      const Json layer = Json::parse(elements[layer_idx], nullptr, /*allow_exceptions=*/false);
-      if (!layer.is_object()) return std::nullopt;  // a parse error gives a discarded value
-      layers.push_back(
-          layer_from(JsonReader(layer, path, "layers[" + std::to_string(layer_idx) + "]")));
-    }
-  } catch (const std::exception&) {
-    return std::nullopt;  // a layer's error, raised again in its place as stream_layers' are
-  }
-  return layers;
-}
-
-// The first layers of a profile big enough to parse on two threads, those in the first
-// kSecondThreadShare of its text, where a light scan finds them and others after them
-// (find_root_array_elements); nullopt otherwise.
-std::optional<RootArrayElements> layers_to_split(std::string_view text) {
-  if (text.size() < kMinSplitProfileBytes) return std::nullopt;
-  std::optional<RootArrayElements> first_layers = find_root_array_elements(
-      text, "layers", static_cast<size_t>(kSecondThreadShare * static_cast<double>(text.size())));
-  if (!first_layers || first_layers->elements.empty() || text[first_layers->end] != ',')
-    return std::nullopt;
-  return first_layers;
-}
-
-// parse_profile_streaming on two threads, `first_layers` those of the text (layers_to_split):
-// they are parsed each alone on a second thread, while this one parses the text without them
-// (copied). The pieces all parse only where the whole text is JSON, and then the result is the
-// same; nullopt where one fails, as parse_profile_streaming would give up.
-std::optional<Profile> parse_profile_split(std::string_view text, const std::string& path,
-                                           const RootArrayElements& first_layers) {
-  std::atomic<bool> give_up{false};
-  std::future<std::optional<std::vector<LayerProfile>>> converted = std::async(
-      std::launch::async, [&] { return convert_layers(first_layers.elements, path, give_up); });
-  // The text up to the array's '[', then from the element after first_layers on.
-  std::string rest_text;
-  rest_text.reserve(text.size() - (first_layers.end - first_layers.open));
-  rest_text.append(text.substr(0, first_layers.open + 1)).append(text.substr(first_layers.end + 1));
-  std::optional<StreamedProfile> streamed =
-      stream_layers(rest_text, path, /*first_layer_idx=*/first_layers.elements.size());
-  if (!streamed) give_up = true;
-  std::optional<std::vector<LayerProfile>> layers = converted.get();
-  if (!streamed || !layers) return std::nullopt;
-  layers->insert(layers->end(), std::make_move_iterator(streamed->layers.begin()),
-                 std::make_move_iterator(streamed->layers.end()));
-  return profile_from(streamed->rest, path, &*layers);
+  return profile_from(*rest, path, &layers);
 }
 
 }  // namespace
@@ -523,16 +437,13 @@ Profile profile_from_json(const Json& json, const std::string& document) {
 }
 
 Profile parse_profile(std::string_view text, const std::string& path) {
-  // Where the split gives up, so would parse_profile_streaming: straight to the whole document.
-  const std::optional<RootArrayElements> first_layers = layers_to_split(text);
-  std::optional<Profile> profile = first_layers ? parse_profile_split(text, path, *first_layers)
-                                                : parse_profile_streaming(text, path);
+  std::optional<Profile> profile = parse_profile_streaming(text, path);
   if (!profile) profile = profile_from_json(parse_json(text, path), path);
   return *std::move(profile);
 }
 
 Profile read_profile(const std::string& path) {
-  return parse_profile(read_file_bytes(path, kMaxJsonFileBytes), path);
+  return parse_profile(read_json_text(path), path);
 }
 
 void write_profile(const std::string& path, const Profile& profile) {

@@ -241,8 +241,7 @@ Json to_json(const Profile& profile);
 Profile profile_from_json(const Json& json, const std::string& document);
 /// profile_from_json(parse_json(text, path), path) for `text`, the bytes of the profile file
 /// `path`, with the same result and errors in less time and memory: each layer is converted as
-/// soon as it is parsed (a 10,000-layer profile is never one JSON document in memory), and those
-/// of a text over half a megabyte on two threads.
+/// soon as it is parsed (a 10,000-layer profile is never one JSON document in memory).
 Profile parse_profile(std::string_view text, const std::string& path);
 /// Reads, checks the schema, parses and validates a profile file (parse_profile).
 Profile read_profile(const std::string& path);

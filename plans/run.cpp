@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/limits.h"
+#include "plans/plan.h"
 
 namespace pipeplan {
 namespace {
@@ -254,7 +255,15 @@ void validate_measurements(const Run& run, std::string_view document) {
                    run.steps, "]");
 }
 
+// Whether `ranks`' backwards were split into B and W (zb-h1): its first rank's, which every rank
+// of every step must share.
+bool splits_backward(const std::vector<StepTimes>& steps) {
+  return !steps.empty() && !steps.front().ranks.empty() &&
+         !steps.front().ranks.front().bwd_weight_ms.empty();
+}
+
 void validate_step_times(const Run& run, std::string_view document) {
+  const bool split = splits_backward(run.measured.step_times);
   for (size_t idx = 0; idx < run.measured.step_times.size(); ++idx) {
     const StepTimes& step = run.measured.step_times[idx];
     const std::string where = detail::concat(document, ": measured.step_times[", idx, "]");
@@ -277,6 +286,10 @@ void validate_step_times(const Run& run, std::string_view document) {
                      " of each (every rank runs every micro-batch of each chunk, at most ",
                      kMaxVirtualStages * kMaxMicroBatches,
                      "), or none recomputed (or none split into B and W)");
+      PIPEPLAN_CHECK(r.bwd_weight_ms.empty() != split, where, ".ranks[", rank, "].bwd_weight_ms: ",
+                     r.bwd_weight_ms.size(), " Ws: expected ", split ? micro_batches : 0,
+                     " as measured.step_times[0].ranks[0] (every rank of a zb-h1 run splits "
+                     "its backwards into B and W, no rank of another run does)");
     }
   }
 }
@@ -345,6 +358,19 @@ Run run_from_json(const Json& json, const std::string& document) {
 }
 
 Run read_run(const std::string& path) { return run_from_json(read_json_file(path), path); }
+
+void check_step_times_of_plan(const Plan& plan, const Run& run, const std::string& run_path) {
+  const bool zero_bubble = plan.schedule == Schedule::kZeroBubbleH1;
+  const std::vector<StepTimes>& steps = run.measured.step_times;
+  PIPEPLAN_CHECK(steps.empty() || splits_backward(steps) == zero_bubble, run_path,
+                 ": measured.step_times[0].ranks[0].bwd_weight_ms: ",
+                 steps.empty() || steps.front().ranks.empty()
+                     ? 0
+                     : steps.front().ranks.front().bwd_weight_ms.size(),
+                 " Ws: expected ", zero_bubble ? "one per backward" : "none",
+                 " for a plan of schedule ", to_string(plan.schedule),
+                 " (compare a run with the plan it ran)");
+}
 
 void write_run(const std::string& path, const Run& run) { write_json_file(path, to_json(run)); }
 

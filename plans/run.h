@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "plans/plan.h"
 #include "plans/timeline.h"
 
 namespace pipeplan {
@@ -145,6 +146,11 @@ RankMeasurement rank_measurement_from_json(const JsonReader& reader);
 Json to_json(const Run& run);
 Run run_from_json(const Json& json, const std::string& document);
 Run read_run(const std::string& path);
+
+/// Checks that every step of `run` has the lists `plan`'s schedule needs beside the forwards
+/// (whose count check_run_of_plan, planner/compare.h, checks): one W (bwd_weight_ms) per backward
+/// under zb-h1, none under the others. Throws Error(kBadInput) naming the run's field.
+void check_step_times_of_plan(const Plan& plan, const Run& run, const std::string& run_path);
 /// Writes atomically (temporary file and rename).
 void write_run(const std::string& path, const Run& run);
 /// content_hash of the canonical JSON: identifies the run a calibration came from.

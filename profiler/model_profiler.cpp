@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/version.h"
 #include "models/torchscript.h"
 #include "runtime/device.h"
@@ -148,7 +149,8 @@ void ProfileOptions::validate() const {
   runtime::check_precision(runtime::parse_device(device), parse_precision(precision, "--precision"));
   PIPEPLAN_CHECK(!batch_sizes.empty(), "--batch-sizes: empty (give sizes such as 1,2,4,8)");
   for (int64_t batch_size : batch_sizes)
-    PIPEPLAN_CHECK(batch_size >= 1, "--batch-sizes: ", batch_size, " is below 1");
+    PIPEPLAN_CHECK(batch_size >= 1 && batch_size <= kMaxBatchSize, "--batch-sizes: ", batch_size,
+                   " is out of range; expected sizes from 1 to ", kMaxBatchSize);
   PIPEPLAN_CHECK(warmup >= 0, "--warmup: ", warmup, " is negative (use 0 or more)");
   PIPEPLAN_CHECK(repeats >= 1, "--repeats: ", repeats, " is below 1");
   if (threads) PIPEPLAN_CHECK(*threads >= 1, "--threads: ", *threads, " is below 1");

@@ -38,8 +38,8 @@ struct ProfileOptions {
   int64_t chain_budget_bytes = kDefaultChainBudgetBytes;
 
   /// Throws Error(kBadInput) naming the flag: unknown or unavailable device, unknown precision
-  /// or one the device cannot run, no batch sizes or one below 1, warmup < 0, repeats < 1,
-  /// threads < 1, co_located < 1. Checks only; changes nothing.
+  /// or one the device cannot run, no batch sizes or one outside [1, kMaxBatchSize], warmup < 0,
+  /// repeats < 1, threads < 1, co_located < 1. Checks only; changes nothing.
   void validate() const;
 };
 

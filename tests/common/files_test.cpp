@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -98,6 +99,29 @@ TEST(CommonFilesTest, DevicesAndPipesAreWrittenInPlaceNotReplaced) {
   fs::remove_all(dir);
 }
 
+// Issue 46: `-o FIFO` and `--log FIFO` waited forever for a reader. The child is killed by an
+// alarm where the open waits.
+TEST(CommonFilesTest, AFifoNoProcessReadsIsRefusedNotWaitedFor) {
+  const std::string dir = fresh_folder("lonely_fifo");
+  const std::string fifo = dir + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const bool log : {false, true})
+    EXPECT_EXIT(
+        {
+          ::alarm(10);
+          const Error error = error_of([&] {
+            if (log) OutputFile(fifo, /*append=*/true, "--log");
+            else write_file_atomic(fifo, "x\n");
+          });
+          const std::string expected =
+              std::string(log ? "--log: " : "") + "cannot write '" + fifo +
+              "': No such device or address (a FIFO that no process opened for reading)";
+          std::exit(error.kind() == ErrorKind::kBadInput && error.what() == expected ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
+  fs::remove_all(dir);
+}
+
 TEST(CommonFilesTest, AFailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
   const std::string dir = fresh_folder("full");
   const std::string path = dir + "/plan.json";
@@ -165,6 +189,43 @@ TEST(CommonFilesTest, RefusesAnOutputThatIsAnInputOrAnotherOutput) {
   EXPECT_NE(std::string(twice.what()).find("is also the --log file"), std::string::npos);
   EXPECT_NO_THROW(check_outputs_distinct(
       {{"-o", run}, {"--trace", "/dev/null"}, {"--log", "/dev/null"}}, {{"--plan", profile}}));
+  fs::remove_all(dir);
+}
+
+// Issue 46: a loop of links as an input ended with exit 1 and a raw filesystem error.
+TEST(CommonFilesTest, ALoopOfLinksAsAnInputIsNoError) {
+  const std::string dir = fresh_folder("loop");
+  fs::create_symlink("loop.json", dir + "/loop.json");
+  EXPECT_NO_THROW(check_outputs_distinct({{"-o", dir + "/plan.json"}},
+                                         {{"--profile", dir + "/loop.json"}}));
+  EXPECT_STREQ(error_of([&] { check_input_file(dir + "/loop.json", 100); }).what(),
+               (dir + "/loop.json: cannot read: Too many levels of symbolic links").c_str());
+  fs::remove_all(dir);
+}
+
+TEST(CommonFilesTest, InputsAreRegularFilesOfABoundedSize) {
+  const std::string dir = fresh_folder("inputs");
+  write_file_atomic(dir + "/ten.txt", "0123456789");
+  EXPECT_EQ(check_input_file(dir + "/ten.txt", 10), 10);
+  EXPECT_EQ(read_file_bytes(dir + "/ten.txt", 10), "0123456789");
+  EXPECT_STREQ(error_of([&] { read_file_bytes(dir + "/ten.txt", 9); }).what(),
+               (dir + "/ten.txt: 10 bytes: expected a file of at most 9 bytes").c_str());
+  EXPECT_STREQ(error_of([&] { check_input_file(dir, 10); }).what(),
+               (dir + ": not a regular file (a folder); expected a file").c_str());
+  EXPECT_STREQ(error_of([] { check_input_file("/dev/null", 10); }).what(),
+               "/dev/null: not a regular file (a device or socket); expected a file");
+  // The start is seen first when the file is larger; what its check throws ends the read.
+  std::string seen;
+  EXPECT_EQ(read_file_bytes(dir + "/ten.txt", 10, /*start_bytes=*/4,
+                            [&](std::string_view start) { seen = start; }),
+            "0123456789");
+  EXPECT_EQ(seen, "0123");
+  EXPECT_STREQ(error_of([&] {
+                 read_file_bytes(dir + "/ten.txt", 10, /*start_bytes=*/4, [](std::string_view) {
+                   throw Error(ErrorKind::kBadInput, "bad start");
+                 });
+               }).what(),
+               "bad start");
   fs::remove_all(dir);
 }
 

@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -68,15 +70,14 @@ TEST(JsonTest, LongValuesAndKeysAreQuotedShortened) {
 TEST(JsonTest, StreamingHandsOnTheRootArraysElementsAndKeepsTheRest) {
   const std::string text =
       R"({"layers": [{"i": 0}, 7, [1, {"i": 2}], {"i": 3}], "model": {"layers": [{"i": 9}]},)"
-      R"( "n": 1, "n": 2})";
+      R"( "n": 1})";
   std::vector<Json> elements;
   const std::optional<Json> rest =
       parse_json_streaming(text, "layers", [&](Json&& element) { elements.push_back(element); });
   ASSERT_TRUE(rest.has_value());
   EXPECT_EQ(elements,
             (std::vector<Json>{{{"i", 0}}, 7, Json::parse(R"([1, {"i": 2}])"), {{"i", 3}}}));
-  // The rest is Json::parse's document without those elements: a nested "layers" and a repeated
-  // key (the last value kept) as ever.
+  // The rest is Json::parse's document without those elements, a nested "layers" as ever.
   Json expected = Json::parse(text);
   expected["layers"] = Json::array();
   EXPECT_EQ(*rest, expected);
@@ -96,65 +97,13 @@ TEST(JsonTest, StreamingGivesUpWhereParseJsonWouldThrowOrKeepTheLastArray) {
   EXPECT_EQ(handed_on, 0);
 }
 
-// The elements' texts find_root_array_elements gives, then the byte at `end`; {"none"} for nullopt.
-std::vector<std::string> root_array_elements(std::string_view text,
-                                             size_t until = std::string_view::npos) {
-  const std::optional<RootArrayElements> array = find_root_array_elements(text, "layers", until);
-  if (!array) return {"none"};
-  EXPECT_EQ(text[array->open], '[');
-  std::vector<std::string> elements(array->elements.begin(), array->elements.end());
-  elements.push_back(std::string(1, text[array->end]));
-  return elements;
-}
-
-TEST(JsonTest, RootArrayScanSkipsStringsAndOtherValues) {
-  // Brackets, braces, commas and escaped quotes in strings, keys before "layers" with containers
-  // and a nested "layers", a string ending in a backslash.
-  const std::string text =
-      R"( {"a": {"layers": [1, 2]}, "b\"layers": "x", "c": ["]", "{"], "d": -1.5e3, "e": null,)"
-      "\n"
-      R"( "layers" : [ {"name": "a,]}\"[{"}, "\\", [1, {"x": ","}] ,{}], "f": [)";
-  EXPECT_EQ(root_array_elements(text),
-            (std::vector<std::string>{R"( {"name": "a,]}\"[{"})", R"( "\\")",
-                                      R"( [1, {"x": ","}] )", "{}", "]"}));
-  const std::optional<RootArrayElements> array = find_root_array_elements(text, "layers");
-  ASSERT_TRUE(array.has_value());
-  EXPECT_EQ(array->elements[1].data()[-1], ',');
-  EXPECT_EQ(root_array_elements(R"({"layers": [ ]})"), std::vector<std::string>{"]"});
-  EXPECT_EQ(root_array_elements(R"({"layers": [7]})"), (std::vector<std::string>{"7", "]"}));
-  // Up to the first separator at `until` or after: the scan stops at that ','.
-  const size_t second = text.find(R"( "\\")");
-  EXPECT_EQ(root_array_elements(text, second),
-            (std::vector<std::string>{R"( {"name": "a,]}\"[{"})", R"( "\\")", ","}));
-  EXPECT_EQ(root_array_elements(text, second - 1),
-            (std::vector<std::string>{R"( {"name": "a,]}\"[{"})", ","}));
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2]})", 0), (std::vector<std::string>{"1", ","}));
-}
-
-TEST(JsonTest, RootArrayScanGivesUpWhereItFindsNoArray) {
-  const std::vector<std::string> none{"none"};
-  EXPECT_EQ(root_array_elements(R"([{"layers": [1]}])"), none);           // the root is no object
-  EXPECT_EQ(root_array_elements("\xEF\xBB\xBF{\"layers\": [1]}"), none);  // a byte order mark
-  EXPECT_EQ(root_array_elements(R"({"model": {"layers": [1]}})"), none);  // nested only
-  EXPECT_EQ(root_array_elements(R"({"lay\u0065rs": [1]})"), none);        // not written plainly
-  EXPECT_EQ(root_array_elements(R"({"layers": 5})"), none);
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2)"), none);      // never closed
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2}})"), none);    // closed by a brace
-  EXPECT_EQ(root_array_elements(R"({"layers": ["1, 2]})"), none);   // in a string to the end
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, , 2]})"), none);  // a blank element
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, 2, ]})"), none);
-  EXPECT_EQ(root_array_elements(R"({"layers": [1, ]})", 0), none);      // where the scan stops too
-  EXPECT_EQ(root_array_elements(R"({"a": "x" "layers": [1]})"), none);  // no separator
-  EXPECT_EQ(root_array_elements(R"({"a": "x\)"), none);
-}
-
 TEST(JsonTest, RefusesAFifoAndAFolderInsteadOfBlocking) {
   namespace fs = std::filesystem;
   const fs::path fifo = fs::temp_directory_path() / "pipeplan_json_test.fifo";
   fs::remove(fifo);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(error_of([&] { read_json_file(fifo.string()); }),
-            fifo.string() + ": not a regular file (a folder, FIFO or device); expected a file");
+            fifo.string() + ": not a regular file (a FIFO); expected a file");
   fs::remove(fifo);
   EXPECT_NE(error_of([] { read_json_file("/tmp"); }).find("/tmp: not a regular file"),
             std::string::npos);
@@ -163,6 +112,105 @@ TEST(JsonTest, RefusesAFifoAndAFolderInsteadOfBlocking) {
   EXPECT_EQ(error_of([&] { read_json_file(junk.string()); }),
             junk.string() + ": not valid JSON (error at byte 4)");
   fs::remove(junk);
+}
+
+// Issue 46: nesting of 100,000 levels was read, and printing it in an error overflowed the stack.
+TEST(JsonTest, NestingDeeperThanTheLimitIsRefusedNamingWhere) {
+  const auto nested = [](int levels) {
+    return R"({"tool_version": )" + std::string(levels, '[') + std::string(levels, ']') + "}";
+  };
+  EXPECT_NO_THROW(parse_json(nested(kMaxJsonDepth - 1), "p.json"));  // with the root object
+  const std::string message = error_of([&] { parse_json(nested(kMaxJsonDepth), "p.json"); });
+  EXPECT_EQ(message.rfind("p.json: tool_version[0][0]", 0), 0u) << message;
+  EXPECT_NE(message.find(": nested deeper than 64 levels; expected at most 64 arrays and objects"),
+            std::string::npos)
+      << message;
+  const std::string deep = error_of([&] { parse_json(nested(100000), "p.json"); });
+  EXPECT_EQ(deep, message);
+  EXPECT_LT(deep.size(), 300u);
+  const auto count = [](Json&&) {};
+  EXPECT_FALSE(parse_json_streaming(nested(100000), "layers", count));
+}
+
+// Issue 46: a repeated key was read, the last value kept.
+TEST(JsonTest, ARepeatedKeyIsRefusedNamingItAndItsObject) {
+  EXPECT_EQ(error_of([] { parse_json(R"({"a": 1, "a": 1})", "p.json"); }),
+            "p.json: key 'a' given twice; expected each key once in an object");
+  EXPECT_EQ(
+      error_of([] {
+        parse_json(R"({"layers": [{}, {"points": [{"fwd_ms": 1, "fwd_ms": 2}]}]})", "p.json");
+      }),
+      "p.json: layers[1].points[0]: key 'fwd_ms' given twice; expected each key once in an object");
+  // The same key in two objects is no repeat.
+  EXPECT_NO_THROW(parse_json(R"({"a": {"x": 1}, "b": {"x": 1}, "x": [{"x": 1}, {"x": 2}]})", "p"));
+  int handed_on = 0;
+  const auto count = [&](Json&&) { ++handed_on; };
+  EXPECT_FALSE(parse_json_streaming(R"({"layers": [{"a": 1, "a": 2}]})", "layers", count));
+  EXPECT_FALSE(parse_json_streaming(R"({"x": 1, "layers": [], "x": 2})", "layers", count));
+}
+
+// Issue 46: after a NUL byte the rest of a file went unread, whatever it held.
+TEST(JsonTest, BytesAfterTheDocumentAreRefusedNamingTheOffset) {
+  using namespace std::string_literals;
+  EXPECT_EQ(error_of([] { parse_json("{\"a\": 1}\0\0garbage"s, "p.json"); }),
+            "p.json: not valid JSON (error at byte 9: a NUL byte)");
+  EXPECT_EQ(error_of([] { parse_json("{\"a\": 1}\n x", "p.json"); }),
+            "p.json: not valid JSON (error at byte 11)");
+  EXPECT_EQ(error_of([] { parse_json("{\"a\": 1} {}", "p.json"); }),
+            "p.json: not valid JSON (error at byte 10)");
+  EXPECT_NO_THROW(parse_json("{\"a\": 1}\n\t \r\n", "p.json"));
+  const auto count = [](Json&&) {};
+  EXPECT_FALSE(parse_json_streaming("{\"layers\": []}\0x"s, "layers", count));
+}
+
+// Issue 46: a 500 MB file was read whole before failing at its first byte. The file here is
+// sparse (no disk used); reading it whole takes more memory than the child may have.
+TEST(JsonTest, AFileThatIsNoJsonFromItsStartFailsBeforeItIsReadWhole) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::temp_directory_path() / "pipeplan_json_test_sparse.json";
+  {
+    std::ofstream(path) << "MZ\x90 not json";
+  }
+  fs::resize_file(path, kMaxJsonFileBytes / 2);
+  EXPECT_EXIT(
+      {
+        rlimit limit{};
+        ::getrlimit(RLIMIT_AS, &limit);
+        limit.rlim_cur = rlim_t{256} << 20;  // far below the file's 512 MiB
+        ::setrlimit(RLIMIT_AS, &limit);
+        const std::string message = error_of([&] { read_json_file(path.string()); });
+        std::fprintf(stderr, "%s\n", message.c_str());
+        std::exit(message == path.string() + ": not valid JSON (error at byte 1)" ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  // A file bad after its start is refused as ever, once read.
+  {
+    std::ofstream(path) << R"({"a": [)" << std::string(3 << 20, ' ') << "1, ]}";
+  }
+  EXPECT_NE(error_of([&] { read_json_file(path.string()); }).find("not valid JSON (error at byte"),
+            std::string::npos);
+  // A number beyond a double where the start is cut (1 MiB), back within one with its exponent.
+  const std::string number = "1" + std::string(400, '0');
+  {
+    std::ofstream(path) << R"({"a": )" << std::string((1 << 20) - 6 - number.size(), ' ')
+                        << number << "e-400}";
+  }
+  EXPECT_EQ(read_json_file(path.string()).at("a").get<double>(), 1.0);
+  fs::remove(path);
+}
+
+// Issue 46: a device was read until memory ran out, and a loop of links ended with a raw
+// filesystem error.
+TEST(JsonTest, DevicesAndLinkLoopsAreRefusedAsBadInput) {
+  namespace fs = std::filesystem;
+  EXPECT_EQ(error_of([] { read_json_file("/dev/zero"); }),
+            "/dev/zero: not a regular file (a device or socket); expected a file");
+  const fs::path loop = fs::temp_directory_path() / "pipeplan_json_test_loop.json";
+  fs::remove(loop);
+  fs::create_symlink(loop, loop);
+  EXPECT_EQ(error_of([&] { read_json_file(loop.string()); }),
+            loop.string() + ": cannot read: Too many levels of symbolic links");
+  fs::remove(loop);
 }
 
 TEST(JsonTest, ANumberBeyondADoubleIsBadInputNamingIt) {

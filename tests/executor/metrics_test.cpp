@@ -1,7 +1,14 @@
-// Tests for executor/metrics.h: timing records, the run summary, step checks, the timeline.
+// Tests for executor/metrics.h: timing records, the run summary, step checks, the timeline, the
+// steps log kept on --resume.
 #include "executor/metrics.h"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "common/error.h"
 #include "executor/comm.h"
@@ -9,6 +16,38 @@
 
 namespace pipeplan::executor {
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Issue 46: --resume read a FIFO log forever and /dev/zero until memory ran out, and dropped the
+// lines it could not read without a word.
+TEST(MetricsTest, ResumeKeepsTheLogUpToItsStepAndSaysWhatItDrops) {
+  const std::string dir = testing::fresh_dir("resumed_log");
+  const std::string log = dir + "/steps.jsonl";
+  const std::string step_1 = R"({"step": 1, "loss": 2.3})";
+  const std::string epoch_1 = R"({"epoch": 1, "step": 2, "test_accuracy": 0.5})";
+  std::ofstream(log) << step_1 << "\n" << epoch_1 << "\n{\"step\": 3}\nnot json\n{\"step\": 2.5}\n";
+  ::testing::internal::CaptureStderr();
+  truncate_log_after(log, 2);
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(read_text(log), step_1 + "\n" + epoch_1 + "\n");
+  EXPECT_NE(warning.find("--log '" + log +
+                         "': dropped 2 lines that are no step record (the first: line 4)"),
+            std::string::npos)
+      << warning;
+  // Devices and pipes are written in place, never read back.
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  truncate_log_after(fifo, 2);
+  truncate_log_after("/dev/zero", 2);
+  truncate_log_after(dir + "/absent.jsonl", 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/absent.jsonl"));
+}
 
 TEST(MetricsTest, RecorderMeasuresOnlyStepsAfterTheWarmUp) {
   Recorder recorder(/*rank=*/0, /*warmup_steps=*/1);

@@ -261,6 +261,18 @@ class ReturnsDict(nn.Module):
         return {"logits": self.a(x)}
 
 
+class NoParameters(nn.Module):
+    """Nothing to train: `pipeplan profile` must refuse it."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+        self.pipeplan_input_shape = [8]
+
+    def forward(self, x):
+        return self.act(x)
+
+
 def torchvision_resnet18():
     """torchvision's own resnet18 for 10 classes on 3x32x32; None without torchvision."""
     try:
@@ -308,6 +320,7 @@ def main():
     save(InPlace(), args.out_dir, "in_place.pt")
     save(ReturnsDict(), args.out_dir, "returns_dict.pt")
     save(TiedGpt(), args.out_dir, "tied_gpt.pt")
+    save(NoParameters(), args.out_dir, "no_parameters.pt")
     torch.jit.trace(Skip3(), torch.randn(2, 8)).save(os.path.join(args.out_dir, "skip3_traced.pt"))
     resnet18 = torchvision_resnet18()
     if resnet18 is not None:

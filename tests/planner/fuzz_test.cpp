@@ -1,11 +1,19 @@
 // A fuzz test of every reader and the planner behind it: seeded mutations of a valid profile,
-// plan and run (keys deleted, types swapped, extreme numbers, arrays truncated, duplicated or
-// shuffled) are read and, when accepted, planned, simulated, compared and calibrated. Each case
-// must either succeed or fail as bad input (pipeplan::Error, kBadInput, one short line), within
-// kCaseLimitMs. CTest labels it `fuzz` (the name contains "Fuzz").
+// plan, inference plan and runs (keys deleted, types swapped, extreme numbers, arrays truncated,
+// duplicated or shuffled; in the text, nesting too deep, a key repeated, bytes after the
+// document) are read through the readers' own text parsing and, when accepted, planned,
+// simulated, compared and calibrated. Each case must either succeed or fail as bad input
+// (pipeplan::Error, kBadInput, one short line), within kCaseLimitMs; a case whose text is
+// spoiled must fail. Special files (FIFOs, devices, folders, loops of links) are refused by every
+// reader without waiting. CTest labels it `fuzz` (the name contains "Fuzz").
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,8 +22,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -27,17 +38,22 @@
 #include "planner/calibration.h"
 #include "planner/compare.h"
 #include "planner/layer_table.h"
+#include "planner/predict.h"
 #include "planner/search.h"
 #include "planner/simulator.h"
+#include "tests/planner/test_profiles.h"
 #include "tests/planner/test_runs.h"
 
 namespace pipeplan {
 namespace {
 
 constexpr uint64_t kSeed = 18;
-/// Cases per document (profile, plan, run); each applies 1 to kMaxMutations mutations.
-constexpr int kCasesPerDocument = 1000;
+/// Cases per document (profile, plan, run, inference plan, zb-h1 run); each applies 1 to
+/// kMaxMutations mutations.
+constexpr int kCasesPerDocument = 600;
 constexpr int kMaxMutations = 3;
+/// One case in this many has its text spoiled after its mutations (spoil_text).
+constexpr int kSpoiledTextShare = 4;
 /// A case slower than this fails the test: no accepted input may make the tools crawl.
 constexpr double kCaseLimitMs = 1000;
 /// A case that has not finished after this long is reported and the test aborted (a hang).
@@ -183,20 +199,39 @@ struct Bases {
   Profile profile;
   Plan plan;
   Run run;
-  Json profile_json, plan_json, run_json;
+  Plan zero_bubble_plan;  ///< zb-h1, of the profile with its backwards split into B and W
+  Json profile_json, plan_json, run_json, inference_plan_json, zero_bubble_run_json;
 };
 
-// Two measured steps in which every rank took its stage's predicted times.
+// Two measured steps in which every rank took its stage's predicted times (and, under zb-h1,
+// as long for W as for B).
 std::vector<StepTimes> predicted_steps(const Plan& plan) {
   std::vector<RankStepTimes> ranks;
+  const bool zero_bubble = plan.schedule == Schedule::kZeroBubbleH1;
   for (const RankAssignment& a : plan.ranks) {
     const StagePrediction& s = plan.predictions.stages[a.stage];
-    ranks.push_back({std::vector<double>(plan.num_micro_batches, s.fwd_ms),
-                     std::vector<double>(plan.num_micro_batches, s.bwd_ms), {}, s.allreduce_ms,
-                     s.optimizer_ms});
+    const std::vector<double> bwd(plan.num_micro_batches, s.bwd_ms);
+    ranks.push_back({std::vector<double>(plan.num_micro_batches, s.fwd_ms), bwd, {},
+                     s.allreduce_ms, s.optimizer_ms, zero_bubble ? bwd : std::vector<double>{}});
   }
   const double iteration_ms = plan.predictions.iteration_ms;
   return {{/*step=*/11, iteration_ms, ranks}, {/*step=*/12, iteration_ms, ranks}};
+}
+
+// The best inference plan of the profile with an inference forward for 4 devices.
+Plan inference_plan(const Profile& training_profile) {
+  const size_t layers = training_profile.layers.size();
+  const Profile profile = testing::with_inference_forward(
+      training_profile, std::vector<double>(layers, 0.125), std::vector<int64_t>(layers, 4096));
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = "profile.json";
+  context.profile_hash = "fnv1a64:00000000000000ab";
+  context.cluster = make_cluster(profile, /*devices=*/4, /*device_memory_bytes=*/int64_t{4} << 30,
+                                 /*devices_per_node=*/4, /*inter_node_bandwidth_bytes_per_s=*/0);
+  context.global_batch = 16;
+  context.mode = PlanMode::kInference;
+  return search(context, SearchOptions{}).plans.at(0);
 }
 
 Bases make_bases() {
@@ -208,6 +243,13 @@ Bases make_bases() {
   bases.run = testing::run_as_predicted(bases.plan, bases.plan);
   bases.run.measured.step_times = predicted_steps(bases.plan);
   bases.run_json = to_json(bases.run);
+  bases.inference_plan_json = to_json(inference_plan(bases.profile));
+  const Profile split = testing::with_backward_split(bases.profile, 0.5, 0.5);
+  bases.zero_bubble_plan = testing::plan_for(split, /*dp=*/2, /*pp=*/2, /*global_batch=*/16,
+                                             Schedule::kZeroBubbleH1);
+  Run zero_bubble_run = testing::run_as_predicted(bases.zero_bubble_plan, bases.zero_bubble_plan);
+  zero_bubble_run.measured.step_times = predicted_steps(bases.zero_bubble_plan);
+  bases.zero_bubble_run_json = to_json(zero_bubble_run);
   return bases;
 }
 
@@ -258,9 +300,9 @@ void expect_sane(double value, const std::string& what) {
     throw Nonsense(what + " is " + std::to_string(value) + ", not a finite value >= 0");
 }
 
-void feed_profile(const Json& json, const Bases& bases) {
-  const Profile profile = profile_from_json(json, "profile.json");
-  expect_read_back(json, to_json(profile));
+void feed_profile(const std::string& text, const Bases& bases) {
+  const Profile profile = parse_profile(text, "profile.json");
+  expect_read_back(Json::parse(text), to_json(profile));
   for (const Plan& plan : search(planning_context(profile), SearchOptions{}).plans) {
     expect_sane(plan.predictions.iteration_ms, "a searched plan's iteration_ms");
     if (plan.predictions.iteration_ms == 0) throw Nonsense("a searched plan predicts 0 ms");
@@ -269,9 +311,9 @@ void feed_profile(const Json& json, const Bases& bases) {
   expect_sane(calibration.after.predictions.iteration_ms, "the calibrated iteration_ms");
 }
 
-void feed_plan(const Json& json, const Bases& bases) {
-  const Plan plan = plan_from_json(json, "plan.json");
-  expect_read_back(json, to_json(plan));
+void feed_plan(const std::string& text, const Bases& bases) {
+  const Plan plan = plan_from_json(parse_json(text, "plan.json"), "plan.json");
+  expect_read_back(Json::parse(text), to_json(plan));
   expect_sane(simulate(simulation_input(plan)).iteration_ms, "the simulated iteration_ms");
   const Run run = run_naming(plan, bases.run);
   check_run_of_plan(plan, "plan.json", run, "run.json");
@@ -280,23 +322,116 @@ void feed_plan(const Json& json, const Bases& bases) {
   calibrate(bases.profile, plan, run, "run.json");
 }
 
-void feed_run(const Json& json, const Bases& bases) {
-  const Run run = run_from_json(json, "run.json");
-  expect_read_back(json, to_json(run));
-  check_run_of_plan(bases.plan, "plan.json", run, "run.json");
-  const Comparison comparison = compare(bases.plan, "plan.json", run, "run.json");
+// A run of `plan`, read from `text` as `pipeplan compare` reads it, compared and calibrated.
+void feed_run(const std::string& text, const Plan& plan, const Bases& bases) {
+  const Run run = run_from_json(parse_json(text, "run.json"), "run.json");
+  expect_read_back(Json::parse(text), to_json(run));
+  check_run_of_plan(plan, "plan.json", run, "run.json");
+  check_step_times_of_plan(plan, run, "run.json");
+  const Comparison comparison = compare(plan, "plan.json", run, "run.json");
   expect_sane(to_ms(comparison.split.resimulated_ns), "the re-simulated iteration_ms");
-  calibrate(bases.profile, bases.plan, run, "run.json");
+  calibrate(plan.schedule == Schedule::kZeroBubbleH1
+                ? testing::with_backward_split(bases.profile, 0.5, 0.5)
+                : bases.profile,
+            plan, run, "run.json");
 }
 
-// Reads `text` as the document `doc_idx` (0 profile, 1 plan, 2 run) and feeds what it accepts to
-// the planner, simulator, comparison and calibration.
-void feed(int doc_idx, const std::string& text, const Bases& bases) {
-  const Json json = Json::parse(text);
-  if (doc_idx == 0) feed_profile(json, bases);
-  if (doc_idx == 1) feed_plan(json, bases);
-  if (doc_idx == 2) feed_run(json, bases);
+void feed_inference_plan(const std::string& text) {
+  const Plan plan = plan_from_json(parse_json(text, "plan.json"), "plan.json");
+  expect_read_back(Json::parse(text), to_json(plan));
+  const auto [request, interval_ms] =
+      play_requests(simulation_input(plan), SimulationOptions{/*record_timeline=*/false});
+  expect_sane(request.iteration_ms, "the simulated latency");
+  expect_sane(interval_ms, "the simulated interval");
 }
+
+// The documents of the cases, in the order their cases take turns.
+enum class Document { kProfile, kPlan, kRun, kInferencePlan, kZeroBubbleRun };
+constexpr int kDocuments = 5;
+const char* const kDocumentNames[kDocuments] = {"profile", "plan", "run", "inference plan",
+                                                "zb-h1 run"};
+
+// Reads `text` as the document `doc` through its reader's own text parsing (parse_profile,
+// parse_json) and feeds what it accepts to the planner, simulator, comparison and calibration.
+void feed(Document doc, const std::string& text, const Bases& bases) {
+  switch (doc) {
+    case Document::kProfile:
+      return feed_profile(text, bases);
+    case Document::kPlan:
+      return feed_plan(text, bases);
+    case Document::kRun:
+      return feed_run(text, bases.plan, bases);
+    case Document::kInferencePlan:
+      return feed_inference_plan(text);
+    case Document::kZeroBubbleRun:
+      return feed_run(text, bases.zero_bubble_plan, bases);
+  }
+}
+
+// The string a spoiled case puts in place of a value, replaced in the text by deep nesting.
+const char* const kDeepPlaceholder = "\x01" "deep" "\x01";
+
+// Offsets of the '{' that open a non-empty object in `text` (compact JSON), strings skipped.
+std::vector<size_t> object_openings(const std::string& text) {
+  std::vector<size_t> openings;
+  bool in_string = false;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    if (in_string) {
+      if (text[pos] == '\\') ++pos;
+      else if (text[pos] == '"') in_string = false;
+    } else if (text[pos] == '"') {
+      in_string = true;
+    } else if (text[pos] == '{' && pos + 1 < text.size() && text[pos + 1] == '"') {
+      openings.push_back(pos);
+    }
+  }
+  return openings;
+}
+
+// Spoils a document that no reader may then accept, first in `doc` (a value to nest deeply in
+// the text) and then in `text`, its compact dump: an array nested deeper than kMaxJsonDepth (or
+// 100,000 deep) in place of a value, an object's first key given again, or bytes after the
+// document. Returns what it did.
+class TextSpoiler {
+ public:
+  explicit TextSpoiler(std::mt19937_64& rng) : rng_(rng), kind_(static_cast<int>(rng() % 3)) {}
+
+  std::string before_dump(Json* doc) {
+    if (kind_ != 0) return "";
+    std::vector<Pointer> paths;
+    collect_paths(*doc, Pointer(), &paths);
+    const Pointer path = paths[rng_() % paths.size()];
+    doc->at(path) = kDeepPlaceholder;
+    depth_ = rng_() % 2 ? kMaxJsonDepth : 100000;
+    return " nest " + path.to_string() + " " + std::to_string(depth_) + " deep;";
+  }
+
+  std::string after_dump(std::string* text) {
+    if (kind_ == 0) {
+      const std::string placeholder = Json(kDeepPlaceholder).dump();
+      text->replace(text->find(placeholder), placeholder.size(),
+                    std::string(depth_, '[') + std::string(depth_, ']'));
+      return "";
+    }
+    const std::vector<size_t> openings = object_openings(*text);
+    if (kind_ == 1 && !openings.empty()) {
+      const size_t open = openings[rng_() % openings.size()];
+      const std::string key = text->substr(open + 1, text->find('"', open + 2) - open);
+      text->insert(open + 1, key + ":0,");
+      return " repeat key " + key + ";";
+    }
+    const std::vector<std::string> tails = {std::string(1, '\0'), std::string("\0\0garbage", 9),
+                                            " x", "{}", "\n]", std::string("\0{\"a\": 1}", 10)};
+    const std::string& tail = tails[rng_() % tails.size()];
+    text->append(tail);
+    return " append " + Json(tail).dump() + ";";
+  }
+
+ private:
+  std::mt19937_64& rng_;
+  int kind_;
+  int depth_ = 0;
+};
 
 // What one case did: accepted, rejected as bad input, or a failure (with why).
 struct CaseOutcome {
@@ -304,10 +439,10 @@ struct CaseOutcome {
   std::string failure;  ///< empty unless the case failed the contract
 };
 
-CaseOutcome run_case(int doc_idx, const std::string& text, const Bases& bases) {
+CaseOutcome run_case(Document doc, const std::string& text, const Bases& bases) {
   CaseOutcome outcome;
   try {
-    feed(doc_idx, text, bases);
+    feed(doc, text, bases);
     outcome.accepted = true;
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -374,8 +509,8 @@ class AddressSpaceLimit {
 
 TEST(InputFuzzTest, MutatedFilesAreReadOrRejectedAsBadInput) {
   const Bases bases = make_bases();
-  const Json* docs[] = {&bases.profile_json, &bases.plan_json, &bases.run_json};
-  const char* names[] = {"profile", "plan", "run"};
+  const Json* docs[kDocuments] = {&bases.profile_json, &bases.plan_json, &bases.run_json,
+                                  &bases.inference_plan_json, &bases.zero_bubble_run_json};
   const bool verbose = std::getenv("PIPEPLAN_FUZZ_VERBOSE") != nullptr;
   std::mt19937_64 rng(kSeed);
   int accepted = 0, rejected = 0;
@@ -386,23 +521,31 @@ TEST(InputFuzzTest, MutatedFilesAreReadOrRejectedAsBadInput) {
   {
     AddressSpaceLimit limit;
     Watchdog watchdog;
-    for (int case_idx = 0; case_idx < 3 * kCasesPerDocument; ++case_idx) {
-      const int doc_idx = case_idx % 3;
+    for (int case_idx = 0; case_idx < kDocuments * kCasesPerDocument; ++case_idx) {
+      const int doc_idx = case_idx % kDocuments;
       Json doc = *docs[doc_idx];
-      std::string what = std::string(names[doc_idx]) + " #" + std::to_string(case_idx) + ":";
+      std::string what =
+          std::string(kDocumentNames[doc_idx]) + " #" + std::to_string(case_idx) + ":";
       // Half the cases mutate once, so that a mutation is not hidden behind an earlier one.
       const int count = rng() % 2 ? 1 : 2 + static_cast<int>(rng() % (kMaxMutations - 1));
       for (int idx = 0; idx < count; ++idx) what += " " + mutate(&doc, rng) + ";";
+      std::optional<TextSpoiler> spoiler;
+      if (rng() % kSpoiledTextShare == 0) spoiler.emplace(rng);
+      if (spoiler) what += spoiler->before_dump(&doc);
+      std::string text = doc.dump();
+      if (spoiler) what += spoiler->after_dump(&text);
       if (verbose) std::fprintf(stderr, "fuzz: %s\n", what.c_str());
       watchdog.start(what);
       const auto start = std::chrono::steady_clock::now();
-      const CaseOutcome outcome = run_case(doc_idx, doc.dump(), bases);
+      const CaseOutcome outcome = run_case(static_cast<Document>(doc_idx), text, bases);
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
       if (ms > slowest_ms) slowest_ms = ms, slowest = what;
       (outcome.accepted ? accepted : rejected) += 1;
       if (!outcome.failure.empty()) failures.push_back(what + " -> " + outcome.failure);
+      else if (spoiler && outcome.accepted)
+        failures.push_back(what + " -> accepted a spoiled text");
       else if (ms > kCaseLimitMs)
         failures.push_back(what + " -> took " + std::to_string(ms) + " ms");
     }
@@ -411,13 +554,96 @@ TEST(InputFuzzTest, MutatedFilesAreReadOrRejectedAsBadInput) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - fuzz_start).count();
   std::printf("fuzz: %d cases, %d accepted, %d rejected, %zu failed, slowest case %.1f ms (%s), "
               "%.1f s in all\n",
-              3 * kCasesPerDocument, accepted, rejected, failures.size(), slowest_ms,
+              kDocuments * kCasesPerDocument, accepted, rejected, failures.size(), slowest_ms,
               slowest.c_str(), total_s);
   for (size_t idx = 0; idx < failures.size() && (verbose || idx < kFailuresShown); ++idx)
     std::printf("fuzz failure: %s\n", failures[idx].c_str());
   EXPECT_TRUE(failures.empty()) << failures.size() << " cases broke the contract";
   EXPECT_GT(accepted, 0) << "no mutation was accepted: the fuzz tests only the first checks";
   EXPECT_LT(total_s, 60.0) << "the fuzz must stay under a minute of CI";
+}
+
+// Special files in a fresh folder, each named by what it is; removed with the folder.
+class SpecialFiles {
+ public:
+  SpecialFiles() : dir_(std::filesystem::temp_directory_path() /
+                        ("pipeplan_fuzz_special_" + std::to_string(::getpid()))) {
+    namespace fs = std::filesystem;
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "folder");
+    add("FIFO", ::mkfifo((dir_ / "fifo").c_str(), 0600) == 0, "fifo");
+    // A FIFO this process also holds open for writing: a read of it would wait for ever.
+    add("FIFO with a writer", ::mkfifo((dir_ / "fed").c_str(), 0600) == 0, "fed");
+    writer_fd_ = ::open((dir_ / "fed").c_str(), O_RDWR);
+    fs::create_symlink("loop", dir_ / "loop");
+    fs::create_symlink("fifo", dir_ / "to_fifo");
+    paths_.push_back({"loop of links", (dir_ / "loop").string()});
+    paths_.push_back({"link to a FIFO", (dir_ / "to_fifo").string()});
+    paths_.push_back({"folder", (dir_ / "folder").string()});
+    paths_.push_back({"missing file", (dir_ / "missing.json").string()});
+    for (const char* device : {"/dev/zero", "/dev/null", "/dev/urandom", "/dev/full"})
+      paths_.push_back({device, device});
+    socket_fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string socket_path = (dir_ / "socket").string();
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", socket_path.c_str());
+    add("socket",
+        ::bind(socket_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0,
+        "socket");
+  }
+  ~SpecialFiles() {
+    if (writer_fd_ >= 0) ::close(writer_fd_);
+    if (socket_fd_ >= 0) ::close(socket_fd_);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  SpecialFiles(const SpecialFiles&) = delete;
+  SpecialFiles& operator=(const SpecialFiles&) = delete;
+
+  /// (what it is, its path)
+  const std::vector<std::pair<std::string, std::string>>& paths() const { return paths_; }
+
+ private:
+  void add(const std::string& what, bool made, const std::string& name) {
+    EXPECT_TRUE(made) << "could not make the " << what;
+    if (made) paths_.push_back({what, (dir_ / name).string()});
+  }
+  std::filesystem::path dir_;
+  std::vector<std::pair<std::string, std::string>> paths_;
+  int writer_fd_ = -1;
+  int socket_fd_ = -1;
+};
+
+// Issue 46: a FIFO or a device as an input hung a reader or read without end. Every JSON reader
+// (the profile's, the plan's and inference plan's, the run's and calibration run's, the
+// checkpoint manifest's and interconnect record's read_json_file) refuses each special file as
+// bad input, at once.
+TEST(InputFuzzTest, SpecialFilesAreRefusedByEveryReaderWithoutWaiting) {
+  const SpecialFiles files;
+  const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers = {
+      {"read_profile", [](const std::string& path) { read_profile(path); }},
+      {"read_plan", [](const std::string& path) { read_plan(path); }},
+      {"read_run", [](const std::string& path) { read_run(path); }},
+      {"read_json_file", [](const std::string& path) { read_json_file(path); }},
+  };
+  Watchdog watchdog;
+  for (const auto& [reader_name, read] : readers)
+    for (const auto& [what, path] : files.paths()) {
+      const std::string name = reader_name + " of a " + what + " (" + path + ")";
+      watchdog.start(name);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        read(path);
+        ADD_FAILURE() << name << ": accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << name << ": " << e.what();
+        EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << name << ": " << e.what();
+      }
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                1.0)
+          << name;
+    }
 }
 
 }  // namespace

@@ -140,6 +140,38 @@ TEST(RunTest, MeaninglessRunsAreRefusedNamingTheValue) {
             "run.json: test_accuracy[0].test_accuracy: 75: expected a number in [0, 1]");
 }
 
+// Issue 46: a run whose second rank had no Ws under zb-h1 reached the simulator's internal
+// assertion through `compare`.
+TEST(RunTest, EveryRankSplitsItsBackwardsOrNoneDoesAsThePlansScheduleSays) {
+  Json json = to_json(sample_run());
+  json["measured"]["step_times"][0]["ranks"][0]["bwd_weight_ms"] = {0.5, 0.5};
+  try {
+    run_from_json(json, "run.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_EQ(std::string(e.what()),
+              "run.json: measured.step_times[0].ranks[1].bwd_weight_ms: 0 Ws: expected 2 as "
+              "measured.step_times[0].ranks[0] (every rank of a zb-h1 run splits its backwards "
+              "into B and W, no rank of another run does)");
+  }
+  json["measured"]["step_times"][0]["ranks"][1]["bwd_weight_ms"] = {0.5, 0.5};
+  const pipeplan::Run split = run_from_json(json, "run.json");
+  Plan plan;
+  plan.schedule = Schedule::kOneFOneB;
+  try {
+    check_step_times_of_plan(plan, split, "run.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "run.json: measured.step_times[0].ranks[0].bwd_weight_ms: 2 Ws: expected none for "
+              "a plan of schedule 1f1b (compare a run with the plan it ran)");
+  }
+  plan.schedule = Schedule::kZeroBubbleH1;
+  EXPECT_NO_THROW(check_step_times_of_plan(plan, split, "run.json"));
+  EXPECT_THROW(check_step_times_of_plan(plan, sample_run(), "run.json"), Error);
+}
+
 // step_times is optional: a run.json without it reads, with no steps to replay.
 TEST(RunTest, RunsWithoutStepTimesStillRead) {
   Json json = to_json(sample_run());

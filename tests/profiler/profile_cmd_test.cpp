@@ -2,6 +2,7 @@
 // with one line and exit code 2 before anything is measured; a good run writes a valid profile,
 // and a co-located one is written once, by one of its processes.
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "plans/profile.h"
+#include "tests/models/torchscript_files.h"
 
 namespace pipeplan {
 namespace {
@@ -101,6 +103,40 @@ TEST(ProfileCommandTest, BadNumbersExitTwoWithOneLine) {
       {"--model mlp_tiny --co-located 0" + kOutput, "--co-located: 0 is below 1"},
   });
   EXPECT_FALSE(std::filesystem::exists(temp_path("pipeplan_profile_cmd_bad.json")));
+}
+
+// Issue 46: these ended in allocation errors (exit 1), or in 48 s of 1,000 threads on 2 cores.
+TEST(ProfileCommandTest, SizesBeyondTheirBoundsExitTwoBeforeAnythingIsBuilt) {
+  expect_bad_input({
+      {"--model mlp_tiny --batch-sizes 2,16777217" + kOutput,
+       "--batch-sizes: 16777217 is out of range; expected sizes from 1 to 16777216"},
+      {"--model mlp_tiny --model-arg layers=1000000000000" + kOutput,
+       "model 'mlp_tiny': layers=1000000000000 is out of range; expected an integer in [1, 65534]"},
+      {"--model gpt_tiny --model-arg layers=70000" + kOutput, "layers=70000 is out of range"},
+      {"--model vit_tiny --model-arg layers=70000" + kOutput, "layers=70000 is out of range"},
+      {"--model mlp_tiny --threads 100000" + kOutput, "--threads: 100000 is more than the "},
+      {"--model mlp_tiny --seed=-1" + kOutput, "--seed: '-1' is not a decimal integer"},
+  });
+}
+
+// Issue 46: a model without parameters was profiled and planned, and refused only by `train`; a
+// huge TorchScript input shape ended in an allocation error; a FIFO as the model blocked.
+TEST(ProfileCommandTest, TorchScriptModelsNoRunCouldUseAreRefused) {
+  std::string error;
+  const std::string dir = testing::test_models_dir(/*mlp_seed=*/1, &error);
+  if (dir.empty()) GTEST_SKIP() << error;
+  const std::string fifo = temp_path("pipeplan_profile_cmd_model.pt");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_bad_input({
+      {"--model " + dir + "/no_parameters.pt --no-comm" + kOutput,
+       "the model has no parameters; expected a model with weights to train"},
+      {"--model " + dir + "/mlp.pt --model-arg input_shape=65536x65536 --no-comm" + kOutput,
+       "input_shape='65536x65536' has more than 67108864 elements in one sample"},
+      {"--model " + fifo + " --no-comm" + kOutput, fifo + ": not a regular file (a FIFO)"},
+      {"--model /dev/zero --no-comm" + kOutput, "/dev/zero: not a regular file (a device"},
+  });
+  std::filesystem::remove(fifo);
 }
 
 TEST(ProfileCommandTest, WritesAValidProfileQuietlyWhenNotOnATerminal) {
