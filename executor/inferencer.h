@@ -6,27 +6,24 @@
 #include <cstdint>
 #include <string>
 
+#include "executor/trainer.h"
+
 namespace pipeplan::executor {
 
 /// Most requests one run may have (--requests): far above any real run, small enough that
 /// request numbers times micro-batches never overflow.
 inline constexpr int64_t kMaxInferRequests = 1'000'000;
 
-/// The flags of `pipeplan infer` (DESIGN.md, Command line).
-struct InferOptions {
-  std::string plan_path;
-  std::string data = "fashion-mnist";  ///< fashion-mnist, cifar10, synthetic
-  std::string data_dir;                ///< "" for the data set's default location
-  int64_t requests = 50;               ///< requests to serve, in [1, kMaxInferRequests]
+/// The flags of `pipeplan infer` (DESIGN.md, Command line); its seed is the seeded init's (the
+/// same seed: a training run's start) and the synthetic data's.
+struct InferOptions : RankOptions {
+  int64_t requests = 50;  ///< requests to serve, in [1, kMaxInferRequests]
   /// Requests left out of the statistics (allocator and cache warm-up), < requests.
   int64_t warmup_requests = 3;
   std::string checkpoint_dir;  ///< a training run's --checkpoint-dir; "" for the seeded init
-  uint64_t seed = 0;           ///< the seeded init (same seed: a training run's start) and data
-  std::string output_path;     ///< run.json (rank 0)
   /// Internal (tests): the last stage's outputs of the first requests, by request and global
   /// micro-batch ("r0.g3"), as a torch archive; with dp > 1 each replica writes PATH.replica-R.
   std::string outputs_path;
-  double timeout_s = 300;  ///< rendezvous and every wait on a peer
 };
 
 /// Runs this process's rank (from RANK, WORLD_SIZE, ...) of the inference `options` describe.

@@ -340,19 +340,6 @@ void StageRuntime::backward_weight(int chunk_idx, int micro_batch) {
   entry = InFlight();
 }
 
-torch::Tensor StageRuntime::evaluate(int chunk_idx, const torch::Tensor& input,
-                                     const torch::Tensor& target, int64_t* correct,
-                                     int64_t* total) {
-  torch::NoGradGuard no_grad;
-  const Chunk& chunk = chunks_.at(chunk_idx);
-  torch::Tensor output = run_layers(chunk, input, /*rng_seed=*/0);
-  if (!chunk.last_of_model) return output;
-  const torch::Tensor predicted = output.argmax(-1);
-  *correct += predicted.eq(target.to(predicted.device())).sum().item<int64_t>();
-  *total += target.numel();
-  return torch::Tensor();
-}
-
 torch::Tensor StageRuntime::infer(int chunk_idx, const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
   return run_layers(chunks_.at(chunk_idx), input, /*rng_seed=*/0);

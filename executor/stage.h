@@ -125,17 +125,9 @@ class StageRuntime {
   void backward_weight(int chunk, int micro_batch);
   void backward_weight(int micro_batch) { backward_weight(/*chunk=*/0, micro_batch); }
 
-  /// Evaluation forward through `chunk` (no graph, layers in eval mode): returns the activation
-  /// to send, or on the model's last chunk adds correct predictions and predictions made to
-  /// `correct` and `total`.
-  torch::Tensor evaluate(int chunk, const torch::Tensor& input, const torch::Tensor& target,
-                         int64_t* correct, int64_t* total);
-  torch::Tensor evaluate(const torch::Tensor& input, const torch::Tensor& target, int64_t* correct,
-                         int64_t* total) {
-    return evaluate(/*chunk=*/0, input, target, correct, total);
-  }
-  /// Inference forward through `chunk` (no graph; the caller puts the layers in eval mode):
-  /// returns the activation to send, or on the model's last chunk its output (the logits).
+  /// Forward through `chunk` without a graph, the layers in the mode they are in (evaluation and
+  /// serving put them in eval mode): returns the activation to send, or on the model's last
+  /// chunk its output (the logits).
   torch::Tensor infer(int chunk, const torch::Tensor& input);
   /// Frees the flat gradient buffer (inference needs none): gradients() and tied_gradients()
   /// are then empty and no backward may run.

@@ -1,9 +1,6 @@
 // `pipeplan train` for one rank: setup, the step loop, evaluation, checkpoints, outputs.
 #include "executor/trainer.h"
 
-#include <c10/core/DeviceGuard.h>
-
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -14,18 +11,11 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "executor/checkpoint.h"
-#include "executor/comm.h"
-#include "executor/data.h"
 #include "executor/data_parallel.h"
-#include "executor/interpreter.h"
-#include "executor/metrics.h"
-#include "executor/plan_checks.h"
-#include "executor/stage.h"
-#include "models/torch_compat.h"
+#include "executor/rank_session.h"
 #include "plans/run.h"
 #include "plans/schedule.h"
 #include "plans/timeline.h"
-#include "runtime/memory_tracker.h"
 #include "runtime/optimizer.h"
 
 namespace pipeplan::executor {
@@ -68,7 +58,6 @@ class Trainer {
  private:
   void check_inputs();
   void build();
-  void connect();
   void resume();
   void prepare_timing();
   void open_log();
@@ -79,38 +68,28 @@ class Trainer {
   void evaluate(int64_t step, int64_t epoch);
   void save_checkpoint(int64_t step);
   void finish();
-  RankMeasurement measure_rank() const;
   int64_t agree_on_timeline_step();
   std::vector<StepEvents> steps_to_report(int64_t timeline_step) const;
   void write_outputs(std::vector<RankMeasurement> ranks,
                      const std::vector<std::vector<StepEvents>>& steps, int64_t timeline_step);
-  std::pair<torch::Tensor, torch::Tensor> load(Split split, const std::vector<int64_t>& indices) const;
-  bool is_rank0() const { return env_.rank == 0; }
-  int replica() const { return plan_.ranks[env_.rank].replica; }
-  int stage_idx() const { return plan_.ranks[env_.rank].stage; }
+  Comm& comm() { return session_.comm(); }
+  StageRuntime& stage() { return session_.stage(); }
+  Recorder& recorder() { return session_.recorder(); }
+  const Recorder& recorder() const { return session_.recorder(); }
+  bool is_rank0() const { return session_.is_rank0(); }
+  int replica() const { return session_.replica(); }
+  int stage_idx() const { return session_.stage_idx(); }
   // ZeRO-1: each replica steps and checkpoints its own shard of the optimizer state.
   bool sharded() const { return plan_.dp > 1 && plan_.data_parallel.zero == 1; }
 
   TrainOptions options_;
-  RendezvousEnv env_;
-  Plan plan_;
-  std::string plan_hash_;
-  models::Model model_;
-  torch::Device device_{torch::kCPU};
-  std::optional<c10::DeviceGuard> device_guard_;
-  // Declared before the tracking scope so that it is freed after the scope ends (freeing
-  // memory allocated before tracking, while tracking, makes LibTorch print a warning).
-  std::unique_ptr<DataSource> data_;
-  std::shared_ptr<runtime::MemoryTracker> tracker_;
-  std::unique_ptr<runtime::MemoryTrackingScope> tracking_;
-  std::unique_ptr<StageRuntime> stage_;
+  // Declared before everything built under its memory tracking, so that it outlives them.
+  RankSession session_;
+  const Plan& plan_;
   std::unique_ptr<runtime::FlatOptimizer> optimizer_;
   std::unique_ptr<runtime::LossScaler> scaler_;
-  std::unique_ptr<Comm> comm_;
   std::vector<FlatBucket> buckets_;
   std::unique_ptr<ReplicaSync> sync_;
-  std::unique_ptr<Recorder> recorder_;
-  std::unique_ptr<Interpreter> interpreter_;
   std::unique_ptr<StepReducer> reducer_;
   std::vector<Action> actions_;
   int64_t total_steps_ = 0;
@@ -125,91 +104,73 @@ class Trainer {
   std::vector<EpochAccuracy> accuracy_;
   double last_loss_ = 0;
   std::vector<std::pair<int64_t, double>> slowest_iteration_ms_;  // rank 0: (step, ms) measured
-  std::unique_ptr<OutputFile> log_;  // rank 0 with --log
+  std::unique_ptr<OutputFile> log_;                               // rank 0 with --log
   std::unique_ptr<ProgressLine> progress_;
 };
 
-Trainer::Trainer(const TrainOptions& options) : options_(options) {
+Trainer::Trainer(const TrainOptions& options)
+    : options_(options), session_(options, PlanMode::kTraining), plan_(session_.plan()) {
   check_inputs();
   build();
 }
 
-// Everything that is bad input fails here, on every rank alike, before any rank waits.
+// The flags only training has; the session checked the rest. All before any rank waits.
 void Trainer::check_inputs() {
-  PIPEPLAN_CHECK(options_.timeout_s > 0 && options_.timeout_s <= kMaxTimeoutS, "--timeout-s: ",
-                 options_.timeout_s, " is out of range; give more than 0 and at most ", kMaxTimeoutS);
-  env_ = read_rendezvous_env();
-  set_threads_from_env();
-  plan_ = read_plan(options_.plan_path);
-  PIPEPLAN_CHECK(plan_.mode == PlanMode::kTraining, options_.plan_path, ": mode: ",
-                 to_string(plan_.mode), ": pipeplan train runs training plans; serve it with "
-                 "pipeplan infer, or plan without --inference");
-  plan_hash_ = plan_hash(plan_);
-  model_ = models::make_model_from_config(plan_.model.name, plan_.model.config);
-  check_plan_matches_model(plan_, model_, options_.plan_path);
-  check_world(plan_, env_, options_.plan_path);
-  device_ = rank_device(plan_, env_, options_.plan_path);
-  check_writable(options_.output_path, "-o");
   if (!options_.log_path.empty()) check_writable(options_.log_path, "--log");
   if (!options_.trace_path.empty()) check_writable(options_.trace_path, "--trace");
   if (!options_.checkpoint_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options_.checkpoint_dir, ec);
-    PIPEPLAN_CHECK(std::filesystem::is_directory(options_.checkpoint_dir), "--checkpoint-dir: ",
-                   quote(options_.checkpoint_dir), " is not a folder that can be created");
+    PIPEPLAN_CHECK(std::filesystem::is_directory(options_.checkpoint_dir),
+                   "--checkpoint-dir: ", quote(options_.checkpoint_dir),
+                   " is not a folder that can be created");
   }
-  data_ = open_data(options_.data, options_.data_dir, model_, options_.seed);
-  steps_per_epoch_ = data_->size(Split::kTrain) / plan_.global_batch;
+  const int64_t train_size = session_.data().size(Split::kTrain);
+  steps_per_epoch_ = train_size / plan_.global_batch;
   PIPEPLAN_CHECK(steps_per_epoch_ >= 1, options_.plan_path, ": global_batch: ", plan_.global_batch,
-                 " is larger than the ", data_->size(Split::kTrain), " training samples of ",
-                 quote(options_.data));
+                 " is larger than the ", train_size, " training samples of ", quote(options_.data));
   total_steps_ = total_steps(options_, steps_per_epoch_);
 }
 
 void Trainer::build() {
-  if (device_.is_cuda()) device_guard_.emplace(device_);
-  tracker_ = std::make_shared<runtime::MemoryTracker>();
-  tracking_ = std::make_unique<runtime::MemoryTrackingScope>(tracker_);
-  const RankAssignment& me = plan_.ranks[env_.rank];
-  stage_ = std::make_unique<StageRuntime>(model_, plan_, me.stage, device_, options_.seed);
-  actions_ = expand_schedule(plan_)[env_.rank];
-  buckets_ = flat_buckets(plan_, *stage_, actions_);
+  session_.build_stage();
+  StageRuntime& stage = session_.stage();
+  actions_ = expand_schedule(plan_)[session_.env().rank];
+  buckets_ = flat_buckets(plan_, stage, actions_);
   optimizer_ = sharded()
                    ? std::make_unique<runtime::FlatOptimizer>(
-                         plan_.optimizer, shard_segments(buckets_, *stage_, me.replica, plan_.dp))
-                   : std::make_unique<runtime::FlatOptimizer>(plan_.optimizer, stage_->parameters(),
-                                                              stage_->gradients());
+                         plan_.optimizer, shard_segments(buckets_, stage, replica(), plan_.dp))
+                   : std::make_unique<runtime::FlatOptimizer>(plan_.optimizer, stage.parameters(),
+                                                              stage.gradients());
   // The peak the memory model predicts is training's: building a stage from a TorchScript file
   // loads the whole file for a moment (and flattening copies the stage's weights once), which
   // would otherwise set the peak of a stage that holds few of the file's weights.
-  tracker_->reset_peak();
+  session_.tracker().reset_peak();
   scaler_ = std::make_unique<runtime::LossScaler>(plan_.precision == Precision::kAmpFp16);
   pass_.rows.assign(static_cast<size_t>(plan_.num_micro_batches), plan_.micro_batch_size);
-  pass_.load = [this](int micro_batch) {
-    return load(Split::kTrain, micro_batch_indices(order_, step_in_epoch_, plan_.global_batch,
-                                                   plan_.dp, replica(), plan_.num_micro_batches,
-                                                   micro_batch));
+  pass_.load = [this](int64_t micro_batch) {
+    return session_.load(
+        Split::kTrain,
+        micro_batch_indices(order_, step_in_epoch_, plan_.global_batch, plan_.dp, replica(),
+                            plan_.num_micro_batches, static_cast<int>(micro_batch)));
   };
-}
-
-void Trainer::connect() {
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
-  comm_ = Comm::connect(env_, plan_, device_, timeout, tie_stages(model_, plan_));
-  reducer_ = std::make_unique<StepReducer>(*comm_, plan_);
 }
 
 // Rank 0 picks the newest complete checkpoint; every rank loads its stage's file from it.
 void Trainer::resume() {
   if (!options_.resume) return;
   if (is_rank0())
-    comm_->store_set("resume/step", std::to_string(latest_complete_checkpoint(options_.checkpoint_dir)));
-  const int64_t step = std::stoll(comm_->store_get("resume/step"));
+    comm().store_set("resume/step",
+                     std::to_string(latest_complete_checkpoint(options_.checkpoint_dir)));
+  const int64_t step = std::stoll(comm().store_get("resume/step"));
   if (step == 0) {
-    if (is_rank0()) log_info("no checkpoint in ", quote(options_.checkpoint_dir), "; starting at step 0");
+    if (is_rank0())
+      log_info("no checkpoint in ", quote(options_.checkpoint_dir), "; starting at step 0");
     return;
   }
   const CheckpointManifest m = read_checkpoint_manifest(options_.checkpoint_dir, step);
-  const std::string where = "checkpoint " + quote(checkpoint_step_dir(options_.checkpoint_dir, step));
+  const std::string where =
+      "checkpoint " + quote(checkpoint_step_dir(options_.checkpoint_dir, step));
   // Before the plan hash (which differs too): the one change that cannot work is named.
   const int zero = sharded() ? 1 : 0;
   PIPEPLAN_CHECK(m.dp == 0 || (m.dp == plan_.dp && m.zero == zero), where,
@@ -217,19 +178,21 @@ void Trainer::resume() {
                  ", this plan has dp=", plan_.dp, " and data_parallel.zero=", zero,
                  "; ZeRO-1 optimizer state is saved per replica, "
                  "so resume with the dp and zero it was saved with or start without --resume");
-  PIPEPLAN_CHECK(m.plan_hash == plan_hash_, where, " was made for another plan (", quote(m.plan_hash),
-                 ", not ", quote(plan_hash_), "); use its plan or another --checkpoint-dir");
-  PIPEPLAN_CHECK(m.total_steps == total_steps_ && m.seed == options_.seed && m.data == options_.data,
-                 where, " belongs to a run of ", m.total_steps, " steps with --seed ", m.seed,
-                 " --data ", m.data, "; resume with the same flags");
+  PIPEPLAN_CHECK(m.plan_hash == session_.plan_hash(), where, " was made for another plan (",
+                 quote(m.plan_hash), ", not ", quote(session_.plan_hash()),
+                 "); use its plan or another --checkpoint-dir");
+  PIPEPLAN_CHECK(
+      m.total_steps == total_steps_ && m.seed == options_.seed && m.data == options_.data, where,
+      " belongs to a run of ", m.total_steps, " steps with --seed ", m.seed, " --data ", m.data,
+      "; resume with the same flags");
   PIPEPLAN_CHECK(m.pp == plan_.pp, where, " has ", m.pp, " stages, this plan ", plan_.pp,
                  "; use its plan or another --checkpoint-dir");
-  load_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_,
-                        m.stage_checksums.at(static_cast<size_t>(stage_idx())), *stage_,
+  load_stage_checkpoint(options_.checkpoint_dir, step, session_.plan_hash(),
+                        m.stage_checksums.at(static_cast<size_t>(stage_idx())), stage(),
                         sharded() ? nullptr : optimizer_.get());
   if (sharded())
     load_optimizer_shard(
-        options_.checkpoint_dir, step, plan_hash_, stage_idx(), replica(),
+        options_.checkpoint_dir, step, session_.plan_hash(), stage_idx(), replica(),
         m.shard_checksums.at(static_cast<size_t>(stage_idx())).at(static_cast<size_t>(replica())),
         *optimizer_);
   optimizer_->set_steps_taken(m.optimizer_steps);
@@ -243,13 +206,11 @@ void Trainer::resume() {
 // At least one of this process's steps is measured; the time origin is common to all ranks.
 void Trainer::prepare_timing() {
   const int64_t steps_to_run = total_steps_ - start_step_;
-  const int64_t warmup = std::min<int64_t>(kTimingWarmupSteps, std::max<int64_t>(steps_to_run - 1, 0));
-  recorder_ = std::make_unique<Recorder>(env_.rank, static_cast<int>(warmup));
-  sync_ = std::make_unique<ReplicaSync>(plan_, *stage_, *comm_, buckets_);
-  interpreter_ = std::make_unique<Interpreter>(plan_, env_.rank, *stage_, *comm_, *sync_,
-                                               *optimizer_, *scaler_, *recorder_, options_.seed);
-  comm_->barrier();
-  recorder_->reset_origin();
+  const int64_t warmup =
+      std::min<int64_t>(kTimingWarmupSteps, std::max<int64_t>(steps_to_run - 1, 0));
+  sync_ = std::make_unique<ReplicaSync>(plan_, stage(), comm(), buckets_);
+  session_.start_interpreter(static_cast<int>(warmup),
+                             TrainingParts{*sync_, *optimizer_, *scaler_});
 }
 
 void Trainer::open_log() {
@@ -260,14 +221,9 @@ void Trainer::open_log() {
   log_ = std::make_unique<OutputFile>(options_.log_path, /*append=*/start_step_ > 0, "--log");
 }
 
-std::pair<torch::Tensor, torch::Tensor> Trainer::load(Split split,
-                                                      const std::vector<int64_t>& indices) const {
-  auto [input, target] = data_->batch(split, indices);
-  return {input.to(device_), target.to(device_)};
-}
-
 void Trainer::run() {
-  connect();
+  session_.connect();
+  reducer_ = std::make_unique<StepReducer>(comm(), plan_);
   resume();
   prepare_timing();
   open_log();
@@ -293,14 +249,14 @@ void Trainer::run_step(int64_t step) {
   const int64_t epoch = (step - 1) / steps_per_epoch_;
   step_in_epoch_ = (step - 1) % steps_per_epoch_;
   if (epoch != order_epoch_) {
-    order_ = epoch_order(data_->size(Split::kTrain), options_.seed, epoch);
+    order_ = epoch_order(session_.data().size(Split::kTrain), options_.seed, epoch);
     order_epoch_ = epoch;
   }
   const double lr = runtime::learning_rate(plan_.optimizer, plan_.global_batch, step, total_steps_);
-  recorder_->begin_step(step);
+  recorder().begin_step(step);
   pass_.step = step;
-  const IterationOutcome outcome = interpreter_->train(actions_, pass_, lr);
-  const StepTiming timing = recorder_->end_step();
+  const IterationOutcome outcome = session_.interpreter().train(actions_, pass_, lr);
+  const StepTiming timing = recorder().end_step();
   StepValues values;
   values.step = step;
   values.loss_sum = outcome.loss_sum;
@@ -314,7 +270,7 @@ void Trainer::run_step(int64_t step) {
 void Trainer::on_report(const StepReport& report) {
   last_loss_ = report.loss;
   if (!is_rank0()) return;
-  if (report.step > start_step_ + recorder_->warmup_steps())
+  if (report.step > start_step_ + recorder().warmup_steps())
     slowest_iteration_ms_.push_back({report.step, report.slowest_iteration_ms});
   const double samples_per_s = static_cast<double>(plan_.global_batch) * 1000.0 /
                                std::max(report.slowest_iteration_ms, 1e-9);
@@ -322,7 +278,8 @@ void Trainer::on_report(const StepReport& report) {
     OrderedJson line{{"step", report.step},
                      {"epoch", (report.step - 1) / steps_per_epoch_ + 1},
                      {"loss", report.loss},
-                     {"lr", runtime::learning_rate(plan_.optimizer, plan_.global_batch, report.step, total_steps_)},
+                     {"lr", runtime::learning_rate(plan_.optimizer, plan_.global_batch, report.step,
+                                                   total_steps_)},
                      {"iteration_ms", report.slowest_iteration_ms},
                      {"samples_per_s", samples_per_s}};
     log_->write(line.dump() + "\n");
@@ -349,16 +306,17 @@ void Trainer::average_buffers(int64_t step) {
   if (plan_.dp == 1 || buffers_averaged_step_ == step) return;
   buffers_averaged_step_ = step;
   std::vector<torch::Tensor> buffers;
-  for (const models::LayerPtr& layer : stage_->layers())
+  for (const models::LayerPtr& layer : stage().layers())
     for (const torch::Tensor& buffer : layer->buffers())
       if (buffer.is_floating_point()) buffers.push_back(buffer);
   if (buffers.empty()) return;
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> flat;
-  for (const torch::Tensor& buffer : buffers) flat.push_back(buffer.reshape(-1).to(torch::kFloat32));
+  for (const torch::Tensor& buffer : buffers)
+    flat.push_back(buffer.reshape(-1).to(torch::kFloat32));
   torch::Tensor packed = torch::cat(flat);
-  comm_->start_bucket(BucketOp::kAllReduce, packed);
-  comm_->finish_buckets();
+  comm().start_bucket(BucketOp::kAllReduce, packed);
+  comm().finish_buckets();
   packed.div_(plan_.dp);
   int64_t offset = 0;
   for (torch::Tensor& buffer : buffers) {
@@ -367,34 +325,15 @@ void Trainer::average_buffers(int64_t step) {
   }
 }
 
-// Forward-only pass over the test split, sharded over replicas; counts summed over all ranks.
+// The test split's accuracy (RankSession::test_accuracy) with the replicas' buffers averaged.
 void Trainer::evaluate(int64_t step, int64_t epoch) {
   flush_reports();
   average_buffers(step);
-  const int64_t size = data_->size(Split::kTest);
-  const int64_t begin = size * replica() / plan_.dp;
-  const int64_t count = size * (replica() + 1) / plan_.dp - begin;
-  const int64_t rows = plan_.micro_batch_size;
-  PassData pass;
-  pass.step = step;
-  for (int64_t offset = 0; offset < count; offset += rows)
-    pass.rows.push_back(std::min(rows, count - offset));
-  pass.load = [&](int micro_batch) {
-    std::vector<int64_t> indices(static_cast<size_t>(pass.rows[micro_batch]));
-    for (size_t idx = 0; idx < indices.size(); ++idx)
-      indices[idx] = begin + micro_batch * rows + static_cast<int64_t>(idx);
-    return load(Split::kTest, indices);
-  };
-  const std::vector<Action> actions =
-      expand_forward_only(plan_, static_cast<int>(pass.rows.size()))[env_.rank];
-  int64_t correct = 0, total = 0;
-  interpreter_->evaluate(actions, pass, &correct, &total);
-  torch::Tensor counts = torch::tensor({static_cast<double>(correct), static_cast<double>(total)}, torch::kFloat64);
-  comm_->world_sum(counts);
-  const double accuracy = counts[0].item<double>() / std::max(counts[1].item<double>(), 1.0);
+  const double accuracy = session_.test_accuracy(step);
   accuracy_.push_back({epoch, step, accuracy});
   if (is_rank0() && log_)
-    log_->write(OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() + "\n");
+    log_->write(OrderedJson{{"epoch", epoch}, {"step", step}, {"test_accuracy", accuracy}}.dump() +
+                "\n");
 }
 
 // Stage files from each stage's replica 0 (and under ZeRO-1 every replica's shard file), a
@@ -405,21 +344,21 @@ void Trainer::save_checkpoint(int64_t step) {
   average_buffers(step);
   const std::string checksum_key = detail::concat("checkpoint/", step, "/stage-");
   if (replica() == 0)
-    comm_->store_set(checksum_key + std::to_string(stage_idx()),
-                     save_stage_checkpoint(options_.checkpoint_dir, step, plan_hash_, *stage_,
-                                           sharded() ? nullptr : optimizer_.get()));
+    comm().store_set(checksum_key + std::to_string(stage_idx()),
+                     save_stage_checkpoint(options_.checkpoint_dir, step, session_.plan_hash(),
+                                           stage(), sharded() ? nullptr : optimizer_.get()));
   const auto shard_key = [&](int stage, int replica_idx) {
     return detail::concat(checksum_key, stage, "-shard-", replica_idx);
   };
   if (sharded())
-    comm_->store_set(shard_key(stage_idx(), replica()),
-                     save_optimizer_shard(options_.checkpoint_dir, step, plan_hash_, stage_idx(),
-                                          replica(), *optimizer_));
-  comm_->barrier();
+    comm().store_set(shard_key(stage_idx(), replica()),
+                     save_optimizer_shard(options_.checkpoint_dir, step, session_.plan_hash(),
+                                          stage_idx(), replica(), *optimizer_));
+  comm().barrier();
   last_checkpoint_step_ = step;
   if (!is_rank0()) return;
   CheckpointManifest m;
-  m.plan_hash = plan_hash_;
+  m.plan_hash = session_.plan_hash();
   m.step = step;
   m.total_steps = total_steps_;
   m.seed = options_.seed;
@@ -437,22 +376,11 @@ void Trainer::save_checkpoint(int64_t step) {
   for (int stage = 0; stage < plan_.pp && sharded(); ++stage) {
     m.shard_checksums.emplace_back();
     for (int replica_idx = 0; replica_idx < plan_.dp; ++replica_idx)
-      m.shard_checksums.back().push_back(comm_->store_get(shard_key(stage, replica_idx)));
+      m.shard_checksums.back().push_back(comm().store_get(shard_key(stage, replica_idx)));
   }
   for (int stage_idx = 0; stage_idx < plan_.pp; ++stage_idx)
-    m.stage_checksums.push_back(comm_->store_get(checksum_key + std::to_string(stage_idx)));
+    m.stage_checksums.push_back(comm().store_get(checksum_key + std::to_string(stage_idx)));
   write_checkpoint_manifest(options_.checkpoint_dir, m, kCheckpointsKept);
-}
-
-RankMeasurement Trainer::measure_rank() const {
-  RankMeasurement m = recorder_->summarize(plan_.ranks[env_.rank]);
-  m.peak_memory_bytes = tracker_->peak_bytes(device_.type());
-#ifdef PIPEPLAN_HAS_CUDA
-  if (device_.is_cuda()) {
-    m.cuda_allocator_peak_bytes = compat::cuda_allocator_bytes(device_.index()).peak_allocated;
-  }
-#endif
-  return m;
 }
 
 // Rank 0 picks the representative step from the slowest-rank times it has; every rank reads
@@ -460,16 +388,16 @@ RankMeasurement Trainer::measure_rank() const {
 int64_t Trainer::agree_on_timeline_step() {
   if (is_rank0()) {
     std::vector<int64_t> kept;
-    for (const StepEvents& step : recorder_->kept_steps()) kept.push_back(step.step);
-    comm_->store_set("timeline/step",
+    for (const StepEvents& step : recorder().kept_steps()) kept.push_back(step.step);
+    comm().store_set("timeline/step",
                      std::to_string(representative_step(slowest_iteration_ms_, kept)));
   }
-  return std::stoll(comm_->store_get("timeline/step"));
+  return std::stoll(comm().store_get("timeline/step"));
 }
 
 // The representative step and the last kReportedSteps kept steps, in step order.
 std::vector<StepEvents> Trainer::steps_to_report(int64_t timeline_step) const {
-  const std::deque<StepEvents>& kept = recorder_->kept_steps();
+  const std::deque<StepEvents>& kept = recorder().kept_steps();
   const size_t reported = std::min(kept.size(), kReportedSteps);
   std::vector<StepEvents> steps;
   for (size_t idx = 0; idx < kept.size(); ++idx)
@@ -481,19 +409,18 @@ std::vector<StepEvents> Trainer::steps_to_report(int64_t timeline_step) const {
 // Every rank's summary and steps go through the store to rank 0, which writes the files.
 void Trainer::finish() {
   const int64_t timeline_step = agree_on_timeline_step();
-  const Json report = rank_report_json(measure_rank(), steps_to_report(timeline_step));
-  comm_->store_set("report/" + std::to_string(env_.rank), report.dump());
+  const std::vector<Json> reports = session_.gather_reports(
+      "report", rank_report_json(session_.measure_rank(), steps_to_report(timeline_step)));
   if (is_rank0()) {
-    std::vector<RankMeasurement> ranks(plan_.ranks.size());
-    std::vector<std::vector<StepEvents>> steps(plan_.ranks.size());
-    for (size_t rank = 0; rank < ranks.size(); ++rank)
-      parse_rank_report(Json::parse(comm_->store_get("report/" + std::to_string(rank))),
-                        &ranks[rank], &steps[rank]);
+    std::vector<RankMeasurement> ranks(reports.size());
+    std::vector<std::vector<StepEvents>> steps(reports.size());
+    for (size_t rank = 0; rank < reports.size(); ++rank)
+      parse_rank_report(reports[rank], &ranks[rank], &steps[rank]);
     write_outputs(std::move(ranks), steps, timeline_step);
     if (log_) log_->close();
     progress_.reset();
   }
-  comm_->barrier();
+  comm().barrier();
 }
 
 // Rank 0: run.json with the representative step's timeline, and the trace of the traced steps.
@@ -503,8 +430,8 @@ void Trainer::write_outputs(std::vector<RankMeasurement> ranks,
   Run run;
   run.tool_version = version();
   run.plan_path = options_.plan_path;
-  run.plan_hash = plan_hash_;
-  run.world_size = env_.world_size;
+  run.plan_hash = session_.plan_hash();
+  run.world_size = session_.env().world_size;
   run.data = options_.data;
   run.data_dir = options_.data_dir;
   run.seed = options_.seed;
@@ -515,14 +442,15 @@ void Trainer::write_outputs(std::vector<RankMeasurement> ranks,
   run.test_accuracy = accuracy_;
   std::vector<double> slowest;
   for (const auto& [step, ms] : slowest_iteration_ms_) slowest.push_back(ms);
-  run.measured = combine_measurements(plan_, std::move(ranks), slowest, recorder_->warmup_steps());
+  run.measured = combine_measurements(plan_, std::move(ranks), slowest, recorder().warmup_steps());
   std::vector<std::vector<StepEvents>> representative(steps.size());
   for (size_t rank = 0; rank < steps.size(); ++rank)
     for (const StepEvents& step : steps[rank])
       if (step.step == timeline_step) representative[rank].push_back(step);
   run.measured.timeline_step = timeline_step;
-  run.measured.timeline = measured_timeline(
-      plan_, representative, detail::concat("measured ", options_.output_path, " step ", timeline_step));
+  run.measured.timeline =
+      measured_timeline(plan_, representative,
+                        detail::concat("measured ", options_.output_path, " step ", timeline_step));
   run.measured.step_times =
       step_times(steps, slowest_iteration_ms_, kReportedSteps, plan_.num_micro_batches);
   write_run(options_.output_path, run);

@@ -13,21 +13,25 @@ inline constexpr int64_t kMaxTrainSteps = 1'000'000'000;
 /// Longest --timeout-s: a week.
 inline constexpr double kMaxTimeoutS = 7 * 24 * 3600;
 
-/// The flags of `pipeplan train` (DESIGN.md, Command line).
-struct TrainOptions {
+/// The flags `pipeplan train` and `pipeplan infer` share (DESIGN.md, Command line).
+struct RankOptions {
   std::string plan_path;
   std::string data = "fashion-mnist";  ///< fashion-mnist, cifar10, synthetic
   std::string data_dir;                ///< "" for the data set's default location
-  int64_t steps = 0;                   ///< optimizer steps, <= kMaxTrainSteps; 0: count epochs
-  int64_t epochs = 0;                  ///< used when steps is 0; 0 and 0 mean one epoch
   uint64_t seed = 0;                   ///< model initialisation, data order, dropout
-  std::string log_path;                ///< steps.jsonl, "" for none
-  std::string checkpoint_dir;          ///< "" for no checkpoints
-  int64_t checkpoint_every = 0;        ///< steps between checkpoints; 0: only at the end
-  bool resume = false;                 ///< continue from the latest complete checkpoint
-  std::string trace_path;              ///< Chrome trace, "" for none
-  std::string output_path;             ///< run.json
+  std::string output_path;             ///< run.json (rank 0)
   double timeout_s = 300;              ///< rendezvous and every wait on a peer, (0, kMaxTimeoutS]
+};
+
+/// The flags of `pipeplan train` (DESIGN.md, Command line).
+struct TrainOptions : RankOptions {
+  int64_t steps = 0;             ///< optimizer steps, <= kMaxTrainSteps; 0: count epochs
+  int64_t epochs = 0;            ///< used when steps is 0; 0 and 0 mean one epoch
+  std::string log_path;          ///< steps.jsonl, "" for none
+  std::string checkpoint_dir;    ///< "" for no checkpoints
+  int64_t checkpoint_every = 0;  ///< steps between checkpoints; 0: only at the end
+  bool resume = false;           ///< continue from the latest complete checkpoint
+  std::string trace_path;        ///< Chrome trace, "" for none
 };
 
 /// Runs this process's rank (from RANK, WORLD_SIZE, ...) of the training `options` describe.

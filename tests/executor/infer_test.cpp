@@ -1,7 +1,8 @@
 // Tests for executor/inferencer.h through the built `pipeplan infer`: pp=2 and dp=2 outputs equal
 // one process's, a checkpoint trained with one split serves another at the training run's
 // accuracy, run.json has the inference measurements, each stage's peak memory is what the plan
-// predicted from a profile, and plans of the other mode are refused.
+// predicted from a profile, more requests than the interpreter's tag cycle are served, and plans
+// of the other mode are refused.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/interpreter.h"
 #include "plans/run.h"
 #include "tests/executor/train_harness.h"
 
@@ -29,9 +31,9 @@ Plan make_inference_plan(TestPlanSpec spec) {
   return plan;
 }
 
-// Writes `plan` into `dir` and serves kRequests requests of synthetic data on its ranks.
+// Writes `plan` into `dir` and serves `requests` requests of synthetic data on its ranks.
 std::vector<RankExit> infer(const std::string& dir, const Plan& plan,
-                            std::vector<std::string> extra_args = {}) {
+                            std::vector<std::string> extra_args = {}, int64_t requests = kRequests) {
   const std::string plan_path = dir + "/plan.json";
   write_plan(plan_path, plan);
   std::vector<std::string> args{"infer",
@@ -40,7 +42,7 @@ std::vector<RankExit> infer(const std::string& dir, const Plan& plan,
                                 "--data",
                                 "synthetic",
                                 "--requests",
-                                std::to_string(kRequests),
+                                std::to_string(requests),
                                 "--warmup",
                                 "1",
                                 "--seed",
@@ -127,8 +129,9 @@ TrainRun expect_served_at_training_accuracy(const TestPlanSpec& trained,
   expect_success(infer(dir, make_inference_plan(served), {"--checkpoint", run.checkpoints}));
   const pipeplan::Run result = read_run(dir + "/run.json");
   EXPECT_EQ(result.test_accuracy.size(), 1u);
-  if (!result.test_accuracy.empty())
+  if (!result.test_accuracy.empty()) {
     EXPECT_DOUBLE_EQ(result.test_accuracy.back().test_accuracy, trained_accuracy);
+  }
   return run;
 }
 
@@ -180,6 +183,28 @@ TEST(SerialInferTest, EachStagesPeakMemoryIsPredicted) {
   expect_success(run_ranks(2, {"infer", "--plan", dir + "/plan.json", "--data", "synthetic",
                                "--requests", "3", "--warmup", "1", "-o", dir + "/run.json"}));
   expect_memory_predicted(dir, 2, 1.0);
+}
+
+// Requests stream through the interpreter's forward-only pass with receives posted ahead across
+// them, and transfer tags repeat after Interpreter::kTagGroupCycle requests: more requests than
+// that are all served and timed on both stages (a sender and a receiver that disagreed on a tag
+// after the wrap would wait until the timeout). Each rank also times its data loads now.
+TEST(SerialInferTest, ServesMoreRequestsThanTheTagCycle) {
+  TestPlanSpec spec;
+  spec.pp = 2;
+  spec.num_micro_batches = 2;
+  spec.micro_batch_size = 1;
+  const int64_t requests = executor::Interpreter::kTagGroupCycle + 6;
+  const std::string dir = fresh_dir("tag-cycle");
+  expect_success(infer(dir, make_inference_plan(spec), {"--timeout-s", "60"}, requests));
+  const pipeplan::Run run = read_run(dir + "/run.json");
+  EXPECT_EQ(run.steps, requests);
+  EXPECT_EQ(run.measured.measured_steps, requests - 2);  // intervals after one warm-up request
+  ASSERT_EQ(run.measured.ranks.size(), 2u);
+  for (const RankMeasurement& rank : run.measured.ranks) {
+    EXPECT_GT(rank.fwd_ms, 0) << "rank " << rank.rank;
+    EXPECT_GT(rank.load_ms, 0) << "rank " << rank.rank << ": stage 0 loads inputs, 1 targets";
+  }
 }
 
 TEST(InferRefusalTest, InferRefusesATrainingPlanAndTrainAnInferencePlan) {
