@@ -10,6 +10,7 @@
 #include "cli/run.h"
 #include "common/files.h"
 #include "common/hash.h"
+#include "common/json.h"
 #include "export/export.h"
 #include "plans/plan.h"
 #include "plans/profile.h"
@@ -44,7 +45,7 @@ Profile read_plan_profile(const ExportCmdOptions& o, const Plan& plan) {
   PIPEPLAN_CHECK(std::filesystem::exists(path, ec), flag, ": ", quote(path),
                  ": no such file; the export reads the layer names of the profile the plan was "
                  "made from (give it with --profile)");
-  const std::string bytes = read_file_bytes(path);
+  const std::string bytes = read_json_text(path);
   const std::string hash = content_hash(bytes);
   PIPEPLAN_CHECK(hash == plan.profile_hash, flag, ": ", quote(path), ": content hash ", hash,
                  " is not the plan's profile.hash ", plan.profile_hash,
