@@ -355,8 +355,9 @@ TEST(SerialTrainTest, TrainsWithTorchrunsAgentStore) {
 // torchrun itself (torch.distributed.run of the Python with torch, static rendezvous, its agent
 // serving the store) starting two ranks of `pipeplan train`. `--redirects 1 --tee 1`: torch
 // 1.13's default "0" fails on Python 3.11 (Std.from_str finds no member for 0 and returns None).
-// USE_LIBUV=0: torchrun's agent store asks for libuv by default from 2.4 on, and Debian's 2.6
-// is built without it; 1.13 ignores the variable. The ranks join whichever server it starts.
+// Debian 13's torch 2.6 has no libuv, and its torchrun's static rendezvous asks for it whatever
+// USE_LIBUV says: torchrun_without_libuv.py runs torchrun with the agent's store made without it
+// (USE_LIBUV=0; 1.13 runs torchrun unchanged). The ranks join whichever server the agent starts.
 TEST(SerialTrainTest, TrainsUnderTorchrun) {
   const std::string python = PIPEPLAN_TORCH_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch (PIPEPLAN_TORCH_PYTHON is empty)";
@@ -364,7 +365,8 @@ TEST(SerialTrainTest, TrainsUnderTorchrun) {
   const TrainRun run = in_dir(fresh_dir("torchrun"));
   write_plan(run.dir + "/plan.json", plan);
   const std::string command =
-      "USE_LIBUV=0 " + python + " -m torch.distributed.run --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 " +
+      "USE_LIBUV=0 " + python + " " + PIPEPLAN_SOURCE_DIR +
+      "/tests/executor/torchrun_without_libuv.py --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 " +
       "--master_port " + std::to_string(executor::pick_free_port()) + " --redirects 1 --tee 1 " +
       "--log_dir " + run.dir + "/torchrun_logs --no_python " +
       PIPEPLAN_BINARY_DIR + "/cli/pipeplan train --plan " + run.dir + "/plan.json " +
