@@ -88,12 +88,19 @@ if [ "$plant" -eq 1 ]; then
   exit 0
 fi
 
+# The files compile side by side, $JOBS at a time (each is one g++ of LibTorch's headers).
 start=$SECONDS
+jobs_max=${JOBS:-$(nproc)}
+for idx in "${!files[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  ( check_one "${files[$idx]}" "${files[$idx]}" >"$stub/log.$idx" 2>&1 || touch "$stub/failed.$idx" ) &
+done
+wait
 failed=()
-for file in "${files[@]}"; do
-  if ! check_one "$file" "$file" 2>"$stub/log"; then
-    failed+=("$file")
-    head -n 30 "$stub/log" >&2
+for idx in "${!files[@]}"; do
+  if [ -e "$stub/failed.$idx" ]; then
+    failed+=("${files[$idx]}")
+    head -n 30 "$stub/log.$idx" >&2
   fi
 done
 if [ ${#failed[@]} -gt 0 ]; then

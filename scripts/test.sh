@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds pipeplan and runs every test except those labelled `gpu`, on
 # two legs: this machine (Debian 12, LibTorch 1.13) first, then a cached Debian 13 root
-# (LibTorch 2.6, scripts/debian13-leg.sh). Each leg also compiles the CUDA branches
-# (scripts/cuda-check.sh) and checks that a planted error there is caught.
+# (LibTorch 2.6, scripts/debian13-leg.sh), which is made (when not cached) while the first leg
+# runs. Each leg also compiles the CUDA branches (scripts/cuda-check.sh) and checks that a planted
+# error there is caught.
 #
 # PIPEPLAN_LEG picks the legs: both (default), debian12 (this machine only), debian13 (the root
 # only), or here (this system, whatever it is: what the Debian 13 leg runs inside its root).
@@ -16,9 +17,19 @@ case "$leg" in
 esac
 started=$(date +%s)
 
+prepare_pid=""
 if [ "$leg" != debian13 ]; then
   bash scripts/setup.sh
   source scripts/build-env.sh
+  if [ "$leg" = both ]; then
+    # The Debian 13 root (minutes of downloads and unpacking when it is not cached) is made while
+    # this leg builds and tests; a failure here stops it (its completion marks are then missing).
+    mkdir -p "$BUILD_DIR"
+    # In a session of its own, so that the whole group (debootstrap, apt-get) can be stopped.
+    setsid bash scripts/debian13-leg.sh --prepare >"$BUILD_DIR/debian13-prepare.log" 2>&1 &
+    prepare_pid=$!
+    trap '[ -n "$prepare_pid" ] && kill -- "-$prepare_pid" 2>/dev/null || true' EXIT
+  fi
   start=$(date +%s)
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} >/dev/null
   cmake --build "$BUILD_DIR" -j"$JOBS"
@@ -41,6 +52,16 @@ if [ "$leg" != debian13 ]; then
   echo "test: label, link and CUDA checks took $(( $(date +%s) - tested )) s"
 fi
 
+if [ -n "$prepare_pid" ]; then
+  if ! wait "$prepare_pid"; then
+    prepare_pid=""
+    tail -n 20 "$BUILD_DIR/debian13-prepare.log" >&2
+    echo "test: making the Debian 13 root failed (log: $BUILD_DIR/debian13-prepare.log)" >&2
+    exit 1
+  fi
+  prepare_pid=""
+  sed 's/^/test: /' "$BUILD_DIR/debian13-prepare.log"
+fi
 if [ "$leg" = both ] || [ "$leg" = debian13 ]; then
   bash scripts/debian13-leg.sh "$@"
 fi
