@@ -49,7 +49,9 @@ TEST_F(ExportCmdTest, ExportsThePlansStagesByTheProfilesLayerNames) {
     const int first = plan.at("stages")[stage].at("first");
     const int last = plan.at("stages")[stage].at("last");
     ASSERT_EQ(doc.at("stages")[stage].at("modules").size(), static_cast<size_t>(last - first));
-    if (first == 0) EXPECT_EQ(doc.at("stages")[stage].at("modules")[0], "stem");
+    if (first == 0) {
+      EXPECT_EQ(doc.at("stages")[stage].at("modules")[0], "stem");
+    }
   }
   EXPECT_EQ(doc.at("stages")[1].at("modules").back(), "head");
   // Without -o the export goes to standard output.

@@ -507,7 +507,7 @@ class AddressSpaceLimit {
   rlimit saved_{};
 };
 
-TEST(InputFuzzTest, MutatedFilesAreReadOrRejectedAsBadInput) {
+TEST(FuzzInputTest, MutatedFilesAreReadOrRejectedAsBadInput) {
   const Bases bases = make_bases();
   const Json* docs[kDocuments] = {&bases.profile_json, &bases.plan_json, &bases.run_json,
                                   &bases.inference_plan_json, &bases.zero_bubble_run_json};
@@ -619,7 +619,7 @@ class SpecialFiles {
 // (the profile's, the plan's and inference plan's, the run's and calibration run's, the
 // checkpoint manifest's and interconnect record's read_json_file) refuses each special file as
 // bad input, at once.
-TEST(InputFuzzTest, SpecialFilesAreRefusedByEveryReaderWithoutWaiting) {
+TEST(FuzzInputTest, SpecialFilesAreRefusedByEveryReaderWithoutWaiting) {
   const SpecialFiles files;
   const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers = {
       {"read_profile", [](const std::string& path) { read_profile(path); }},

@@ -187,7 +187,7 @@ TEST(PartitionTest, MatchesAPlainDynamicProgramOnLargerProfiles) {
     problem.memory.pp = problem.pp;
     problem.memory.num_micro_batches = 8;
     problem.links = {0.01, 1e6, 1e5};
-    problem.inter_node_boundaries.assign(problem.pp - 1, false);
+    problem.inter_node_boundaries = std::vector<bool>(problem.pp - 1, false);
     if (problem.pp > 2) problem.inter_node_boundaries[problem.pp / 2] = true;
     problem.device_memory_bytes = kUnlimitedBytes;
     const LayerTable table(profile, 2, OptimizerKind::kSgd);

@@ -52,7 +52,7 @@ TEST(StageCostTest, MemoryEqualsTheMemoryModel) {
       PartitionProblem problem;
       problem.pp = pp;
       problem.device_memory_bytes = int64_t{1} << 40;
-      problem.inter_node_boundaries.assign(pp - 1, false);
+      problem.inter_node_boundaries = std::vector<bool>(pp - 1, false);
       MemorySettings& memory = problem.memory;
       memory.schedule = case_idx % 3 == 0   ? Schedule::kGpipe
                         : case_idx % 3 == 1 ? Schedule::kOneFOneB
