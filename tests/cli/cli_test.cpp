@@ -139,7 +139,7 @@ TEST_F(CliTest, SimulateRefusesPlansThatMeanNothing) {
 TEST_F(CliTest, InputFilesMustBeRegularFiles) {
   ASSERT_EQ(::mkfifo((dir_ / "fifo.json").c_str(), 0600), 0);
   expect_bad_input("simulate --plan fifo.json",
-                   "fifo.json: not a regular file (a folder, FIFO or device); expected a file");
+                   "fifo.json: not a regular file (a FIFO); expected a file");
   expect_bad_input(
       "plan --profile fifo.json --devices 2 --device-memory 4GiB --global-batch 32 -o p.json",
       "fifo.json: not a regular file");

@@ -432,7 +432,8 @@ TEST(ModelProfilerTest, OptionsAreCheckedWithTheFlagNamed) {
   options.batch_sizes = {};
   EXPECT_EQ(error_of(options), "--batch-sizes: empty (give sizes such as 1,2,4,8)");
   options.batch_sizes = {2, 0};
-  EXPECT_EQ(error_of(options), "--batch-sizes: 0 is below 1");
+  EXPECT_EQ(error_of(options),
+            "--batch-sizes: 0 is out of range; expected sizes from 1 to 16777216");
   options = ProfileOptions();
   options.warmup = -1;
   EXPECT_EQ(error_of(options), "--warmup: -1 is negative (use 0 or more)");
