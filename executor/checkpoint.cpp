@@ -92,13 +92,16 @@ std::optional<int64_t> step_of_folder(const std::string& name) {
 }
 
 // The steps of the checkpoints in `dir` that are complete (those with a manifest), or of those
-// that are not, newest first.
+// that are not, newest first. A manifest that is there but cannot be read (a link that loops or
+// leads nowhere) counts as there: reading it then fails, where skipping it would serve or resume
+// from an older step without a word.
 std::vector<int64_t> steps_in(const std::string& dir, bool complete) {
   std::vector<int64_t> steps;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::optional<int64_t> step = step_of_folder(entry.path().filename().string());
-    if (step && fs::exists(entry.path() / kManifestName, ec) == complete) steps.push_back(*step);
+    const bool manifest = fs::exists(fs::symlink_status(entry.path() / kManifestName, ec));
+    if (step && manifest == complete) steps.push_back(*step);
   }
   std::sort(steps.rbegin(), steps.rend());
   return steps;

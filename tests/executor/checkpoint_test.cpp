@@ -216,6 +216,22 @@ TEST_F(CheckpointTest, ResumeRefusesManifestValuesNoRunWrites) {
   EXPECT_EQ(error_with("loss_scale", 65536), "");
 }
 
+// Issue 46 (found by bench/fuzz_inputs.py): a manifest replaced by a link that loops counted as
+// no manifest, so `infer` served the step before it with exit 0. It is the newest checkpoint
+// still, and reading it fails naming it.
+TEST_F(CheckpointTest, AManifestThatCannotBeReadIsNotSkipped) {
+  save(2);
+  save(4);
+  const std::string path = manifest_path(4);
+  fs::remove(path);
+  fs::create_symlink(path, path);  // a link to itself
+  EXPECT_EQ(latest_complete_checkpoint(dir_), 4);
+  const std::string error = resume_error(4);
+  EXPECT_EQ(error.rfind(path + ":", 0), 0u) << error;
+  save(6);  // the next checkpoint keeps it: it is no incomplete folder
+  EXPECT_TRUE(fs::is_symlink(path));
+}
+
 // Issue 46: folders a killed run left without a manifest stayed forever.
 TEST_F(CheckpointTest, TheNextCheckpointRemovesIncompleteFolders) {
   save(2);
