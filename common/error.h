@@ -8,7 +8,7 @@
 
 namespace pipeplan {
 
-/// Why a command failed; decides the exit code (DESIGN.md: 1 runtime failure, 2 bad input).
+/// Why a command failed; decides the exit code (docs/usage.md: 1 runtime failure, 2 bad input).
 enum class ErrorKind {
   kBadInput,  ///< a flag, file, plan or data set the user gave is wrong; exit 2
   kRuntime,   ///< something failed while running (a peer died, a NaN loss); exit 1

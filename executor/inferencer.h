@@ -14,7 +14,7 @@ namespace pipeplan::executor {
 /// request numbers times micro-batches never overflow.
 inline constexpr int64_t kMaxInferRequests = 1'000'000;
 
-/// The flags of `pipeplan infer` (DESIGN.md, Command line); its seed is the seeded init's (the
+/// The flags of `pipeplan infer` (docs/usage.md, Every flag); its seed is the seeded init's (the
 /// same seed: a training run's start) and the synthetic data's.
 struct InferOptions : RankOptions {
   int64_t requests = 50;  ///< requests to serve, in [1, kMaxInferRequests]

@@ -13,7 +13,7 @@ inline constexpr int64_t kMaxTrainSteps = 1'000'000'000;
 /// Longest --timeout-s: a week.
 inline constexpr double kMaxTimeoutS = 7 * 24 * 3600;
 
-/// The flags `pipeplan train` and `pipeplan infer` share (DESIGN.md, Command line).
+/// The flags `pipeplan train` and `pipeplan infer` share (docs/usage.md, Every flag).
 struct RankOptions {
   std::string plan_path;
   std::string data = "fashion-mnist";  ///< fashion-mnist, cifar10, synthetic
@@ -23,7 +23,7 @@ struct RankOptions {
   double timeout_s = 300;              ///< rendezvous and every wait on a peer, (0, kMaxTimeoutS]
 };
 
-/// The flags of `pipeplan train` (DESIGN.md, Command line).
+/// The flags of `pipeplan train` (docs/usage.md, Every flag).
 struct TrainOptions : RankOptions {
   int64_t steps = 0;             ///< optimizer steps, <= kMaxTrainSteps; 0: count epochs
   int64_t epochs = 0;            ///< used when steps is 0; 0 and 0 mean one epoch

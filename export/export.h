@@ -12,7 +12,7 @@
 
 namespace pipeplan {
 
-/// The runtimes a plan can be exported to (DESIGN.md, glossary: export).
+/// The runtimes a plan can be exported to (docs/export.md).
 enum class ExportFormat { kTorchPipelining, kTorchtitan, kMegatron, kDeepspeed, kVllm };
 
 /// One format as `pipeplan export --help` lists it.

@@ -1,4 +1,4 @@
-// Models as layer sequences with lazy per-layer factories (DESIGN.md, Models).
+// Models as layer sequences with lazy per-layer factories (docs/architecture.md, Folders).
 #pragma once
 
 #include <torch/torch.h>

@@ -42,7 +42,7 @@ struct ProbeInputs {
   std::string hint;         ///< what to change when a layer fails on them ("; check ...")
 };
 
-/// The layers of `module`'s forward (DESIGN.md, Models):
+/// The layers of `module`'s forward (docs/own-model.md):
 ///  - children whose forward only chains their own children (nn.Sequential, an unrolled
 ///    nn.ModuleList, such a module) are opened, and methods of the top module inlined, so that
 ///    the sequence reaches blocks;

@@ -1,4 +1,4 @@
-// The memory model (DESIGN.md): every term of one stage's peak device memory, from the
+// The memory model (docs/models.md, Memory): every term of one stage's peak device memory, from the
 // profile at the plan's micro-batch size.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The time model (DESIGN.md): per-stage forward/backward/recompute per micro-batch, transfer
+// The time model (docs/models.md, Time): per-stage forward/backward/recompute per micro-batch, transfer
 // time over a link, the ring all-reduce and the optimizer step.
 #pragma once
 

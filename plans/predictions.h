@@ -9,7 +9,7 @@
 
 namespace pipeplan {
 
-/// Every term of the memory model for one stage (DESIGN.md, Memory model), in bytes.
+/// Every term of the memory model for one stage (docs/models.md, Memory), in bytes.
 struct MemoryTerms {
   int64_t parameters_bytes = 0;
   int64_t gradients_bytes = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the include rules between folders (DESIGN.md's architecture table) in the tree at $1:
+# Checks the include rules between folders (docs/architecture.md, Folders) in the tree at $1:
 # measuring and running share runtime/ and never include each other, the planner stands on
 # plans/ and common/ alone, and the LibTorch-free folders include no LibTorch header.
 # Prints every violation as FILE:LINE: RULE and exits 1 if there is any.
