@@ -1,5 +1,5 @@
-// The time model (docs/models.md, Time): per-stage forward/backward/recompute per micro-batch, transfer
-// time over a link, the ring all-reduce and the optimizer step.
+// The time model (docs/models.md, Time): per-stage forward/backward/recompute per micro-batch,
+// transfer time over a link, the ring all-reduce and the optimizer step.
 #pragma once
 
 #include <cstdint>
