@@ -14,6 +14,7 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "models/torch_error.h"
+#include "plans/run.h"
 
 namespace pipeplan::executor {
 namespace {
@@ -432,8 +433,8 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
   m.step = r.integer_in("step", 0, m.total_steps);
   m.seed = static_cast<uint64_t>(r.integer_at_least("seed", 0));
   m.data = r.string("data");
-  if (m.data != "fashion-mnist" && m.data != "cifar10" && m.data != "synthetic")
-    r.reject("data", r.at("data"), "expected fashion-mnist, cifar10 or synthetic");
+  if (!is_data_kind(m.data))
+    r.reject("data", r.at("data"), std::string("expected ") + kDataKinds);
   m.pp = r.int_in("pp", 1, kMaxDevices);
   // fp16 steps that overflowed were skipped: at most one optimizer step per step.
   m.optimizer_steps = r.integer_in("optimizer_steps", 0, m.step);

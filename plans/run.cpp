@@ -304,8 +304,8 @@ void Run::validate(std::string_view document) const {
   PIPEPLAN_CHECK(resumed_from_step >= 0 && resumed_from_step <= steps, document,
                  ": resumed_from_step: ", resumed_from_step, ": expected a step in [0, steps = ",
                  steps, "]");
-  PIPEPLAN_CHECK(data == "fashion-mnist" || data == "cifar10" || data == "synthetic", document,
-                 ": data.kind: ", quote(data), ": expected fashion-mnist, cifar10 or synthetic");
+  PIPEPLAN_CHECK(is_data_kind(data), document, ": data.kind: ", quote(data), ": expected ",
+                 kDataKinds);
   PIPEPLAN_CHECK(std::isfinite(final_loss), document, ": final_loss: ", final_loss,
                  ": expected a finite loss");
   validate_ranks(*this, document);
@@ -355,6 +355,10 @@ Run run_from_json(const Json& json, const std::string& document) {
   run.measured = measured_from(r.object("measured"));
   run.validate(document);
   return run;
+}
+
+bool is_data_kind(std::string_view data) {
+  return data == "fashion-mnist" || data == "cifar10" || data == "synthetic";
 }
 
 Run read_run(const std::string& path) { return run_from_json(read_json_file(path), path); }

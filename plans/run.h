@@ -151,6 +151,11 @@ Run read_run(const std::string& path);
 /// (whose count check_run_of_plan, planner/compare.h, checks): one W (bwd_weight_ms) per backward
 /// under zb-h1, none under the others. Throws Error(kBadInput) naming the run's field.
 void check_step_times_of_plan(const Plan& plan, const Run& run, const std::string& run_path);
+/// Whether `data` names a data set train and infer read: "fashion-mnist", "cifar10" or
+/// "synthetic" (what a run's data.kind and a checkpoint's data hold).
+bool is_data_kind(std::string_view data);
+/// The data sets as an error's "expected ..." lists them.
+inline constexpr const char* kDataKinds = "fashion-mnist, cifar10 or synthetic";
 /// Writes atomically (temporary file and rename).
 void write_run(const std::string& path, const Run& run);
 /// content_hash of the canonical JSON: identifies the run a calibration came from.
