@@ -153,6 +153,20 @@ std::string meta_text(torch::serialize::InputArchive& archive, const std::string
   return value.isInt() ? std::to_string(value.toInt()) : "?";
 }
 
+// The file's recorded step and checksum against its manifest's, as resuming and serving check
+// them; `fix` ends the error.
+void check_step_and_checksum(torch::serialize::InputArchive& archive, const std::string& path,
+                             int64_t step, const std::string& expected_checksum, const char* fix) {
+  const std::string file_step = meta_text(archive, "meta.step");
+  PIPEPLAN_CHECK(file_step == std::to_string(step), "checkpoint ", quote(path), " holds step ",
+                 quote(file_step), ", not step ", step,
+                 " of its manifest (a stage file of another step)", fix);
+  const std::string file_checksum = meta_text(archive, "meta.checksum");
+  PIPEPLAN_CHECK(file_checksum == expected_checksum, "checkpoint ", quote(path), " has checksum ",
+                 quote(file_checksum), " but its manifest records ", quote(expected_checksum),
+                 " (a stage file of another run or step)", fix);
+}
+
 // Checks that the file at `path` is the one the manifest of meta.step records.
 void check_meta(torch::serialize::InputArchive& archive, const std::string& path,
                 const FileMeta& meta, const std::string& expected_checksum) {
@@ -169,14 +183,7 @@ void check_meta(torch::serialize::InputArchive& archive, const std::string& path
                    " holds the optimizer shard of replica ", quote(file_replica),
                    ", not of replica ", meta.replica, kFix);
   }
-  const std::string file_step = meta_text(archive, "meta.step");
-  PIPEPLAN_CHECK(file_step == std::to_string(meta.step), "checkpoint ", quote(path), " holds step ",
-                 quote(file_step), ", not step ", meta.step,
-                 " of its manifest (a stage file of another step)", kFix);
-  const std::string file_checksum = meta_text(archive, "meta.checksum");
-  PIPEPLAN_CHECK(file_checksum == expected_checksum, "checkpoint ", quote(path), " has checksum ",
-                 quote(file_checksum), " but its manifest records ", quote(expected_checksum),
-                 " (a stage file of another run or step)", kFix);
+  check_step_and_checksum(archive, path, meta.step, expected_checksum, kFix);
 }
 
 // Writes the file of `meta` at `path` (tmp + rename) and returns its tensors' checksum.
@@ -261,12 +268,7 @@ void for_each_shard_tensor(const runtime::FlatOptimizer& optimizer, Visit&& visi
 void verify_whole_file(torch::serialize::InputArchive& archive, const std::string& path,
                        int64_t step, const std::string& expected_checksum) {
   load_archive(archive, path, kServeFix);
-  const std::string file_step = meta_text(archive, "meta.step");
-  const std::string file_checksum = meta_text(archive, "meta.checksum");
-  PIPEPLAN_CHECK(file_step == std::to_string(step) && file_checksum == expected_checksum,
-                 "checkpoint ", quote(path), " holds step ", quote(file_step), " with checksum ",
-                 quote(file_checksum), ", not the step ", step, " and ", quote(expected_checksum),
-                 " its manifest records", kServeFix);
+  check_step_and_checksum(archive, path, step, expected_checksum, kServeFix);
   torch::NoGradGuard no_grad;
   TensorChecksum sum;
   for (const std::string& key : archive.keys()) {
