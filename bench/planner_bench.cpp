@@ -3,13 +3,16 @@
 #include <benchmark/benchmark.h>
 
 #include <map>
+#include <random>
 #include <utility>
 
 #include "bench/synthetic_profile.h"
+#include "common/limits.h"
 #include "common/units.h"
 #include "planner/partition.h"
 #include "planner/search.h"
 #include "planner/simulator.h"
+#include "tests/planner/test_profiles.h"
 
 namespace pipeplan::bench {
 namespace {
@@ -66,6 +69,74 @@ BENCHMARK(BM_PlanSearch)
     ->Args({150, 64, 512, 1024})
     ->Args({10000, 16384, 65536, 4096})
     ->MeasureProcessCPUTime()  // the final plans are predicted on threads of their own
+    ->Unit(benchmark::kMillisecond);
+
+// The largest sizes `plan` accepts, on the eight random layers of the search tests (issue 18:
+// a global batch of 2^40 once listed its divisors one by one). Args: devices, global batch.
+// SearchTest.LargestAcceptedSizesEndWithAnAnswer checks the answers; this times them.
+void BM_LargestAcceptedSizes(benchmark::State& state) {
+  std::mt19937_64 rng(6);
+  const Profile profile =
+      testing::make_profile(testing::random_layers(rng, 8), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+  const int devices = static_cast<int>(state.range(0));
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = "profile.json";
+  context.cluster = make_cluster(profile, devices, int64_t{1} << 40, std::min(devices, 8),
+                                 kDefaultInterNodeBandwidthBytesPerS);
+  context.global_batch = state.range(1);
+  SearchResult result;
+  for (auto _ : state) {
+    result = search(context, SearchOptions{});
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["plans"] = static_cast<double>(result.plans.size());
+}
+BENCHMARK(BM_LargestAcceptedSizes)
+    ->ArgNames({"devices", "global_batch"})
+    ->Args({kMaxDevices, kMaxBatchSize})
+    ->Args({1, kMaxBatchSize})
+    ->Args({48, int64_t{15} << 20})
+    ->Unit(benchmark::kMillisecond);
+
+// The largest pipeline a plan may hold: kMaxPipelineMicroBatches micro-batches times stages at
+// micro-batch size 1, 1F1B, with varying action times (the draws), searched, partitioned and
+// predicted. SearchTest.LargestAcceptedPipelineIsSearchedAndPredicted checks the plan. Args: pp, dp.
+void BM_LargestAcceptedPipeline(benchmark::State& state) {
+  const int pp = static_cast<int>(state.range(0));
+  const int dp = static_cast<int>(state.range(1));
+  std::mt19937_64 rng(7);
+  Profile profile =
+      testing::make_profile(testing::random_layers(rng, pp), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+  for (LayerProfile& layer : profile.layers)
+    for (LayerPoint& point : layer.points) {
+      point.fwd_ms_p90 = point.fwd_ms * 1.05;
+      point.bwd_ms_p90 = point.bwd_ms * 1.05;
+    }
+  PlanningContext context;
+  context.profile = &profile;
+  context.profile_path = "profile.json";
+  context.cluster = make_cluster(profile, pp * dp, int64_t{1} << 40, 8,
+                                 kDefaultInterNodeBandwidthBytesPerS);
+  context.global_batch = int64_t{dp} * kMaxPipelineMicroBatches / pp;
+  SearchOptions options;
+  options.pp = pp;
+  options.dp = dp;
+  options.micro_batch_size = 1;
+  options.schedules = {Schedule::kOneFOneB};
+  options.policies = {CheckpointPolicy::kNone};
+  options.zero = {0};
+  SearchResult result;
+  for (auto _ : state) {
+    result = search(context, options);
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["plans"] = static_cast<double>(result.plans.size());
+}
+BENCHMARK(BM_LargestAcceptedPipeline)
+    ->ArgNames({"pp", "dp"})
+    ->Args({64, 1})
+    ->Args({512, 2})
     ->Unit(benchmark::kMillisecond);
 
 // Args: layers, pp. One exact partition of a 1000-layer profile at b = 2, 64 micro-batches,

@@ -42,7 +42,7 @@ inline constexpr int kMaxMicroBatches = 1 << 14;
 /// The most micro-batches times stages of one pipeline: 2^20 = 1,048,576 (e.g. 2,048
 /// micro-batches of 512 stages, which the search picks among its best plans for 1,000 layers on
 /// 1,024 devices). The simulator plays one pipeline per draw and folds the replicas in, so its
-/// work grows with this product: SearchTest.LargestAcceptedPipelineSimulatesWithinASecond.
+/// work grows with this product (timed by bench/planner_bench's BM_LargestAcceptedPipeline).
 inline constexpr int kMaxPipelineMicroBatches = 1 << 20;
 
 /// The most chunks a rank holds under interleaved-1f1b (Plan::virtual_stages). Megatron-LM

@@ -46,14 +46,12 @@ TEST_F(CliTest, SizeFlagsBeyondTheirBoundExitTwoNamingTheBound) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
 }
 
-// At the largest accepted sizes `plan` answers within a few seconds (the search itself within
-// one: SearchTest.SerialLargestAcceptedSizesSearchWithinASecond), with a plan or exit 1.
-TEST_F(CliTest, SerialLargestAcceptedSizesAnswerQuickly) {
-  const auto start = std::chrono::steady_clock::now();
+// At the largest accepted sizes `plan` answers with a plan or exit 1 (its time through the
+// command line: bench/planner_scale.sh --sizes 8:16384:16777216:1024).
+TEST_F(CliTest, LargestAcceptedSizesAnswer) {
   const Outcome result =
       run(plan_with("--devices 16384 --device-memory 1TiB --global-batch 16777216 --top 100"));
   EXPECT_TRUE(result.exit_code == 0 || result.exit_code == 1) << result.err;
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
 }
 
 // "No feasible plan" is an answer: exit 1, and --help says so.

@@ -123,7 +123,8 @@ std::string bad_input_message(Open open) {
   return "";
 }
 
-TEST(DatasetsTest, SerialRealFashionMnistLoadsFastWithSaneValues) {
+// How long loading takes is printed, not asserted (bench/cpu_runs.py times whole runs).
+TEST(DatasetsTest, RealFashionMnistLoadsWithSaneValues) {
   if (::access((std::string(kDefaultFashionMnistDir) + "/train-images-idx3-ubyte.gz").c_str(),
                R_OK) != 0)
     GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
@@ -132,7 +133,6 @@ TEST(DatasetsTest, SerialRealFashionMnistLoadsFastWithSaneValues) {
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf("fashion-mnist: 60000 + 10000 images loaded in %.3f s\n", load_s);
-  EXPECT_LT(load_s, 5.0);
   EXPECT_EQ(source->name(), "fashion-mnist");
   ASSERT_EQ(source->size(Split::kTrain), 60000);
   ASSERT_EQ(source->size(Split::kTest), 10000);

@@ -3,10 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -280,37 +277,6 @@ TEST(ZooTest, ConfigRoundTripsThroughModelRef) {
   Json bad = model.config;
   bad["extra"] = 1;
   EXPECT_THROW(make_model_from_config(model.name, bad), Error);
-}
-
-// Median milliseconds of one forward+loss+backward at batch 32 on one thread.
-double median_step_ms(const Model& model) {
-  constexpr int kWarmupSteps = 2;
-  constexpr int kTimedSteps = 5;
-  const auto layers = build_layers(model, 0, num_layers(model), /*seed=*/1);
-  const auto [input, target] = random_batch(model, /*batch_size=*/32, /*seed=*/2);
-  std::vector<double> step_ms;
-  for (int step_idx = 0; step_idx < kWarmupSteps + kTimedSteps; ++step_idx) {
-    const auto start = std::chrono::steady_clock::now();
-    for (const LayerPtr& layer : layers) layer->zero_grad();
-    compute_loss(model, forward_layers(layers, input), target).backward();
-    const std::chrono::duration<double, std::milli> elapsed =
-        std::chrono::steady_clock::now() - start;
-    if (step_idx >= kWarmupSteps) step_ms.push_back(elapsed.count());
-  }
-  std::sort(step_ms.begin(), step_ms.end());
-  return step_ms[step_ms.size() / 2];
-}
-
-TEST(ZooTest, SerialPresetsTrainOneStepInUnderASecond) {
-  constexpr double kStepBudgetMs = 1000.0;
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  for (const char* name : {"resnet_tiny", "vit_tiny", "gpt_tiny", "mlp_tiny"}) {
-    const double step_ms = median_step_ms(make_model(name));
-    std::printf("%-12s batch 32, 1 thread: %.1f ms per step\n", name, step_ms);
-    EXPECT_LT(step_ms, kStepBudgetMs) << name;
-  }
-  at::set_num_threads(threads);
 }
 
 TEST(BlasTest, LibTorchUsesOpenBlas) {

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 
 #include "common/limits.h"
@@ -296,24 +295,23 @@ TEST(SearchTest, RefusesSizesBeyondTheirBoundsNamingTheBound) {
 }
 
 // Issue 18: `plan --global-batch 1099511627776` ran until killed (the divisors of the batch were
-// listed one by one). At the largest accepted sizes the search takes well under a second.
-TEST(SearchTest, SerialLargestAcceptedSizesSearchWithinASecond) {
+// listed one by one). The largest accepted sizes end with an answer; how long they take is
+// measured by bench/planner_bench (BM_LargestAcceptedSizes), not asserted here.
+TEST(SearchTest, LargestAcceptedSizesEndWithAnAnswer) {
   const Profile profile = eight_layer_profile(6);
   for (const auto& [devices, global_batch] :
        {std::pair{kMaxDevices, kMaxBatchSize}, {1, kMaxBatchSize}, {48, int64_t{15} << 20}}) {
-    const auto start = std::chrono::steady_clock::now();
     const SearchResult result =
         search(context_for(profile, devices, int64_t{1} << 40, global_batch, 8), SearchOptions{});
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, 1.0) << devices << " devices, global batch " << global_batch;
-    EXPECT_FALSE(result.plans.empty() && result.infeasible.empty());
+    EXPECT_FALSE(result.plans.empty() && result.infeasible.empty())
+        << devices << " devices, global batch " << global_batch;
   }
 }
 
 // The largest pipeline a plan may hold (kMaxPipelineMicroBatches micro-batches times stages),
-// with action times that vary (the draws): searched, partitioned and predicted within a second.
-TEST(SearchTest, LargestAcceptedPipelineSimulatesWithinASecond) {
+// with action times that vary (the draws): searched, partitioned and predicted (its time:
+// bench/planner_bench, BM_LargestAcceptedPipeline).
+TEST(SearchTest, LargestAcceptedPipelineIsSearchedAndPredicted) {
   for (const auto& [pp, dp] : {std::pair{64, 1}, {512, 2}}) {
     std::mt19937_64 rng(7);
     Profile profile = testing::make_profile(testing::random_layers(rng, pp), {1, 2, 4}, 32, 1000,
@@ -331,15 +329,11 @@ TEST(SearchTest, LargestAcceptedPipelineSimulatesWithinASecond) {
     options.schedules = {Schedule::kOneFOneB};
     options.policies = {CheckpointPolicy::kNone};
     options.zero = {0};
-    const auto start = std::chrono::steady_clock::now();
     const SearchResult result =
         search(context_for(profile, pp * dp, int64_t{1} << 40, global_batch, 8), options);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_EQ(result.plans.size(), 1u) << ::testing::PrintToString(result.infeasible);
     EXPECT_EQ(int64_t{result.plans[0].pp} * result.plans[0].num_micro_batches,
               kMaxPipelineMicroBatches);
-    EXPECT_LT(seconds, 1.0) << "pp=" << pp;
   }
 }
 
