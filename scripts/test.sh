@@ -7,7 +7,9 @@
 #
 # PIPEPLAN_LEG picks the legs: both (default), debian12 (this machine only), debian13 (the root
 # only), or here (this system, whatever it is: what the Debian 13 leg runs inside its root).
-# BUILD_DIR (default build) picks the build folder; extra arguments go to ctest.
+# BUILD_DIR (default build) picks the build folder; extra arguments go to ctest. PIPEPLAN_TESTS
+# (all, or torch-facing) and PIPEPLAN_BUILD_BENCH (ON or OFF) go to CMake: the Debian 13 leg
+# builds no benchmarks and only the tests that reach LibTorch (docs/building.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 leg=${PIPEPLAN_LEG:-both}
@@ -31,7 +33,9 @@ if [ "$leg" != debian13 ]; then
     trap '[ -n "$prepare_pid" ] && kill -- "-$prepare_pid" 2>/dev/null || true' EXIT
   fi
   start=$(date +%s)
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} >/dev/null
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CCACHE_ARGS[@]+"${CCACHE_ARGS[@]}"} \
+    -DPIPEPLAN_TESTS="${PIPEPLAN_TESTS:-all}" -DPIPEPLAN_BUILD_BENCH="${PIPEPLAN_BUILD_BENCH:-ON}" \
+    >/dev/null
   cmake --build "$BUILD_DIR" -j"$JOBS"
   built=$(date +%s)
   echo "test: build took $((built - start)) s"
