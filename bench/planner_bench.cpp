@@ -105,30 +105,16 @@ BENCHMARK(BM_LargestAcceptedSizes)
 void BM_LargestAcceptedPipeline(benchmark::State& state) {
   const int pp = static_cast<int>(state.range(0));
   const int dp = static_cast<int>(state.range(1));
-  std::mt19937_64 rng(7);
-  Profile profile =
-      testing::make_profile(testing::random_layers(rng, pp), {1, 2, 4}, 32, 1000, 0.02, 5e6);
-  for (LayerProfile& layer : profile.layers)
-    for (LayerPoint& point : layer.points) {
-      point.fwd_ms_p90 = point.fwd_ms * 1.05;
-      point.bwd_ms_p90 = point.bwd_ms * 1.05;
-    }
+  const testing::LargestPipeline pipeline = testing::largest_pipeline(pp, dp);
   PlanningContext context;
-  context.profile = &profile;
+  context.profile = &pipeline.profile;
   context.profile_path = "profile.json";
-  context.cluster = make_cluster(profile, pp * dp, int64_t{1} << 40, 8,
+  context.cluster = make_cluster(pipeline.profile, pp * dp, int64_t{1} << 40, 8,
                                  kDefaultInterNodeBandwidthBytesPerS);
-  context.global_batch = int64_t{dp} * kMaxPipelineMicroBatches / pp;
-  SearchOptions options;
-  options.pp = pp;
-  options.dp = dp;
-  options.micro_batch_size = 1;
-  options.schedules = {Schedule::kOneFOneB};
-  options.policies = {CheckpointPolicy::kNone};
-  options.zero = {0};
+  context.global_batch = pipeline.global_batch;
   SearchResult result;
   for (auto _ : state) {
-    result = search(context, options);
+    result = search(context, pipeline.options);
     benchmark::DoNotOptimize(result);
   }
   state.counters["plans"] = static_cast<double>(result.plans.size());

@@ -313,24 +313,10 @@ TEST(SearchTest, LargestAcceptedSizesEndWithAnAnswer) {
 // bench/planner_bench, BM_LargestAcceptedPipeline).
 TEST(SearchTest, LargestAcceptedPipelineIsSearchedAndPredicted) {
   for (const auto& [pp, dp] : {std::pair{64, 1}, {512, 2}}) {
-    std::mt19937_64 rng(7);
-    Profile profile = testing::make_profile(testing::random_layers(rng, pp), {1, 2, 4}, 32, 1000,
-                                            0.02, 5e6);
-    for (LayerProfile& layer : profile.layers)
-      for (LayerPoint& point : layer.points) {
-        point.fwd_ms_p90 = point.fwd_ms * 1.05;
-        point.bwd_ms_p90 = point.bwd_ms * 1.05;
-      }
-    const int64_t global_batch = int64_t{dp} * kMaxPipelineMicroBatches / pp;
-    SearchOptions options;
-    options.pp = pp;
-    options.dp = dp;
-    options.micro_batch_size = 1;
-    options.schedules = {Schedule::kOneFOneB};
-    options.policies = {CheckpointPolicy::kNone};
-    options.zero = {0};
-    const SearchResult result =
-        search(context_for(profile, pp * dp, int64_t{1} << 40, global_batch, 8), options);
+    const testing::LargestPipeline pipeline = testing::largest_pipeline(pp, dp);
+    const SearchResult result = search(
+        context_for(pipeline.profile, pp * dp, int64_t{1} << 40, pipeline.global_batch, 8),
+        pipeline.options);
     ASSERT_EQ(result.plans.size(), 1u) << ::testing::PrintToString(result.infeasible);
     EXPECT_EQ(int64_t{result.plans[0].pp} * result.plans[0].num_micro_batches,
               kMaxPipelineMicroBatches);

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "common/limits.h"
+
 namespace pipeplan::testing {
 namespace {
 
@@ -129,6 +131,25 @@ std::vector<LayerSpec> equal_layers(int count, double fwd_ms, double bwd_ms) {
   spec.output_floats = 8;
   spec.retained_bytes = 64;
   return std::vector<LayerSpec>(count, spec);
+}
+
+LargestPipeline largest_pipeline(int pp, int dp) {
+  std::mt19937_64 rng(7);
+  LargestPipeline pipeline;
+  pipeline.profile = make_profile(random_layers(rng, pp), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+  for (LayerProfile& layer : pipeline.profile.layers)
+    for (LayerPoint& point : layer.points) {
+      point.fwd_ms_p90 = point.fwd_ms * 1.05;
+      point.bwd_ms_p90 = point.bwd_ms * 1.05;
+    }
+  pipeline.global_batch = int64_t{dp} * kMaxPipelineMicroBatches / pp;
+  pipeline.options.pp = pp;
+  pipeline.options.dp = dp;
+  pipeline.options.micro_batch_size = 1;
+  pipeline.options.schedules = {Schedule::kOneFOneB};
+  pipeline.options.policies = {CheckpointPolicy::kNone};
+  pipeline.options.zero = {0};
+  return pipeline;
 }
 
 }  // namespace pipeplan::testing

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "planner/search.h"
 #include "plans/profile.h"
 
 namespace pipeplan::testing {
@@ -54,5 +55,16 @@ std::vector<LayerSpec> random_layers(std::mt19937_64& rng, int count);
 
 /// `count` identical layers.
 std::vector<LayerSpec> equal_layers(int count, double fwd_ms, double bwd_ms);
+
+/// The largest pipeline a plan may hold (kMaxPipelineMicroBatches micro-batches times stages):
+/// `pp` random layers (seed 7) whose p90 times are 1.05 times their medians, so that the draws
+/// run, and the search options that fix dp × pp, micro-batch size 1, 1F1B, no checkpointing and
+/// no ZeRO. SearchTest checks its plan; bench/planner_bench times it.
+struct LargestPipeline {
+  Profile profile;
+  SearchOptions options;
+  int64_t global_batch = 0;
+};
+LargestPipeline largest_pipeline(int pp, int dp);
 
 }  // namespace pipeplan::testing
