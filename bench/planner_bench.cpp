@@ -3,7 +3,6 @@
 #include <benchmark/benchmark.h>
 
 #include <map>
-#include <random>
 #include <utility>
 
 #include "bench/synthetic_profile.h"
@@ -74,17 +73,21 @@ BENCHMARK(BM_PlanSearch)
 // The largest sizes `plan` accepts, on the eight random layers of the search tests (issue 18:
 // a global batch of 2^40 once listed its divisors one by one). Args: devices, global batch.
 // SearchTest.LargestAcceptedSizesEndWithAnAnswer checks the answers; this times them.
-void BM_LargestAcceptedSizes(benchmark::State& state) {
-  std::mt19937_64 rng(6);
-  const Profile profile =
-      testing::make_profile(testing::random_layers(rng, 8), {1, 2, 4}, 32, 1000, 0.02, 5e6);
-  const int devices = static_cast<int>(state.range(0));
+// A cluster of `devices` with 1 TiB each, 8 to a node, for the largest-size benchmarks.
+PlanningContext terabyte_context(const Profile& profile, int devices, int64_t global_batch) {
   PlanningContext context;
   context.profile = &profile;
   context.profile_path = "profile.json";
   context.cluster = make_cluster(profile, devices, int64_t{1} << 40, std::min(devices, 8),
                                  kDefaultInterNodeBandwidthBytesPerS);
-  context.global_batch = state.range(1);
+  context.global_batch = global_batch;
+  return context;
+}
+
+void BM_LargestAcceptedSizes(benchmark::State& state) {
+  const Profile profile = testing::eight_layer_profile(6);
+  const PlanningContext context =
+      terabyte_context(profile, static_cast<int>(state.range(0)), state.range(1));
   SearchResult result;
   for (auto _ : state) {
     result = search(context, SearchOptions{});
@@ -106,12 +109,8 @@ void BM_LargestAcceptedPipeline(benchmark::State& state) {
   const int pp = static_cast<int>(state.range(0));
   const int dp = static_cast<int>(state.range(1));
   const testing::LargestPipeline pipeline = testing::largest_pipeline(pp, dp);
-  PlanningContext context;
-  context.profile = &pipeline.profile;
-  context.profile_path = "profile.json";
-  context.cluster = make_cluster(pipeline.profile, pp * dp, int64_t{1} << 40, 8,
-                                 kDefaultInterNodeBandwidthBytesPerS);
-  context.global_batch = pipeline.global_batch;
+  const PlanningContext context =
+      terabyte_context(pipeline.profile, pp * dp, pipeline.global_batch);
   SearchResult result;
   for (auto _ : state) {
     result = search(context, pipeline.options);

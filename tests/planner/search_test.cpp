@@ -27,15 +27,10 @@ PlanningContext context_for(const Profile& profile, int devices, int64_t memory_
   return context;
 }
 
-Profile eight_layer_profile(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  return testing::make_profile(testing::random_layers(rng, 8), {1, 2, 4}, 32, 1000, 0.02, 5e6);
-}
-
 using testing::error_of;
 
 TEST(SearchTest, BestPlanIsValidSimulatedAndRankedFirst) {
-  const Profile profile = eight_layer_profile(1);
+  const Profile profile = testing::eight_layer_profile(1);
   const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
   const SearchResult result = search(context, SearchOptions{});
   ASSERT_FALSE(result.plans.empty());
@@ -60,7 +55,7 @@ TEST(SearchTest, BestPlanIsValidSimulatedAndRankedFirst) {
 }
 
 TEST(SearchTest, FlagsNarrowTheSearch) {
-  const Profile profile = eight_layer_profile(2);
+  const Profile profile = testing::eight_layer_profile(2);
   const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
   SearchOptions options;
   options.pp = 2;
@@ -220,7 +215,7 @@ TEST(SearchTest, EveryInfeasibleFamilyHasAReason) {
 }
 
 TEST(SearchTest, ExtrapolatedMicroBatchesCarryANote) {
-  const Profile profile = eight_layer_profile(3);
+  const Profile profile = testing::eight_layer_profile(3);
   const PlanningContext context = context_for(profile, 1, int64_t{1} << 30, 16);
   SearchOptions options;
   options.micro_batch_size = 8;
@@ -233,7 +228,7 @@ TEST(SearchTest, ExtrapolatedMicroBatchesCarryANote) {
 }
 
 TEST(SearchTest, RejectsContradictoryFlagsNamingThem) {
-  const Profile profile = eight_layer_profile(4);
+  const Profile profile = testing::eight_layer_profile(4);
   const PlanningContext context = context_for(profile, 4, int64_t{1} << 30, 16);
   auto message = [&](const SearchOptions& options) {
     return error_of([&] { search(context, options); });
@@ -269,7 +264,7 @@ TEST(SearchTest, RejectsContradictoryFlagsNamingThem) {
 
 // Issue 18: every size the search takes has a stated bound, named with the flag.
 TEST(SearchTest, RefusesSizesBeyondTheirBoundsNamingTheBound) {
-  const Profile profile = eight_layer_profile(5);
+  const Profile profile = testing::eight_layer_profile(5);
   EXPECT_EQ(error_of([&] {
               search(context_for(profile, 4, int64_t{1} << 30, int64_t{1} << 40), SearchOptions{});
             }),
@@ -298,7 +293,7 @@ TEST(SearchTest, RefusesSizesBeyondTheirBoundsNamingTheBound) {
 // listed one by one). The largest accepted sizes end with an answer; how long they take is
 // measured by bench/planner_bench (BM_LargestAcceptedSizes), not asserted here.
 TEST(SearchTest, LargestAcceptedSizesEndWithAnAnswer) {
-  const Profile profile = eight_layer_profile(6);
+  const Profile profile = testing::eight_layer_profile(6);
   for (const auto& [devices, global_batch] :
        {std::pair{kMaxDevices, kMaxBatchSize}, {1, kMaxBatchSize}, {48, int64_t{15} << 20}}) {
     const SearchResult result =
@@ -352,7 +347,7 @@ TEST(SearchTest, APlanPredictingNoComputeIsRefused) {
 // Issue 18: with one stage, GPipe and 1F1B are one plan (1F1B holding fewer activations); the
 // list shows it once, named 1f1b, unless GPipe alone is asked for.
 TEST(SearchTest, OneStagePlansAreListedOnce) {
-  const Profile profile = eight_layer_profile(7);
+  const Profile profile = testing::eight_layer_profile(7);
   const PlanningContext context = context_for(profile, 2, int64_t{1} << 30, 16);
   SearchOptions options;
   options.pp = 1;
@@ -371,7 +366,7 @@ TEST(SearchTest, OneStagePlansAreListedOnce) {
 // where B + W cost what a whole backward costs (its deferred Ws fill 1f1b's cool-down), is left
 // out of a profile without the split, and asked for alone on one is refused naming the cause.
 TEST(SearchTest, ZeroBubbleH1IsSearchedWhenTheProfileSplitsTheBackward) {
-  const Profile plain = eight_layer_profile(7);
+  const Profile plain = testing::eight_layer_profile(7);
   const Profile split = testing::with_backward_split(plain, 0.5, 0.5);
   SearchOptions options;
   options.pp = 4;

@@ -133,6 +133,11 @@ std::vector<LayerSpec> equal_layers(int count, double fwd_ms, double bwd_ms) {
   return std::vector<LayerSpec>(count, spec);
 }
 
+Profile eight_layer_profile(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return make_profile(random_layers(rng, 8), {1, 2, 4}, 32, 1000, 0.02, 5e6);
+}
+
 LargestPipeline largest_pipeline(int pp, int dp) {
   std::mt19937_64 rng(7);
   LargestPipeline pipeline;

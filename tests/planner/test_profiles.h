@@ -56,6 +56,10 @@ std::vector<LayerSpec> random_layers(std::mt19937_64& rng, int count);
 /// `count` identical layers.
 std::vector<LayerSpec> equal_layers(int count, double fwd_ms, double bwd_ms);
 
+/// Eight random layers (seeded by `seed`) at micro-batch sizes 1, 2 and 4, a 32-float input,
+/// 1000 bytes of runtime overhead and a p2p link of 0.02 ms and 5 MB/s: the search tests' model.
+Profile eight_layer_profile(uint64_t seed);
+
 /// The largest pipeline a plan may hold (kMaxPipelineMicroBatches micro-batches times stages):
 /// `pp` random layers (seed 7) whose p90 times are 1.05 times their medians, so that the draws
 /// run, and the search options that fix dp × pp, micro-batch size 1, 1F1B, no checkpointing and
