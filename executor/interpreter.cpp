@@ -212,8 +212,10 @@ void Interpreter::optimizer_step(double lr, IterationOutcome* outcome) {
     } else {
       outcome->gradients_finite = finite;
     }
-    if (outcome->step_applied) training_->optimizer.step(lr);
-    gradients.zero_();
+    runtime::FlatOptimizer& optimizer = training_->optimizer;
+    if (outcome->step_applied) optimizer.step(lr);  // zeroes the gradients it steps
+    // What the step left: every gradient when skipped, the other replicas' shards under ZeRO-1.
+    if (!outcome->step_applied || optimizer.numel() < gradients.numel()) gradients.zero_();
   });
 }
 

@@ -105,7 +105,7 @@ class LayerProfiler {
                            bool input_requires_grad, const LossFn& loss = {});
 
   /// Median milliseconds of one optimizer step as training takes it (runtime/optimizer.h: the
-  /// finite check over the flat gradients, FlatOptimizer::step, zeroing the gradients) over
+  /// finite check over the flat gradients, FlatOptimizer::step, which zeroes them) over
   /// `numel` float32 parameters in one flat buffer, for "sgd" and "adamw" with the plan's default
   /// settings, after `warmup` (at least 1) untimed steps; 0 for both when `numel` is 0. The
   /// gradients are refilled (untimed) before each step, as backward leaves them. A flat buffer

@@ -31,8 +31,8 @@ struct FlatSegment {
 /// PyTorch's update rules, over segments of a flat parameter tensor and their gradients: the
 /// whole buffer as one segment, or under ZeRO-1 the replica's shard (a piece of every gradient
 /// bucket). The state is one flat tensor per kind, as long as the segments together, so a shard
-/// holds 1/dp of the replicated state. The gradients are used as scratch by step() (they are
-/// zeroed after each step). Every update is element-wise, so stepping a shard changes its
+/// holds 1/dp of the replicated state. step() uses the gradients as scratch and leaves them
+/// zero. Every update is element-wise, so stepping a shard changes its
 /// elements exactly as stepping the whole buffer would.
 class FlatOptimizer {
  public:
@@ -40,7 +40,7 @@ class FlatOptimizer {
   /// Over `segments` (at least one; each 1-D, the parameters' and gradients' of equal length).
   FlatOptimizer(const OptimizerSettings& settings, std::vector<FlatSegment> segments);
 
-  /// One update with learning rate `lr`; leaves the segments' gradients undefined.
+  /// One update with learning rate `lr`; leaves the segments' gradients zero.
   void step(double lr);
   /// Elements updated: the segments' total (the length of each state tensor).
   int64_t numel() const { return numel_; }
@@ -52,8 +52,8 @@ class FlatOptimizer {
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
 
  private:
-  // The update of one segment; `offset` is where its state starts.
-  void step_segment(const FlatSegment& segment, int64_t offset, double lr);
+  // The update of one stretch of a segment; `offset` is where its state starts.
+  void step_block(torch::Tensor parameters, torch::Tensor gradients, int64_t offset, double lr);
 
   OptimizerSettings settings_;
   std::vector<FlatSegment> segments_;

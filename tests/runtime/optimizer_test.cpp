@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
 namespace pipeplan::runtime {
 namespace {
 
@@ -69,6 +72,40 @@ TEST(OptimizerTest, AdamwFollowsTorchOptim) {
                                         .eps(s.eps)
                                         .weight_decay(s.weight_decay));
   });
+}
+
+// A CPU step goes through a long buffer a block at a time: every element updated as
+// torch::optim updates one tensor (the same operations element by element, so to the bit), the
+// last short block too, and the gradients left zero.
+TEST(OptimizerTest, LongBuffersStepInBlocksAsTorchOptimStepsOneTensor) {
+  const int64_t numel = 3 * (int64_t{1} << 18) + 1001;
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamw}) {
+    const OptimizerSettings s = OptimizerSettings::defaults_for(kind);
+    torch::manual_seed(1);
+    torch::Tensor flat = torch::randn({numel});
+    torch::Tensor flat_grad = torch::zeros({numel});
+    FlatOptimizer mine(s, flat, flat_grad);
+    torch::Tensor theirs_param = flat.clone().requires_grad_(true);
+    std::unique_ptr<torch::optim::Optimizer> theirs;
+    if (kind == OptimizerKind::kSgd)
+      theirs = std::make_unique<torch::optim::SGD>(
+          std::vector<torch::Tensor>{theirs_param},
+          torch::optim::SGDOptions(0.05).momentum(s.momentum).weight_decay(s.weight_decay));
+    else
+      theirs = std::make_unique<torch::optim::AdamW>(
+          std::vector<torch::Tensor>{theirs_param},
+          torch::optim::AdamWOptions(0.05).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(
+              s.weight_decay));
+    for (int step = 1; step <= 3; ++step) {
+      const torch::Tensor grad = torch::randn({numel});
+      flat_grad.copy_(grad);
+      mine.step(0.05);
+      theirs_param.mutable_grad() = grad.clone();
+      theirs->step();
+      EXPECT_TRUE(torch::equal(flat, theirs_param.detach())) << to_string(kind) << " step " << step;
+      EXPECT_EQ(flat_grad.count_nonzero().item<int64_t>(), 0) << to_string(kind);
+    }
+  }
 }
 
 TEST(OptimizerTest, LossScalerSkipsAndHalvesOnOverflowAndGrowsAfterCleanSteps) {
