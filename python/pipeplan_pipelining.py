@@ -56,7 +56,6 @@ from torch.distributed.pipelining import schedules
 from torch.distributed.pipelining import stage as _stage_module
 
 SCHEMA = "pipeplan.export.torch-pipelining/1"
-_MULTI_STAGE_CLASSES = {"ScheduleInterleaved1F1B", "_PipelineScheduleRuntime"}
 # Containers whose items a stage may hold some of.
 _CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential)
 
@@ -278,7 +277,8 @@ def build_schedule(desc, stages, loss_fn=None):
         kwargs["loss_fn"] = _mean_over_microbatches(loss_fn, n)
     if "scale_grads" in inspect.signature(cls.__init__).parameters:
         kwargs["scale_grads"] = False
-    multi = name in _MULTI_STAGE_CLASSES
+    # Interleaved, zero-bubble and runtime (CSV) schedules take every stage of the rank.
+    multi = issubclass(cls, schedules.PipelineScheduleMulti)
     schedule = cls(stages if multi else stages[0], n_microbatches=n, **kwargs)
     if name == "_PipelineScheduleRuntime":
         _load_actions_csv(schedule, desc["actions"])
