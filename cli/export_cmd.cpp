@@ -26,20 +26,10 @@ struct ExportCmdOptions {
   std::optional<std::string> schedule_csv;
 };
 
-// The profile to read names from: --profile, else the plan's profile.path as written (relative
-// to the current folder), else that path relative to the plan's folder.
-std::string profile_path_of(const ExportCmdOptions& o, const Plan& plan) {
-  if (o.profile) return *o.profile;
-  const std::filesystem::path recorded = plan.profile_path;
-  std::error_code ec;
-  if (recorded.is_absolute() || std::filesystem::exists(recorded, ec)) return plan.profile_path;
-  const std::filesystem::path beside = std::filesystem::path(o.plan).parent_path() / recorded;
-  return std::filesystem::exists(beside, ec) ? beside.string() : plan.profile_path;
-}
-
 // The profile the plan was made from: its bytes must hash to the plan's profile.hash.
 Profile read_plan_profile(const ExportCmdOptions& o, const Plan& plan) {
-  const std::string path = profile_path_of(o, plan);
+  // --profile, else the plan's profile.path (as written, else beside the plan).
+  const std::string path = o.profile ? *o.profile : recorded_path(plan.profile_path, o.plan);
   const char* flag = o.profile ? "--profile" : "the plan's profile.path";
   std::error_code ec;
   PIPEPLAN_CHECK(std::filesystem::exists(path, ec), flag, ": ", quote(path),

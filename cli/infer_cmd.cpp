@@ -12,9 +12,6 @@
 namespace pipeplan::cli {
 namespace {
 
-// Default seconds a rank waits for a peer (rendezvous, receives) before failing.
-constexpr double kDefaultTimeoutS = 300;
-
 int run_infer(const executor::InferOptions& options) {
   check_outputs_distinct({{"-o", options.output_path}, {"--save-outputs", options.outputs_path}},
                          {{"--plan", options.plan_path}});
@@ -27,7 +24,6 @@ int run_infer(const executor::InferOptions& options) {
 Runner add_infer_command(CLI::App& app) {
   auto options = std::make_shared<executor::InferOptions>();
   executor::InferOptions& o = *options;
-  o.timeout_s = kDefaultTimeoutS;
   CLI::App* sub = app.add_subcommand(
       "infer",
       "Serve requests with one rank of an inference plan (start all ranks with pipeplan launch "

@@ -21,12 +21,6 @@ struct ModelsOptions {
   std::vector<std::string> model_args;
 };
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text;
-  for (int64_t dim : shape) text += (text.empty() ? "" : "x") + std::to_string(dim);
-  return text;
-}
-
 // One row per layer: name, kind, parameters, and the live set after it (the cut to the next
 // layer; after the last layer, the model's output) with its bytes per sample.
 Json layer_table(const models::Model& model) {
@@ -127,7 +121,7 @@ int run_models(const ModelsOptions& options) {
     std::printf(
         "%-14s %7d %14lld  %-18s %s\n", row["name"].get<std::string>().c_str(),
         row["num_layers"].get<int>(), row["parameter_count"].get<long long>(),
-        (shape_text(row["input_shape"]) + " " + row["input_dtype"].get<std::string>()).c_str(),
+        (format_dims(row["input_shape"]) + " " + row["input_dtype"].get<std::string>()).c_str(),
         row["description"].get<std::string>().c_str());
   return 0;
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -207,14 +206,12 @@ void print_inference_table(const SearchResult& result) {
               "stages", "interval_ms", "latency_ms", "samples/s", "bubble", "peak_memory");
   for (size_t idx = 0; idx < result.plans.size(); ++idx) {
     const Plan& plan = result.plans[idx];
-    int64_t peak = 0;
-    for (const StagePrediction& stage : plan.predictions.stages)
-      peak = std::max(peak, stage.peak_memory_bytes);
     std::printf("%-4zu %6d %5d %6lld %6d %-28s %12.3f %11.3f %11.1f %7s %11s\n", idx + 1, plan.dp,
                 plan.pp, static_cast<long long>(plan.micro_batch_size), plan.num_micro_batches,
                 split_text(plan).c_str(), plan.predictions.iteration_ms,
                 plan.predictions.latency_ms, plan.predictions.samples_per_s,
-                bubble_text(plan).c_str(), format_size(peak).c_str());
+                bubble_text(plan).c_str(),
+                format_size(plan.predictions.peak_memory_bytes()).c_str());
   }
 }
 
@@ -226,15 +223,13 @@ void print_table(const SearchResult& result) {
               "peak_memory");
   for (size_t idx = 0; idx < result.plans.size(); ++idx) {
     const Plan& plan = result.plans[idx];
-    int64_t peak = 0;
-    for (const StagePrediction& stage : plan.predictions.stages)
-      peak = std::max(peak, stage.peak_memory_bytes);
     std::printf("%-4zu %6s %5d %6lld %6d %-18s %-12s %-28s %13.3f %11.1f %7s %11s\n", idx + 1,
                 dp_text(plan).c_str(), plan.pp, static_cast<long long>(plan.micro_batch_size),
                 plan.num_micro_batches, schedule_text(plan).c_str(),
                 checkpoint_text(plan).c_str(), split_text(plan).c_str(),
                 plan.predictions.iteration_ms, plan.predictions.samples_per_s,
-                bubble_text(plan).c_str(), format_size(peak).c_str());
+                bubble_text(plan).c_str(),
+                format_size(plan.predictions.peak_memory_bytes()).c_str());
   }
 }
 
@@ -246,21 +241,11 @@ void print_rejections(const SearchResult& result) {
                 result.pruned, result.candidates, result.plans.size());
 }
 
-// The plan a run ran: its plan.path as written, or beside run.json when that is relative.
-std::string run_plan_path(const Run& run, const std::string& run_path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;  // a path that cannot be looked at is read as given and refused then
-  const fs::path written(run.plan_path);
-  if (fs::exists(written, ec) || written.is_absolute()) return run.plan_path;
-  const fs::path beside = fs::path(run_path).parent_path() / written;
-  return fs::exists(beside, ec) ? beside.string() : run.plan_path;
-}
-
 // --calibrate: the calibration the run makes to `profile`, printed; the search then plans
 // with calibrated_profile and the calibration's memory corrections.
 Calibration calibration_from(const std::string& run_path, const Profile& profile) {
   const Run run = read_run(run_path);
-  const Plan run_plan = read_plan(run_plan_path(run, run_path));
+  const Plan run_plan = read_plan(recorded_path(run.plan_path, run_path));
   check_step_times_of_plan(run_plan, run, run_path);
   const CalibrationResult result = calibrate(profile, run_plan, run, run_path);
   for (const std::string& line : describe(result, run)) std::printf("%s\n", line.c_str());

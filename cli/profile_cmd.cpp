@@ -52,11 +52,9 @@ struct ProfileFlags {
   std::string model;
   std::vector<std::string> model_args;
   std::string batch_sizes = default_batch_sizes();
-  int threads = 0;
   std::string output;
   bool no_comm = false;
   profiler::ProfileOptions options;
-  CLI::Option* threads_option = nullptr;
 };
 
 // Set when this process is a copy started by a co-located profile: its rank, the world size
@@ -189,7 +187,6 @@ struct RemoveOnExit {
 int run_profile(ProfileFlags& flags) {
   profiler::ProfileOptions& options = flags.options;
   options.batch_sizes = parse_positive_list(flags.batch_sizes, "--batch-sizes");
-  if (flags.threads_option->count() > 0) options.threads = flags.threads;
   options.validate();
   PIPEPLAN_CHECK(options.co_located <= executor::max_local_processes(), "--co-located: ",
                  options.co_located, " processes are too many here; give ",
@@ -244,10 +241,9 @@ Runner add_profile_command(CLI::App& app) {
   sub->add_option("--repeats", options.repeats,
                   "Timed passes (every layer's forward, then backward) per batch size; median, p90")
       ->capture_default_str();
-  flags->threads_option = sub->add_option(
-      "--threads", flags->threads,
-      "Intra-op CPU threads per measuring process (default: LibTorch's choice; cores / N with "
-      "--co-located N)");
+  sub->add_option("--threads", options.threads,
+                  "Intra-op CPU threads per measuring process (default: LibTorch's choice; "
+                  "cores / N with --co-located N)");
   sub->add_option("--co-located", options.co_located,
                   "Measure in N processes at once, as N ranks sharing this machine's cores (or "
                   "one GPU) run; recorded in the profile")

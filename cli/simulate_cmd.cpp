@@ -1,6 +1,5 @@
 // `pipeplan simulate`: re-simulate a plan, print its iteration and every rank's busy and idle
 // time, and write the timeline as a Chrome trace and an SVG.
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -44,13 +43,7 @@ void print_ranks(const Plan& plan, const SimulationResult& result, double iterat
 SimulationResult simulate_inference(const Plan& plan, const SimulationOptions& options,
                                     const std::string& plan_path) {
   auto [result, interval_ms] = play_requests(simulation_input(plan), options);
-  double idle_total = 0;
-  for (size_t rank = 0; rank < result.busy_ms.size(); ++rank) {
-    result.idle_ms[rank] = std::max(0.0, interval_ms - result.busy_ms[rank]);
-    idle_total += result.idle_ms[rank];
-  }
-  const double bubble_fraction =
-      interval_ms > 0 ? idle_total / (static_cast<double>(result.busy_ms.size()) * interval_ms) : 0;
+  const double bubble_fraction = idle_at_interval(&result, interval_ms);
   const std::string bubble = plan.pp == 1 ? "-" : format_fixed(bubble_fraction * 100, 1) + " %";
   std::printf(
       "request latency %.3f ms, interval %.3f ms between back-to-back requests, %.1f samples/s, "

@@ -11,9 +11,6 @@
 namespace pipeplan::cli {
 namespace {
 
-// Default seconds a rank waits for a peer (rendezvous, receives, all-reduces) before failing.
-constexpr double kDefaultTimeoutS = 300;
-
 struct TrainFlags {
   executor::TrainOptions options;
   int64_t steps = 0;
@@ -41,7 +38,6 @@ int run_train(TrainFlags& flags) {
 Runner add_train_command(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
   executor::TrainOptions& o = flags->options;
-  o.timeout_s = kDefaultTimeoutS;
   CLI::App* sub = app.add_subcommand(
       "train", "Train one rank of a plan (start all ranks with pipeplan launch or torchrun).");
   sub->add_option("--plan", o.plan_path, "plan.json from pipeplan plan")->required();

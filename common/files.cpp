@@ -300,4 +300,13 @@ void check_stream_written(std::FILE* stream, std::string_view name) {
                              err != 0 ? std::strerror(err) : "an earlier write failed"));
 }
 
+std::string recorded_path(const std::string& recorded, const std::string& referrer) {
+  namespace fs = std::filesystem;
+  std::error_code ec;  // a path that cannot be looked at is read as given and refused then
+  const fs::path written(recorded);
+  if (written.is_absolute() || fs::exists(written, ec)) return recorded;
+  const fs::path beside = fs::path(referrer).parent_path() / written;
+  return fs::exists(beside, ec) ? beside.string() : recorded;
+}
+
 }  // namespace pipeplan

@@ -98,4 +98,9 @@ class OutputFile {
 /// <name>: <strerror>" when that or any earlier write to it failed.
 void check_stream_written(std::FILE* stream, std::string_view name);
 
+/// A path one file records of another (a run's plan, a plan's profile): as written when it is
+/// absolute or exists from the current folder, else beside `referrer` when it exists there, else
+/// as written (to be refused when read).
+std::string recorded_path(const std::string& recorded, const std::string& referrer);
+
 }  // namespace pipeplan

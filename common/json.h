@@ -47,6 +47,14 @@ std::optional<Json> parse_json_streaming(std::string_view text, std::string_view
 /// `write_file_atomic(path, json.dump(2) + "\n")` (common/files.h).
 void write_json_file(const std::string& path, const Json& json);
 
+/// A JSON array of `convert(item)` for each of `items`, in order; empty items give `[]`.
+template <typename Items, typename Convert>
+Json json_array(const Items& items, Convert convert) {
+  Json array = Json::array();
+  for (const auto& item : items) array.push_back(convert(item));
+  return array;
+}
+
 /// Reads the fields of one JSON object; every error names the document and the field path, e.g.
 /// "profile.json: layers[3].fwd_ms_median: missing". Copyable; holds a pointer to `json`.
 class JsonReader {

@@ -95,6 +95,12 @@ std::string format_shape(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
+std::string format_dims(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t dim : shape) text += (text.empty() ? "" : "x") + std::to_string(dim);
+  return text;
+}
+
 std::string format_fixed(double value, int decimals) {
   char text[48];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);

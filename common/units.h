@@ -21,6 +21,9 @@ inline double samples_per_s(int64_t samples, double iteration_ms) {
 /// A tensor shape as "[a, b, c]" ("[]" for a scalar).
 std::string format_shape(const std::vector<int64_t>& shape);
 
+/// A tensor shape as its dimensions joined by 'x': "3x32x32" ("" for a scalar).
+std::string format_dims(const std::vector<int64_t>& shape);
+
 /// `value` with `decimals` digits after the point ("%.*f").
 std::string format_fixed(double value, int decimals);
 

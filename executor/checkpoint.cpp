@@ -75,13 +75,6 @@ class TensorChecksum {
   uint64_t hash_ = fnv1a64("");
 };
 
-Json accuracy_json(const std::vector<EpochAccuracy>& accuracy) {
-  Json rows = Json::array();
-  for (const EpochAccuracy& a : accuracy)
-    rows.push_back(Json{{"epoch", a.epoch}, {"step", a.step}, {"test_accuracy", a.test_accuracy}});
-  return rows;
-}
-
 // The step of a checkpoint folder named "step-00000010"; nullopt for any other name.
 std::optional<int64_t> step_of_folder(const std::string& name) {
   if (name.rfind(kStepDirPrefix, 0) != 0) return std::nullopt;
@@ -353,7 +346,7 @@ void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest&
             {"loss_scale", m.loss_scale},
             {"loss_scale_clean_steps", m.loss_scale_clean_steps},
             {"loss", m.loss},
-            {"test_accuracy", accuracy_json(m.test_accuracy)},
+            {"test_accuracy", to_json(m.test_accuracy)},
             {"stage_checksums", m.stage_checksums}};
   if (m.dp > 0) {
     json["dp"] = m.dp;

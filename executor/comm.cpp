@@ -228,8 +228,7 @@ struct Comm::Impl {
                       int gloo_threads) const;
   void warm_up_edge(const GroupPtr& group, int group_rank, bool sender, const std::string& what) const;
   void warm_up_all_reduce(const GroupPtr& group, const std::string& what) const;
-  void connect_prev(const std::string& edge);
-  void connect_next(const std::string& edge);
+  void connect_edge(const std::string& edge, bool from_prev);
   void create_groups(const Plan& plan, const std::vector<std::vector<int>>& tie_stages);
   int tag(const Action& action) const;
 };
@@ -274,22 +273,19 @@ void Comm::Impl::warm_up_all_reduce(const GroupPtr& group, const std::string& wh
             [&] { return detail::concat("rank ", env.rank, ": connecting ", what); });
 }
 
-// The edge activations enter this rank by (as group rank 1): activations in, gradients out.
-void Comm::Impl::connect_prev(const std::string& edge) {
-  act_from_prev = make_group("act/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
-  warm_up_edge(act_from_prev, 1, /*sender=*/false,
-               "activations from rank " + std::to_string(prev_rank));
-  grad_to_prev = make_group("grad/" + edge, 1, 2, /*on_host=*/false, kEdgeGroupThreads);
-  warm_up_edge(grad_to_prev, 1, /*sender=*/true, "gradients to rank " + std::to_string(prev_rank));
-}
-
-// The edge activations leave this rank by (as group rank 0): activations out, gradients in.
-void Comm::Impl::connect_next(const std::string& edge) {
-  act_to_next = make_group("act/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
-  warm_up_edge(act_to_next, 0, /*sender=*/true, "activations to rank " + std::to_string(next_rank));
-  grad_from_next = make_group("grad/" + edge, 0, 2, /*on_host=*/false, kEdgeGroupThreads);
-  warm_up_edge(grad_from_next, 0, /*sender=*/false,
-               "gradients from rank " + std::to_string(next_rank));
+// One edge's two groups. The edge activations enter this rank by (`from_prev`, as group rank 1):
+// activations in, gradients out; the one they leave it by (group rank 0): the reverse.
+void Comm::Impl::connect_edge(const std::string& edge, bool from_prev) {
+  const int group_rank = from_prev ? 1 : 0;
+  const std::string peer = " rank " + std::to_string(from_prev ? prev_rank : next_rank);
+  GroupPtr& activations = from_prev ? act_from_prev : act_to_next;
+  GroupPtr& gradients = from_prev ? grad_to_prev : grad_from_next;
+  activations = make_group("act/" + edge, group_rank, 2, /*on_host=*/false, kEdgeGroupThreads);
+  warm_up_edge(activations, group_rank, /*sender=*/!from_prev,
+               (from_prev ? "activations from" : "activations to") + peer);
+  gradients = make_group("grad/" + edge, group_rank, 2, /*on_host=*/false, kEdgeGroupThreads);
+  warm_up_edge(gradients, group_rank, /*sender=*/from_prev,
+               (from_prev ? "gradients to" : "gradients from") + peer);
 }
 
 // Edges are created in one order on every rank, edge s -> s + 1 for s = 0 .. pp − 2 and then
@@ -307,10 +303,10 @@ void Comm::Impl::create_groups(const Plan& plan,
   const bool wraps = plan.virtual_stages > 1;
   if (me.stage > 0 || wraps) prev_rank = rank_of(plan, (me.stage + pp - 1) % pp, me.replica);
   if (me.stage < pp - 1 || wraps) next_rank = rank_of(plan, (me.stage + 1) % pp, me.replica);
-  if (me.stage > 0) connect_prev(replica + "/s" + std::to_string(me.stage - 1));
-  if (me.stage < pp - 1) connect_next(replica + "/s" + std::to_string(me.stage));
-  if (wraps && me.stage == 0) connect_prev(replica + "/wrap");
-  if (wraps && me.stage == pp - 1) connect_next(replica + "/wrap");
+  if (me.stage > 0) connect_edge(replica + "/s" + std::to_string(me.stage - 1), true);
+  if (me.stage < pp - 1) connect_edge(replica + "/s" + std::to_string(me.stage), false);
+  if (wraps && me.stage == 0) connect_edge(replica + "/wrap", true);
+  if (wraps && me.stage == pp - 1) connect_edge(replica + "/wrap", false);
   if (plan.dp > 1) {
     dp_size = plan.dp;
     dp = make_group("dp/s" + std::to_string(me.stage), me.replica, plan.dp, /*on_host=*/false,
@@ -349,9 +345,7 @@ std::unique_ptr<Comm> Comm::connect(const RendezvousEnv& env, const Plan& plan,
   return std::unique_ptr<Comm>(new Comm(std::move(impl)));
 }
 
-CommBackend Comm::backend() const { return impl_->backend; }
 int Comm::rank() const { return impl_->env.rank; }
-int Comm::world_size() const { return impl_->env.world_size; }
 
 namespace {
 

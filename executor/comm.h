@@ -64,11 +64,8 @@ class Comm {
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  /// The backend choose_backend picked for the plan.
-  CommBackend backend() const;
-  /// This process's RANK and the job's WORLD_SIZE.
+  /// This process's RANK.
   int rank() const;
-  int world_size() const;
 
   /// Posts the receive `action` (kRecvActivation or kRecvGradient of its chunk and micro-batch,
   /// from neighbour action.peer) into a new tensor of `shape` and `dtype`. At most a few

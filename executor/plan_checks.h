@@ -11,9 +11,9 @@
 
 namespace pipeplan::executor {
 
-/// Checks that `plan` (read from `document`) is for `model`: same hash, layer count, input,
-/// and boundary shapes and dtypes that chain from stage to stage; amp precisions need cuda.
-/// Throws Error(kBadInput) with one line naming the field.
+/// Checks that `plan` (read from `document`, validated as read_plan does) is for `model`: same
+/// hash, layer count and input (Plan::validate chained the stages' boundaries from the plan's
+/// input); amp precisions need cuda. Throws Error(kBadInput) with one line naming the field.
 void check_plan_matches_model(const Plan& plan, const models::Model& model,
                               const std::string& document);
 
@@ -27,9 +27,9 @@ void check_world(const Plan& plan, const RendezvousEnv& env, const std::string& 
 /// `planned_index` is not below the count.
 int visible_cuda_index(int planned_index, int visible_device_count, const std::string& field);
 
-/// The device of `env.rank` in the rank map: cpu in a cpu plan; in a cuda plan the index
-/// visible_cuda_index picks for "cuda:N", with the plan's local_rank equal to LOCAL_RANK. Throws
-/// Error(kBadInput) naming the field otherwise.
+/// The device of `env.rank` in the rank map of `plan` (validated, as read_plan does): cpu in a cpu
+/// plan; in a cuda plan the index visible_cuda_index picks for "cuda:N", with the plan's
+/// local_rank equal to LOCAL_RANK. Throws Error(kBadInput) naming the field otherwise.
 torch::Device rank_device(const Plan& plan, const RendezvousEnv& env, const std::string& document);
 
 /// Sets LibTorch's intra-op threads from OMP_NUM_THREADS when it is set, so that ranks sharing a

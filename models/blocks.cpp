@@ -101,6 +101,18 @@ LayerSpec transformer_block_spec(int64_t block_idx, const BlockShape& shape) {
   return spec;
 }
 
+void add_transformer_blocks(const Json& config, bool causal, BlockInit init, Model* model) {
+  BlockShape block;
+  block.hidden = config_int(config, "hidden");
+  block.heads = config_int(config, "heads");
+  block.mlp_dim = config_int(config, "mlp_dim");
+  block.depth = config_int(config, "layers");
+  block.causal = causal;
+  block.init = init;
+  for (int64_t block_idx = 0; block_idx < block.depth; ++block_idx)
+    model->layers.push_back(transformer_block_spec(block_idx, block));
+}
+
 double layer_norm_eps(BlockInit init) {
   return init == BlockInit::kVit ? kVitLayerNormEps : kGptLayerNormEps;
 }

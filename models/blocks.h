@@ -57,6 +57,10 @@ int64_t transformer_block_param_count(int64_t hidden, int64_t mlp_dim);
 /// LayerSpec "block<block_idx>" of kind "block" that builds a TransformerBlock of `shape`.
 LayerSpec transformer_block_spec(int64_t block_idx, const BlockShape& shape);
 
+/// Appends the `layers` transformer blocks of a checked GPT or ViT `config` (hidden, heads,
+/// mlp_dim, layers) to `model`, of the family `init`.
+void add_transformer_blocks(const Json& config, bool causal, BlockInit init, Model* model);
+
 /// LayerNorm epsilon of the family: 1e-6 for ViT (torchvision), 1e-5 for GPT.
 double layer_norm_eps(BlockInit init);
 

@@ -85,7 +85,6 @@ bool config_bool(const Json& config, const char* key) { return config.at(key).ge
 std::string config_string(const Json& config, const char* key) {
   return config.at(key).get<std::string>();
 }
-double config_number(const Json& config, const char* key) { return config.at(key).get<double>(); }
 
 void check_config_min(const std::string& model, const Json& config, const char* key,
                       int64_t min_value) {

@@ -26,8 +26,6 @@ int64_t config_int(const Json& config, const char* key);
 bool config_bool(const Json& config, const char* key);
 /// Reads a string field.
 std::string config_string(const Json& config, const char* key);
-/// Reads a number field (integer or floating).
-double config_number(const Json& config, const char* key);
 
 /// Checks an integer field is >= `min_value`: "model 'gpt': hidden=0 is out of range; expected
 /// an integer >= 1".

@@ -17,9 +17,6 @@ struct GptShape {
   int64_t vocab_size = 0;
   int64_t seq_len = 0;
   int64_t hidden = 0;
-  int64_t num_blocks = 0;
-  int64_t heads = 0;
-  int64_t mlp_dim = 0;
 };
 
 // int64 tokens [B, T] (T <= seq_len) -> [B, T, hidden]: token plus learned position embedding.
@@ -73,9 +70,6 @@ GptShape gpt_shape(const std::string& model, const Json& config) {
   shape.vocab_size = config_int(config, "vocab_size");
   shape.seq_len = config_int(config, "seq_len");
   shape.hidden = config_int(config, "hidden");
-  shape.num_blocks = config_int(config, "layers");
-  shape.heads = config_int(config, "heads");
-  shape.mlp_dim = config_int(config, "mlp_dim");
   return shape;
 }
 
@@ -105,15 +99,7 @@ Model build_gpt(const std::string& name, const Json& config) {
   model.target.num_classes = shape.vocab_size;
   model.target.loss = LossKind::kNextTokenCrossEntropy;
   model.layers.push_back(embedding_spec(shape));
-  BlockShape block;
-  block.hidden = shape.hidden;
-  block.heads = shape.heads;
-  block.mlp_dim = shape.mlp_dim;
-  block.depth = shape.num_blocks;
-  block.causal = true;
-  block.init = BlockInit::kGpt;
-  for (int64_t block_idx = 0; block_idx < shape.num_blocks; ++block_idx)
-    model.layers.push_back(transformer_block_spec(block_idx, block));
+  add_transformer_blocks(config, /*causal=*/true, BlockInit::kGpt, &model);
   model.layers.push_back(head_spec(shape));
   return model;
 }

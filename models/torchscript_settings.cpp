@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "models/config.h"
 
 namespace pipeplan::models {
@@ -43,17 +44,11 @@ Json config_defaults() {
   return defaults;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text;
-  for (int64_t dim : shape) text += (text.empty() ? "" : "x") + std::to_string(dim);
-  return text;
-}
-
 // "2x4,3" for the shapes of two inputs.
 std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes) {
   std::string text;
   for (const std::vector<int64_t>& shape : shapes)
-    text += (text.empty() ? "" : ",") + shape_text(shape);
+    text += (text.empty() ? "" : ",") + format_dims(shape);
   return text;
 }
 
@@ -101,7 +96,7 @@ std::string attribute_error(const std::string& path, const std::string& key,
 // pipeplan_input_shape: List[int] for one input, List[List[int]] for several.
 std::vector<std::vector<int64_t>> attribute_shapes(const std::string& path,
                                                    const c10::IValue& value) {
-  if (value.isIntList()) return parse_shapes(path, shape_text(value.toIntVector()));
+  if (value.isIntList()) return parse_shapes(path, format_dims(value.toIntVector()));
   const bool list_of_lists =
       value.isList() && value.type()->containedType(0)->kind() == c10::TypeKind::ListType;
   PIPEPLAN_CHECK(list_of_lists,

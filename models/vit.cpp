@@ -21,9 +21,6 @@ struct VitShape {
   int64_t in_channels = 0;
   int64_t num_classes = 0;
   int64_t hidden = 0;
-  int64_t num_blocks = 0;
-  int64_t heads = 0;
-  int64_t mlp_dim = 0;
 
   int64_t num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
 };
@@ -93,9 +90,6 @@ VitShape vit_shape(const std::string& model, const Json& config) {
   shape.in_channels = config_int(config, "in_channels");
   shape.num_classes = config_int(config, "num_classes");
   shape.hidden = config_int(config, "hidden");
-  shape.num_blocks = config_int(config, "layers");
-  shape.heads = config_int(config, "heads");
-  shape.mlp_dim = config_int(config, "mlp_dim");
   PIPEPLAN_CHECK(shape.image_size % shape.patch_size == 0, "model ", quote(model),
                  ": image_size=", shape.image_size,
                  " is not divisible by patch_size=", shape.patch_size,
@@ -128,15 +122,7 @@ Model build_vit(const std::string& name, const Json& config) {
   model.input.sample_shape = {shape.in_channels, shape.image_size, shape.image_size};
   model.target.num_classes = shape.num_classes;
   model.layers.push_back(embedding_spec(shape));
-  BlockShape block;
-  block.hidden = shape.hidden;
-  block.heads = shape.heads;
-  block.mlp_dim = shape.mlp_dim;
-  block.depth = shape.num_blocks;
-  block.causal = false;
-  block.init = BlockInit::kVit;
-  for (int64_t block_idx = 0; block_idx < shape.num_blocks; ++block_idx)
-    model.layers.push_back(transformer_block_spec(block_idx, block));
+  add_transformer_blocks(config, /*causal=*/false, BlockInit::kVit, &model);
   model.layers.push_back(head_spec(shape));
   return model;
 }

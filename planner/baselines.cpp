@@ -4,8 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include "common/error.h"
+#include "common/words.h"
 
 namespace pipeplan {
 namespace {
@@ -49,36 +52,24 @@ std::vector<int> parse_ranges(std::string_view text, int num_layers, std::string
   return boundaries;
 }
 
+constexpr std::pair<const char*, PartitionMethod> kMethodWords[] = {
+    {"optimal", PartitionMethod::kOptimal},
+    {"uniform", PartitionMethod::kUniform},
+    {"parameters", PartitionMethod::kParameters},
+    {"greedy-time", PartitionMethod::kGreedyTime},
+    {"explicit", PartitionMethod::kExplicit}};
+
 }  // namespace
 
-std::string PartitionSpec::name() const {
-  switch (method) {
-    case PartitionMethod::kOptimal:
-      return "optimal";
-    case PartitionMethod::kUniform:
-      return "uniform";
-    case PartitionMethod::kParameters:
-      return "parameters";
-    case PartitionMethod::kGreedyTime:
-      return "greedy-time";
-    case PartitionMethod::kExplicit:
-      return "explicit";
-  }
-  return "?";
-}
+std::string PartitionSpec::name() const { return word_of(method, kMethodWords); }
 
 PartitionSpec parse_partition(std::string_view text, int num_layers, std::string_view field) {
   PartitionSpec spec;
-  if (text == "optimal") return spec;
-  const std::pair<const char*, PartitionMethod> kWords[] = {
-      {"uniform", PartitionMethod::kUniform},
-      {"parameters", PartitionMethod::kParameters},
-      {"greedy-time", PartitionMethod::kGreedyTime}};
-  for (const auto& [word, method] : kWords)
-    if (text == word) {
-      spec.method = method;
-      return spec;
-    }
+  const std::optional<PartitionMethod> method = find_word(text, kMethodWords);
+  if (method && *method != PartitionMethod::kExplicit) {  // "explicit" is no ranges
+    spec.method = *method;
+    return spec;
+  }
   spec.method = PartitionMethod::kExplicit;
   spec.boundaries = parse_ranges(text, num_layers, field);
   return spec;

@@ -81,26 +81,15 @@ std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run) 
   return stages;
 }
 
-// Predicts run_plan's configuration with the calibration's times and memory corrections at
-// point-to-point latency `latency_ms`.
-class LatencyFit {
- public:
-  LatencyFit(const Profile& profile, const Plan& run_plan, const Calibration& calibration)
-      : profile_(profile), run_plan_(run_plan), calibration_(calibration) {}
-
-  double iteration_ms(double latency_ms) {
-    calibration_.latency_ms = latency_ms;
-    const Profile calibrated = calibrated_profile(profile_, calibration_);
-    PlanningContext context = context_for(calibrated, run_plan_);
-    context.calibration = calibration_;
-    return predict_plan(context, run_plan_).predictions.iteration_ms;
-  }
-
- private:
-  const Profile& profile_;
-  const Plan& run_plan_;
-  Calibration calibration_;
-};
+// Predicts run_plan's configuration with the calibration's times, memory corrections and
+// point-to-point latency.
+Plan predict_calibrated(const Profile& profile, const Plan& run_plan,
+                        const Calibration& calibration) {
+  const Profile calibrated = calibrated_profile(profile, calibration);
+  PlanningContext context = context_for(calibrated, run_plan);
+  context.calibration = calibration;
+  return predict_plan(context, run_plan);
+}
 
 // The latency at which the prediction meets `measured_ms`, and the note saying how.
 void fit_latency(const Profile& profile, const Plan& run_plan, double measured_ms,
@@ -111,8 +100,13 @@ void fit_latency(const Profile& profile, const Plan& run_plan, double measured_m
   }
   calibration->latency_only =
       !profile.interconnect || profile.interconnect->p2p.bandwidth_bytes_per_s <= 0;
-  LatencyFit fit(profile, run_plan, *calibration);
-  const double at_zero_ms = fit.iteration_ms(0);
+  // The iteration predicted at point-to-point latency `latency_ms`.
+  Calibration trial = *calibration;
+  const auto iteration_ms = [&](double latency_ms) {
+    trial.latency_ms = latency_ms;
+    return predict_calibrated(profile, run_plan, trial).predictions.iteration_ms;
+  };
+  const double at_zero_ms = iteration_ms(0);
   if (at_zero_ms >= measured_ms) {
     calibration->latency_ms = 0;
     calibration->latency_only = false;  // nothing to add: transfers stay as the profile has them
@@ -125,15 +119,15 @@ void fit_latency(const Profile& profile, const Plan& run_plan, double measured_m
   // a latency is a time a plan file holds per message, so the fit stays within kMaxTimeMs / 2
   // (half: the transfer adds bytes / bandwidth to it).
   double low = 0, high = std::min(measured_ms, kMaxTimeMs / 2);
-  PIPEPLAN_CHECK(high == measured_ms || fit.iteration_ms(high) >= measured_ms,
+  PIPEPLAN_CHECK(high == measured_ms || iteration_ms(high) >= measured_ms,
                  calibration->run_path,
                  ": measured.iteration_ms: ", measured_ms,
                  " ms: expected an iteration that a latency of at most ", high,
-                 " ms per message explains (", fit.iteration_ms(high),
+                 " ms per message explains (", iteration_ms(high),
                  " ms): the run is not of this profile's model and device");
   for (int step = 0; step < kMaxBisectionSteps && high - low > kLatencyToleranceMs; ++step) {
     const double middle = (low + high) / 2;
-    (fit.iteration_ms(middle) < measured_ms ? low : high) = middle;
+    (iteration_ms(middle) < measured_ms ? low : high) = middle;
   }
   calibration->latency_ms = high;
   calibration->latency_note = detail::concat(
@@ -243,10 +237,7 @@ CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const 
   c.profile_latency_ms = profile.interconnect ? profile.interconnect->p2p.latency_ms : 0;
   c.latency_ms = c.profile_latency_ms;
   fit_latency(profile, run_plan, run.measured.iteration_ms, &c);
-  const Profile calibrated = calibrated_profile(profile, c);
-  PlanningContext context = context_for(calibrated, run_plan);
-  context.calibration = c;
-  result.after = predict_plan(context, run_plan);
+  result.after = predict_calibrated(profile, run_plan, c);
   return result;
 }
 

@@ -17,33 +17,24 @@ constexpr double kPercent = 100.0;
 // A compute-model error of this share of the measured iteration or more gets the calibration hint.
 constexpr double kCalibrationHintPercent = 10.0;
 
-// The per-stage differences, in the order of the table and the JSON.
-const std::pair<const char*, Difference StageComparison::*> kStageTimes[] = {
-    {"fwd_ms", &StageComparison::fwd_ms},
-    {"bwd_ms", &StageComparison::bwd_ms},
-    {"bwd_weight_ms", &StageComparison::bwd_weight_ms},
-    {"recompute_ms", &StageComparison::recompute_ms},
-    {"compute_ms", &StageComparison::compute_ms},
-    {"optimizer_ms", &StageComparison::optimizer_ms},
-    {"allreduce_ms", &StageComparison::allreduce_ms},
-    {"allgather_ms", &StageComparison::allgather_ms},
-    {"busy_ms", &StageComparison::busy_ms},
-    {"idle_ms", &StageComparison::idle_ms},
+// The per-stage differences, in the order of the table and the JSON: key, the table's label.
+struct StageTime {
+  const char* key;
+  const char* label;
+  Difference StageComparison::*field;
 };
-
-// What each time row of the table means.
-const char* time_label(const std::string& key) {
-  if (key == "fwd_ms") return "forward / micro-batch";
-  if (key == "bwd_ms") return "backward / micro-batch";
-  if (key == "bwd_weight_ms") return "W / micro-batch (zb-h1)";
-  if (key == "recompute_ms") return "recompute / micro-batch";
-  if (key == "compute_ms") return "compute / iteration";
-  if (key == "optimizer_ms") return "optimizer / iteration";
-  if (key == "allreduce_ms") return "all-reduce / iteration";
-  if (key == "allgather_ms") return "all-gather / iteration";
-  if (key == "busy_ms") return "busy / iteration";
-  return "idle / iteration";
-}
+const StageTime kStageTimes[] = {
+    {"fwd_ms", "forward / micro-batch", &StageComparison::fwd_ms},
+    {"bwd_ms", "backward / micro-batch", &StageComparison::bwd_ms},
+    {"bwd_weight_ms", "W / micro-batch (zb-h1)", &StageComparison::bwd_weight_ms},
+    {"recompute_ms", "recompute / micro-batch", &StageComparison::recompute_ms},
+    {"compute_ms", "compute / iteration", &StageComparison::compute_ms},
+    {"optimizer_ms", "optimizer / iteration", &StageComparison::optimizer_ms},
+    {"allreduce_ms", "all-reduce / iteration", &StageComparison::allreduce_ms},
+    {"allgather_ms", "all-gather / iteration", &StageComparison::allgather_ms},
+    {"busy_ms", "busy / iteration", &StageComparison::busy_ms},
+    {"idle_ms", "idle / iteration", &StageComparison::idle_ms},
+};
 
 // The memory terms of the table's memory block, with their short headings.
 const std::pair<const char*, int64_t MemoryTerms::*> kMemoryColumns[] = {
@@ -102,13 +93,13 @@ Json stage_json(const StageComparison& s, size_t stage_idx) {
             {"peak_memory_bytes", difference_json(s.peak_memory_bytes)},
             {"measured_load_ms", s.measured_load_ms},
             {"measured_recv_wait_ms", s.measured_recv_wait_ms}};
-  for (const auto& [key, field] : kStageTimes) json[key] = difference_json(s.*field);
+  for (const StageTime& entry : kStageTimes) json[entry.key] = difference_json(s.*entry.field);
   if (s.predicted_allreduce_total_ms > 0)
     json["predicted_allreduce_total_ms"] = s.predicted_allreduce_total_ms;
   if (!s.chunks.empty()) {  // interleaved-1f1b only
-    Json chunks = Json::array();
-    for (const auto& [first, last] : s.chunks) chunks.push_back({{"first", first}, {"last", last}});
-    json["chunks"] = chunks;
+    json["chunks"] = json_array(s.chunks, [](const std::pair<int, int>& chunk) {
+      return Json{{"first", chunk.first}, {"last", chunk.second}};
+    });
   }
   return json;
 }
@@ -140,10 +131,10 @@ void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
       format_size(static_cast<int64_t>(s.peak_memory_bytes.predicted)),
       format_size(static_cast<int64_t>(s.peak_memory_bytes.measured)),
       percent_text(s.peak_memory_bytes.error_percent()));
-  for (const auto& [key, field] : kStageTimes) {
-    const Difference& d = s.*field;
+  for (const StageTime& entry : kStageTimes) {
+    const Difference& d = s.*entry.field;
     if (d.predicted == 0 && d.measured == 0) continue;  // e.g. no recompute, no all-reduce
-    row(out, "", time_label(key), format_fixed(d.predicted, 3), format_fixed(d.measured, 3),
+    row(out, "", entry.label, format_fixed(d.predicted, 3), format_fixed(d.measured, 3),
         percent_text(d.error_percent()));
   }
   if (s.predicted_allreduce_total_ms > 0 &&

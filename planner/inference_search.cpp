@@ -25,16 +25,14 @@ struct InferenceFamily {
 
 // The ranking key of `plan` under `objective`; whole nanoseconds so that rounding ties.
 auto ranking_key(const Plan& plan, InferenceObjective objective) {
-  int64_t peak = 0;
-  for (const StagePrediction& stage : plan.predictions.stages)
-    peak = std::max(peak, stage.peak_memory_bytes);
   std::vector<int> split;
   for (const StagePlan& stage : plan.stages) split.push_back(stage.last);
   const int64_t interval_ns = to_ns(plan.predictions.iteration_ms);
   const int64_t latency_ns = to_ns(plan.predictions.latency_ms);
   const bool by_latency = objective == InferenceObjective::kLatency;
   return std::make_tuple(by_latency ? latency_ns : interval_ns,
-                         by_latency ? interval_ns : latency_ns, peak, plan.pp, plan.dp,
+                         by_latency ? interval_ns : latency_ns,
+                         plan.predictions.peak_memory_bytes(), plan.pp, plan.dp,
                          plan.micro_batch_size, split);
 }
 
@@ -83,23 +81,17 @@ class InferenceSearch {
     return *it->second;
   }
 
-  void rank(std::vector<Plan>* plans) const {
-    std::stable_sort(plans->begin(), plans->end(), [&](const Plan& a, const Plan& b) {
-      return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
-    });
-  }
-
   // The top K of `plans` (predicted with mean times) by their predictions with the draws where
   // they apply (predict_variation), as the training search ranks. The draws only lengthen a
   // request: taken in the order of their mean-times ranking, once a plan cannot rank before the
   // K-th kept, none after it can. A plan the draws move over the latency bound leaves the list,
   // its family's reason then its drawn latency.
   std::vector<Plan> top_with_draws(std::vector<Plan> plans) {
-    rank(&plans);
-    std::vector<Plan> top;
     auto before = [&](const Plan& a, const Plan& b) {
       return ranking_key(a, options_.objective) < ranking_key(b, options_.objective);
     };
+    std::stable_sort(plans.begin(), plans.end(), before);
+    std::vector<Plan> top;
     for (Plan& plan : plans) {
       const bool full = static_cast<int>(top.size()) >= options_.top_k;
       if (full && !before(plan, top.back())) break;

@@ -178,14 +178,11 @@ std::vector<std::string> fit_warnings(const LayerProfile& layer,
 
 std::string extrapolation_note(const std::vector<int64_t>& profiled, int64_t micro_batch_size) {
   if (profiled.empty()) return "";
-  const std::string range = detail::concat(profiled.front(), "..", profiled.back());
-  if (micro_batch_size > profiled.back())
-    return detail::concat("micro-batch ", micro_batch_size, " is beyond the profiled ", range,
-                          ": extrapolated");
-  if (micro_batch_size < profiled.front())
-    return detail::concat("micro-batch ", micro_batch_size, " is below the profiled ", range,
-                          ": extrapolated");
-  return "";
+  const bool beyond = micro_batch_size > profiled.back();
+  if (!beyond && micro_batch_size >= profiled.front()) return "";
+  return detail::concat("micro-batch ", micro_batch_size, beyond ? " is beyond" : " is below",
+                        " the profiled ", profiled.front(), "..", profiled.back(),
+                        ": extrapolated");
 }
 
 namespace {

@@ -23,11 +23,7 @@ void set_parameter_terms(int64_t params, const MemorySettings& settings, MemoryT
 void set_total(const MemorySettings& settings, int stage_idx, MemoryTerms* terms) {
   terms->runtime_overhead_bytes = settings.runtime_overhead_bytes;
   terms->calibration_bytes = settings.calibration_of(stage_idx);
-  terms->total_bytes = std::max<int64_t>(
-      0, terms->parameters_bytes + terms->gradients_bytes + terms->optimizer_state_bytes +
-             terms->master_copy_bytes + terms->buffers_bytes + terms->activations_bytes +
-             terms->recompute_bytes + terms->deferred_gradients_bytes + terms->transient_bytes +
-             terms->comm_buffers_bytes + terms->runtime_overhead_bytes + terms->calibration_bytes);
+  terms->total_bytes = terms->sum_of_terms();
 }
 
 }  // namespace

@@ -37,12 +37,6 @@ constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max();
 constexpr double kGreedyPrecision = 1.0 / 512;
 constexpr int kGreedyProbes = 24;
 
-// Whether stage `stage_idx` holding [first, last) passes both monotone lower bounds: cost
-// within `bound` and memory within the device. Once it fails, every larger range fails too.
-bool may_fit(const StageEvaluator& ev, int stage_idx, int first, int last, int64_t bound) {
-  return ev.may_fit(stage_idx, first, last, bound);
-}
-
 // The same downwards: the first position in [limit, known] from which `passes` holds up to
 // `known`, where it holds.
 template <typename Passes>
@@ -63,14 +57,14 @@ class FirstStart {
       int lo = stage_idx_, hi = end;
       while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
-        if (may_fit(ev_, stage_idx_, mid, end, bound_))
+        if (ev_.may_fit(stage_idx_, mid, end, bound_))
           hi = mid;
         else
           lo = mid + 1;
       }
       start_ = lo;
     }
-    while (start_ < end && !may_fit(ev_, stage_idx_, start_, end, bound_)) ++start_;
+    while (start_ < end && !ev_.may_fit(stage_idx_, start_, end, bound_)) ++start_;
     return start_;
   }
 
@@ -92,10 +86,10 @@ std::vector<std::pair<int, int>> end_bands(const StageEvaluator& ev, int64_t bou
   for (int count = 1; count <= pp; ++count) {
     const int from = most[count - 1];  // the largest end that may fit
     most[count] = last_passing(from, layers,
-                               [&](int end) { return may_fit(ev, count - 1, from, end, bound); });
+                               [&](int end) { return ev.may_fit(count - 1, from, end, bound); });
     const int to = earliest[count - 1];  // the smallest start that may fit
     earliest[count] = first_passing(
-        to, 0, [&](int start) { return may_fit(ev, pp - count, start, to, bound); });
+        to, 0, [&](int start) { return ev.may_fit(pp - count, start, to, bound); });
   }
   std::vector<std::pair<int, int>> bands(pp);
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
@@ -200,9 +194,9 @@ int64_t greedy_bottleneck(const StageEvaluator& ev, int64_t limit) {
   for (int stage_idx = 0; stage_idx < pp; ++stage_idx) {
     const int first_end = stage_idx == pp - 1 ? layers : pos + 1;
     const int last_end = layers - (pp - stage_idx - 1);
-    if (first_end > last_end || !may_fit(ev, stage_idx, pos, first_end, limit)) return kInfinite;
+    if (first_end > last_end || !ev.may_fit(stage_idx, pos, first_end, limit)) return kInfinite;
     int end = last_passing(first_end, last_end,
-                           [&](int last) { return may_fit(ev, stage_idx, pos, last, limit); });
+                           [&](int last) { return ev.may_fit(stage_idx, pos, last, limit); });
     int64_t cost_ns = kInfinite;
     for (; end >= first_end; --end) {
       if (ev.least_cost_ns(stage_idx, pos, end) > limit) continue;

@@ -434,6 +434,16 @@ std::pair<SimulationResult, double> play_requests(SimulationInput input,
   return {std::move(one), interval_ms};
 }
 
+double idle_at_interval(SimulationResult* result, double interval_ms) {
+  double idle_total = 0;
+  for (size_t rank = 0; rank < result->busy_ms.size(); ++rank) {
+    result->idle_ms[rank] = std::max(0.0, interval_ms - result->busy_ms[rank]);
+    idle_total += result->idle_ms[rank];
+  }
+  const double capacity = static_cast<double>(result->busy_ms.size()) * interval_ms;
+  return interval_ms > 0 ? idle_total / capacity : 0;
+}
+
 SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& options) {
   PIPEPLAN_ASSERT(plan->mode == PlanMode::kInference);
   const SimulationInput input = simulation_input(*plan);
@@ -442,13 +452,7 @@ SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& o
   // The plan's per-iteration figures are per request at the interval (record_timing's rules).
   SimulationResult steady = one;
   steady.iteration_ms = interval_ms;
-  double idle_total = 0;
-  for (size_t rank = 0; rank < steady.busy_ms.size(); ++rank) {
-    steady.idle_ms[rank] = std::max(0.0, interval_ms - steady.busy_ms[rank]);
-    idle_total += steady.idle_ms[rank];
-  }
-  steady.bubble_fraction =
-      interval_ms > 0 ? idle_total / (static_cast<double>(steady.busy_ms.size()) * interval_ms) : 0;
+  steady.bubble_fraction = idle_at_interval(&steady, interval_ms);
   record_timing(input, steady, plan);
   plan->predictions.latency_ms = latency_ms;
   return one;

@@ -140,6 +140,11 @@ SimulationResult predict_inference_timing(Plan* plan, const SimulationOptions& o
 std::pair<SimulationResult, double> play_requests(SimulationInput input,
                                                   const SimulationOptions& options);
 
+/// Each rank's idle time at back-to-back requests `interval_ms` apart: the interval less its busy
+/// time for one request (at least 0), set in `result`; returns the bubble fraction (idle over
+/// ranks × interval; 0 for no interval).
+double idle_at_interval(SimulationResult* result, double interval_ms);
+
 /// Simulates `plan` and fills iteration_ms, samples_per_s, bubble_fraction (0 when pp = 1),
 /// iteration_estimate (draws when the simulation drew, else mean-times), each stage's busy_ms and
 /// idle_ms (equal over a stage's replicas: they do the same work in the same iteration), and a

@@ -555,9 +555,6 @@ class Search {
   // micro-batch size, schedule, then stage boundaries; independent of evaluation order.
   static bool better(const Plan& a, const Plan& b) {
     auto key = [](const Plan& plan) {
-      int64_t peak = 0;
-      for (const StagePrediction& stage : plan.predictions.stages)
-        peak = std::max(peak, stage.peak_memory_bytes);
       std::vector<int> split;
       int checkpointed = 0;
       for (const StagePlan& stage : plan.stages) {
@@ -566,9 +563,9 @@ class Search {
       }
       // Whole nanoseconds: iterations that differ only by rounding tie, then memory decides.
       const int64_t iteration_ns = to_ns(plan.predictions.iteration_ms);
-      return std::make_tuple(iteration_ns, peak, checkpointed, plan.pp, plan.dp,
-                             plan.micro_batch_size, plan.schedule, plan.virtual_stages,
-                             plan.data_parallel.zero, split);
+      return std::make_tuple(iteration_ns, plan.predictions.peak_memory_bytes(), checkpointed,
+                             plan.pp, plan.dp, plan.micro_batch_size, plan.schedule,
+                             plan.virtual_stages, plan.data_parallel.zero, split);
     };
     return key(a) < key(b);
   }

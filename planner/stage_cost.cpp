@@ -2,23 +2,24 @@
 #include "planner/stage_cost.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "common/words.h"
 
 namespace pipeplan {
 
-std::string to_string(CheckpointPolicy policy) {
-  switch (policy) {
-    case CheckpointPolicy::kNone:
-      return "none";
-    case CheckpointPolicy::kAll:
-      return "all";
-    case CheckpointPolicy::kNeeded:
-      return "needed";
-  }
-  return "?";
-}
+namespace {
+
+constexpr std::pair<const char*, CheckpointPolicy> kPolicyWords[] = {
+    {"none", CheckpointPolicy::kNone},
+    {"all", CheckpointPolicy::kAll},
+    {"needed", CheckpointPolicy::kNeeded}};
+
+}  // namespace
+
+std::string to_string(CheckpointPolicy policy) { return word_of(policy, kPolicyWords); }
 
 std::shared_ptr<const SendTimes> send_times(const LayerTable& table, const LinkCosts& links) {
   auto sends = std::make_shared<SendTimes>();

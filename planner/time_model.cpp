@@ -2,9 +2,11 @@
 #include "planner/time_model.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/limits.h"
 #include "common/units.h"
+#include "common/words.h"
 
 namespace pipeplan {
 
@@ -26,15 +28,11 @@ double allreduce_ms(int64_t bytes, int dp, double bandwidth_bytes_per_s, double 
 }
 
 std::string to_string(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return "all-reduce";
-    case Collective::kReduceScatter:
-      return "reduce-scatter";
-    case Collective::kAllGather:
-      return "all-gather";
-  }
-  return "?";
+  static constexpr std::pair<const char*, Collective> kWords[] = {
+      {"all-reduce", Collective::kAllReduce},
+      {"reduce-scatter", Collective::kReduceScatter},
+      {"all-gather", Collective::kAllGather}};
+  return word_of(collective, kWords);
 }
 
 const CollectiveCosts::Fit& CollectiveCosts::fit(Collective collective) const {

@@ -67,14 +67,13 @@ std::vector<int64_t> Calibration::memory_corrections(int pp) const {
 }
 
 Json to_json(const Calibration& c) {
-  Json stages = Json::array();
-  for (const StageCalibration& stage : c.stages) {
+  const Json stages = json_array(c.stages, [](const StageCalibration& stage) {
     Json json{{"first", stage.first},
               {"last", stage.last},
               {"memory_correction_bytes", stage.memory_correction_bytes}};
     for (const auto& [key, field] : kScaleFields) json[key] = stage.*field;
-    stages.push_back(json);
-  }
+    return json;
+  });
   return Json{{"run", {{"path", c.run_path}, {"hash", c.run_hash}}},
               {"plan_hash", c.plan_hash},
               {"configuration", c.configuration},

@@ -4,16 +4,17 @@
 #include <set>
 #include <utility>
 
+#include "common/words.h"
+
 namespace pipeplan {
 
 std::string to_string(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::kSingleProcess: return "single-process";
-    case CommBackend::kGloo: return "gloo";
-    case CommBackend::kNccl: return "nccl";
-    case CommBackend::kGlooHostStaging: return "gloo-host-staging";
-  }
-  return "?";
+  static constexpr std::pair<const char*, CommBackend> kWords[] = {
+      {"single-process", CommBackend::kSingleProcess},
+      {"gloo", CommBackend::kGloo},
+      {"nccl", CommBackend::kNccl},
+      {"gloo-host-staging", CommBackend::kGlooHostStaging}};
+  return word_of(backend, kWords);
 }
 
 CommBackend choose_backend(const Plan& plan) {

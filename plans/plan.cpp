@@ -7,21 +7,10 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "common/units.h"
+#include "common/words.h"
 
 namespace pipeplan {
 namespace {
-
-template <typename Enum, size_t N>
-Enum parse_word(std::string_view text, std::string_view field,
-                const std::pair<const char*, Enum> (&words)[N]) {
-  std::string accepted;
-  for (const auto& [word, value] : words) {
-    if (text == word) return value;
-    accepted += (accepted.empty() ? "" : ", ") + std::string(word);
-  }
-  throw Error(ErrorKind::kBadInput,
-              detail::concat(field, ": ", quote(text), ": expected one of ", accepted));
-}
 
 constexpr std::pair<const char*, Schedule> kScheduleWords[] = {
     {"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::kOneFOneB}, {"zb-h1", Schedule::kZeroBubbleH1},
@@ -34,13 +23,6 @@ constexpr std::pair<const char*, PlanMode> kModeWords[] = {{"training", PlanMode
                                                            {"inference", PlanMode::kInference}};
 constexpr std::pair<const char*, IterationEstimate> kEstimateWords[] = {
     {"mean-times", IterationEstimate::kMeanTimes}, {"draws", IterationEstimate::kDraws}};
-
-template <typename Enum, size_t N>
-std::string word_of(Enum value, const std::pair<const char*, Enum> (&words)[N]) {
-  for (const auto& [word, candidate] : words)
-    if (candidate == value) return word;
-  PIPEPLAN_ASSERT(false, "enum value without a word");
-}
 
 constexpr std::pair<const char*, int64_t> kDtypeBytes[] = {
     {"float32", 4}, {"int64", 8}, {"bfloat16", 2}, {"float16", 2}};

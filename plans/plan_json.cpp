@@ -129,22 +129,20 @@ Json stage_prediction_json(const StagePrediction& s) {
   }
   if (s.bwd_weight_ms > 0) json["bwd_weight_ms"] = s.bwd_weight_ms;  // zb-h1 only
   if (!s.chunks.empty()) {  // interleaved-1f1b only
-    Json chunks = Json::array();
-    for (const ChunkPrediction& chunk : s.chunks)
-      chunks.push_back({{"fwd_ms", chunk.fwd_ms},
-                        {"bwd_ms", chunk.bwd_ms},
-                        {"recompute_ms", chunk.recompute_ms},
-                        {"p2p_ms", chunk.p2p_ms}});
-    json["chunks"] = chunks;
+    json["chunks"] = json_array(s.chunks, [](const ChunkPrediction& chunk) {
+      return Json{{"fwd_ms", chunk.fwd_ms},
+                  {"bwd_ms", chunk.bwd_ms},
+                  {"recompute_ms", chunk.recompute_ms},
+                  {"p2p_ms", chunk.p2p_ms}};
+    });
   }
   if (!s.buckets.empty()) {  // dp > 1 only
-    Json buckets = Json::array();
-    for (const BucketPrediction& bucket : s.buckets)
-      buckets.push_back({{"chunk", bucket.chunk},
-                         {"bytes", bucket.bytes},
-                         {"ready_fraction", bucket.ready_fraction},
-                         {"comm_ms", bucket.comm_ms}});
-    json["buckets"] = buckets;
+    json["buckets"] = json_array(s.buckets, [](const BucketPrediction& bucket) {
+      return Json{{"chunk", bucket.chunk},
+                  {"bytes", bucket.bytes},
+                  {"ready_fraction", bucket.ready_fraction},
+                  {"comm_ms", bucket.comm_ms}};
+    });
   }
   if (s.allgather_ms > 0) json["allgather_ms"] = s.allgather_ms;  // ZeRO-1 only
   if (s.allreduce_exposed_ms > 0) json["allreduce_exposed_ms"] = s.allreduce_exposed_ms;
@@ -196,11 +194,10 @@ IterationEstimate estimate_without_key(const std::vector<StagePrediction>& stage
 }
 
 Json predictions_json(const Predictions& p) {
-  Json stages = Json::array();
-  for (const StagePrediction& stage : p.stages) stages.push_back(stage_prediction_json(stage));
   Json json{{"iteration_ms", p.iteration_ms}, {"samples_per_s", p.samples_per_s},
             {"bubble_fraction", p.bubble_fraction}, {"allreduce_ms", p.allreduce_ms},
-            {"optimizer_ms", p.optimizer_ms}, {"stages", stages}, {"notes", p.notes}};
+            {"optimizer_ms", p.optimizer_ms},
+            {"stages", json_array(p.stages, stage_prediction_json)}, {"notes", p.notes}};
   if (p.latency_ms > 0) json["latency_ms"] = p.latency_ms;  // inference only
   // Only where it is not what a plan without the key reads as, so that plans written before the
   // key keep their hash (the one their runs recorded).
@@ -242,10 +239,6 @@ Json to_json(const MemoryTerms& memory) {
 }
 
 Json to_json(const Plan& plan) {
-  Json stages = Json::array();
-  for (const StagePlan& stage : plan.stages) stages.push_back(stage_json(stage));
-  Json ranks = Json::array();
-  for (const RankAssignment& rank : plan.ranks) ranks.push_back(rank_json(rank));
   Json json{{"schema", kPlanSchema},
               {"tool_version", plan.tool_version},
               {"profile", {{"path", plan.profile_path}, {"hash", plan.profile_hash}}},
@@ -261,8 +254,8 @@ Json to_json(const Plan& plan) {
               {"optimizer", optimizer_json(plan.optimizer)},
               {"partition", plan.partition},
               {"virtual_stages", plan.virtual_stages},
-              {"stages", stages},
-              {"ranks", ranks},
+              {"stages", json_array(plan.stages, stage_json)},
+              {"ranks", json_array(plan.ranks, rank_json)},
               {"predictions", predictions_json(plan.predictions)},
               {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
   // Optional: written only for interleaved-1f1b, so that other plans keep their hashes.

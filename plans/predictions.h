@@ -2,6 +2,7 @@
 // stage's times and its gradient buckets, and the whole iteration's figures.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,6 +33,15 @@ struct MemoryTerms {
   /// zb-h1: ω_s · the stage's layer-output gradients, which B keeps for W (optional key, read as
   /// 0); 0 under other schedules. A term of total_bytes.
   int64_t deferred_gradients_bytes = 0;
+
+  /// What total_bytes holds: the sum of the byte terms (activations_bytes, not the per-micro-batch
+  /// figure), at least 0.
+  int64_t sum_of_terms() const {
+    return std::max<int64_t>(
+        0, parameters_bytes + gradients_bytes + optimizer_state_bytes + master_copy_bytes +
+               buffers_bytes + activations_bytes + recompute_bytes + deferred_gradients_bytes +
+               transient_bytes + comm_buffers_bytes + runtime_overhead_bytes + calibration_bytes);
+  }
 };
 
 /// Predicted times of one chunk of an interleaved-1f1b stage (StagePrediction::chunks).
@@ -117,6 +127,12 @@ struct Predictions {
   double allreduce_ms = 0;  ///< the longest stage all-reduce
   double optimizer_ms = 0;     ///< the longest stage optimizer step
   std::vector<StagePrediction> stages;
+  /// The largest of the stages' peak_memory_bytes; 0 with no stage.
+  int64_t peak_memory_bytes() const {
+    int64_t peak = 0;
+    for (const StagePrediction& stage : stages) peak = std::max(peak, stage.peak_memory_bytes);
+    return peak;
+  }
   std::vector<std::string> notes;  ///< e.g. "micro-batch 64 is beyond the profiled 1..32"
   /// Inference plans: one request (global_batch samples, num_micro_batches micro-batches per
   /// replica) from its first forward to its last output, in ms; iteration_ms is then the

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "common/error.h"
 #include "common/limits.h"
@@ -22,91 +24,66 @@ LinearFit fit_from(const JsonReader& reader) {
   return fit;
 }
 
+// LayerPoint's fields by type, each table in the order point_from reads them.
+const std::pair<const char*, double LayerPoint::*> kPointTimeFields[] = {
+    {"fwd_ms", &LayerPoint::fwd_ms}, {"fwd_ms_p90", &LayerPoint::fwd_ms_p90},
+    {"bwd_ms", &LayerPoint::bwd_ms}, {"bwd_ms_p90", &LayerPoint::bwd_ms_p90}};
+const std::pair<const char*, std::optional<double> LayerPoint::*> kPointOptionalTimeFields[] = {
+    {"fwd_kernel_ms", &LayerPoint::fwd_kernel_ms},
+    {"bwd_kernel_ms", &LayerPoint::bwd_kernel_ms},
+    {"bwd_input_ms", &LayerPoint::bwd_input_ms},
+    {"bwd_weight_ms", &LayerPoint::bwd_weight_ms},
+    {"inference_fwd_ms", &LayerPoint::inference_fwd_ms},
+    {"inference_fwd_ms_p90", &LayerPoint::inference_fwd_ms_p90}};
+const std::pair<const char*, int64_t LayerPoint::*> kPointByteFields[] = {
+    {"output_bytes", &LayerPoint::output_bytes},
+    {"retained_bytes", &LayerPoint::retained_bytes},
+    {"saved_input_bytes", &LayerPoint::saved_input_bytes},
+    {"saved_output_bytes", &LayerPoint::saved_output_bytes},
+    {"fwd_transient_bytes", &LayerPoint::fwd_transient_bytes},
+    {"bwd_transient_bytes", &LayerPoint::bwd_transient_bytes}};
+
 Json point_json(const LayerPoint& point) {
-  Json json{{"batch_size", point.batch_size},
-            {"fwd_ms", point.fwd_ms},
-            {"fwd_ms_p90", point.fwd_ms_p90},
-            {"bwd_ms", point.bwd_ms},
-            {"bwd_ms_p90", point.bwd_ms_p90},
-            {"output_shape", point.output_shape},
-            {"output_bytes", point.output_bytes},
-            {"retained_bytes", point.retained_bytes},
-            {"saved_input_bytes", point.saved_input_bytes},
-            {"saved_output_bytes", point.saved_output_bytes},
-            {"fwd_transient_bytes", point.fwd_transient_bytes},
-            {"bwd_transient_bytes", point.bwd_transient_bytes}};
-  if (point.fwd_kernel_ms) json["fwd_kernel_ms"] = *point.fwd_kernel_ms;
-  if (point.bwd_kernel_ms) json["bwd_kernel_ms"] = *point.bwd_kernel_ms;
-  if (point.bwd_input_ms) json["bwd_input_ms"] = *point.bwd_input_ms;
-  if (point.bwd_weight_ms) json["bwd_weight_ms"] = *point.bwd_weight_ms;
-  if (point.inference_fwd_ms) json["inference_fwd_ms"] = *point.inference_fwd_ms;
-  if (point.inference_fwd_ms_p90) json["inference_fwd_ms_p90"] = *point.inference_fwd_ms_p90;
+  Json json{{"batch_size", point.batch_size}, {"output_shape", point.output_shape}};
+  for (const auto& [key, field] : kPointTimeFields) json[key] = point.*field;
+  for (const auto& [key, field] : kPointOptionalTimeFields)
+    if (point.*field) json[key] = *(point.*field);
   if (point.inference_fwd_peak_bytes)
     json["inference_fwd_peak_bytes"] = *point.inference_fwd_peak_bytes;
+  for (const auto& [key, field] : kPointByteFields) json[key] = point.*field;
   return json;
 }
 
 LayerPoint point_from(const JsonReader& reader) {
   LayerPoint point;
   point.batch_size = reader.integer_in("batch_size", 1, kMaxBatchSize);
-  point.fwd_ms = reader.time_ms("fwd_ms");
-  point.fwd_ms_p90 = reader.time_ms("fwd_ms_p90");
-  point.bwd_ms = reader.time_ms("bwd_ms");
-  point.bwd_ms_p90 = reader.time_ms("bwd_ms_p90");
-  if (reader.has("fwd_kernel_ms")) point.fwd_kernel_ms = reader.time_ms("fwd_kernel_ms");
-  if (reader.has("bwd_kernel_ms")) point.bwd_kernel_ms = reader.time_ms("bwd_kernel_ms");
-  if (reader.has("bwd_input_ms")) point.bwd_input_ms = reader.time_ms("bwd_input_ms");
-  if (reader.has("bwd_weight_ms")) point.bwd_weight_ms = reader.time_ms("bwd_weight_ms");
-  if (reader.has("inference_fwd_ms")) point.inference_fwd_ms = reader.time_ms("inference_fwd_ms");
-  if (reader.has("inference_fwd_ms_p90"))
-    point.inference_fwd_ms_p90 = reader.time_ms("inference_fwd_ms_p90");
+  for (const auto& [key, field] : kPointTimeFields) point.*field = reader.time_ms(key);
+  for (const auto& [key, field] : kPointOptionalTimeFields)
+    if (reader.has(key)) point.*field = reader.time_ms(key);
   if (reader.has("inference_fwd_peak_bytes"))
     point.inference_fwd_peak_bytes = reader.byte_count("inference_fwd_peak_bytes");
   point.output_shape = reader.integers_in("output_shape", 1, kMaxBytes);
-  point.output_bytes = reader.byte_count("output_bytes");
-  point.retained_bytes = reader.byte_count("retained_bytes");
-  point.saved_input_bytes = reader.byte_count("saved_input_bytes");
-  point.saved_output_bytes = reader.byte_count("saved_output_bytes");
-  point.fwd_transient_bytes = reader.byte_count("fwd_transient_bytes");
-  point.bwd_transient_bytes = reader.byte_count("bwd_transient_bytes");
+  for (const auto& [key, field] : kPointByteFields) point.*field = reader.byte_count(key);
   return point;
 }
 
 Json fits_json(const LayerFits& fits) {
-  Json json{{"fwd_ms", fit_json(fits.fwd_ms)},
-            {"bwd_ms", fit_json(fits.bwd_ms)},
-            {"output_bytes", fit_json(fits.output_bytes)},
-            {"retained_bytes", fit_json(fits.retained_bytes)},
-            {"fwd_transient_bytes", fit_json(fits.fwd_transient_bytes)},
-            {"bwd_transient_bytes", fit_json(fits.bwd_transient_bytes)}};
-  if (fits.bwd_input_ms) json["bwd_input_ms"] = fit_json(*fits.bwd_input_ms);
-  if (fits.bwd_weight_ms) json["bwd_weight_ms"] = fit_json(*fits.bwd_weight_ms);
-  if (fits.inference_fwd_ms) json["inference_fwd_ms"] = fit_json(*fits.inference_fwd_ms);
-  if (fits.inference_fwd_peak_bytes)
-    json["inference_fwd_peak_bytes"] = fit_json(*fits.inference_fwd_peak_bytes);
+  Json json = Json::object();
+  for (const auto& [key, field] : kLayerFitFields) json[key] = fit_json(fits.*field);
+  for (const auto& [key, field] : kLayerOptionalFitFields)
+    if (fits.*field) json[key] = fit_json(*(fits.*field));
   return json;
 }
 
 LayerFits fits_from(const JsonReader& reader) {
   LayerFits fits;
-  fits.fwd_ms = fit_from(reader.object("fwd_ms"));
-  fits.bwd_ms = fit_from(reader.object("bwd_ms"));
-  fits.output_bytes = fit_from(reader.object("output_bytes"));
-  fits.retained_bytes = fit_from(reader.object("retained_bytes"));
-  fits.fwd_transient_bytes = fit_from(reader.object("fwd_transient_bytes"));
-  fits.bwd_transient_bytes = fit_from(reader.object("bwd_transient_bytes"));
-  if (reader.has("bwd_input_ms")) fits.bwd_input_ms = fit_from(reader.object("bwd_input_ms"));
-  if (reader.has("bwd_weight_ms")) fits.bwd_weight_ms = fit_from(reader.object("bwd_weight_ms"));
-  if (reader.has("inference_fwd_ms"))
-    fits.inference_fwd_ms = fit_from(reader.object("inference_fwd_ms"));
-  if (reader.has("inference_fwd_peak_bytes"))
-    fits.inference_fwd_peak_bytes = fit_from(reader.object("inference_fwd_peak_bytes"));
+  for (const auto& [key, field] : kLayerFitFields) fits.*field = fit_from(reader.object(key));
+  for (const auto& [key, field] : kLayerOptionalFitFields)
+    if (reader.has(key)) fits.*field = fit_from(reader.object(key));
   return fits;
 }
 
 Json layer_json(const LayerProfile& layer) {
-  Json points = Json::array();
-  for (const LayerPoint& point : layer.points) points.push_back(point_json(point));
   return Json{{"index", layer.index},
               {"name", layer.name},
               {"kind", layer.kind},
@@ -115,7 +92,7 @@ Json layer_json(const LayerProfile& layer) {
               {"buffer_bytes", layer.buffer_bytes},
               {"output_dtype", layer.output_dtype},
               {"optimizer_step_ms", layer.optimizer_step_ms},
-              {"points", points},
+              {"points", json_array(layer.points, point_json)},
               {"fits", fits_json(layer.fits)}};
 }
 
@@ -139,13 +116,12 @@ LayerProfile layer_from(const JsonReader& reader) {
 }
 
 Json comm_json(const CommProfile& comm) {
-  Json points = Json::array();
-  for (const CommProfile::Point& point : comm.points)
-    points.push_back(Json{{"bytes", point.bytes}, {"time_ms", point.time_ms}});
   return Json{{"latency_ms", comm.latency_ms},
               {"bandwidth_bytes_per_s", comm.bandwidth_bytes_per_s},
               {"rms_residual_ms", comm.rms_residual_ms},
-              {"points", points}};
+              {"points", json_array(comm.points, [](const CommProfile::Point& point) {
+                 return Json{{"bytes", point.bytes}, {"time_ms", point.time_ms}};
+               })}};
 }
 
 CommProfile comm_from(const JsonReader& reader) {
@@ -354,21 +330,18 @@ bool Profile::has_inference_forward() const {
 }
 
 Json to_json(const Profile& profile) {
-  Json layers = Json::array();
-  for (const LayerProfile& layer : profile.layers) layers.push_back(layer_json(layer));
   Json json{{"schema", kProfileSchema},
             {"tool_version", profile.tool_version},
             {"created_at", profile.created_at},
             {"model", to_json(profile.model)},
             {"settings", settings_json(profile.settings)},
             {"device", device_json(profile.device)},
-            {"layers", layers}};
+            {"layers", json_array(profile.layers, layer_json)}};
   if (profile.interconnect) json["interconnect"] = to_json(*profile.interconnect);
   if (!profile.ties.empty()) {
-    Json ties = Json::array();
-    for (const TiedProfile& tie : profile.ties)
-      ties.push_back({{"layers", tie.layers}, {"param_count", tie.param_count}});
-    json["ties"] = ties;
+    json["ties"] = json_array(profile.ties, [](const TiedProfile& tie) {
+      return Json{{"layers", tie.layers}, {"param_count", tie.param_count}};
+    });
   }
   return json;
 }

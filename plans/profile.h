@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/json.h"
@@ -120,6 +121,22 @@ struct LayerFits {
   std::optional<LinearFit> inference_fwd_ms;
   std::optional<LinearFit> inference_fwd_peak_bytes;
 };
+
+/// LayerFits' always-present fits with their JSON keys, in the order they are read and checked.
+inline constexpr std::pair<const char*, LinearFit LayerFits::*> kLayerFitFields[] = {
+    {"fwd_ms", &LayerFits::fwd_ms},
+    {"bwd_ms", &LayerFits::bwd_ms},
+    {"output_bytes", &LayerFits::output_bytes},
+    {"retained_bytes", &LayerFits::retained_bytes},
+    {"fwd_transient_bytes", &LayerFits::fwd_transient_bytes},
+    {"bwd_transient_bytes", &LayerFits::bwd_transient_bytes}};
+/// LayerFits' optional fits with their JSON keys, read and checked after kLayerFitFields.
+inline constexpr std::pair<const char*, std::optional<LinearFit> LayerFits::*>
+    kLayerOptionalFitFields[] = {
+        {"bwd_input_ms", &LayerFits::bwd_input_ms},
+        {"bwd_weight_ms", &LayerFits::bwd_weight_ms},
+        {"inference_fwd_ms", &LayerFits::inference_fwd_ms},
+        {"inference_fwd_peak_bytes", &LayerFits::inference_fwd_peak_bytes}};
 
 /// Every per-point quantity fitted over the batch size of `points` (not empty).
 LayerFits fit_points(const std::vector<LayerPoint>& points);

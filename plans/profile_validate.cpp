@@ -145,21 +145,9 @@ void validate_fit(const LinearFit& stored, const LinearFit& fitted, const LayerP
 // inference forward's fits exactly when the points have them.
 void validate_fits(const LayerProfile& layer, const std::string& where) {
   const LayerFits expected = fit_points(layer.points);
-  const std::pair<const char*, LinearFit LayerFits::*> fields[] = {
-      {"fwd_ms", &LayerFits::fwd_ms},
-      {"bwd_ms", &LayerFits::bwd_ms},
-      {"output_bytes", &LayerFits::output_bytes},
-      {"retained_bytes", &LayerFits::retained_bytes},
-      {"fwd_transient_bytes", &LayerFits::fwd_transient_bytes},
-      {"bwd_transient_bytes", &LayerFits::bwd_transient_bytes}};
-  for (const auto& [key, field] : fields)
+  for (const auto& [key, field] : kLayerFitFields)
     validate_fit(layer.fits.*field, expected.*field, layer, where, key);
-  const std::pair<const char*, std::optional<LinearFit> LayerFits::*> optional_fields[] = {
-      {"bwd_input_ms", &LayerFits::bwd_input_ms},
-      {"bwd_weight_ms", &LayerFits::bwd_weight_ms},
-      {"inference_fwd_ms", &LayerFits::inference_fwd_ms},
-      {"inference_fwd_peak_bytes", &LayerFits::inference_fwd_peak_bytes}};
-  for (const auto& [key, field] : optional_fields) {
+  for (const auto& [key, field] : kLayerOptionalFitFields) {
     const std::optional<LinearFit>& stored = layer.fits.*field;
     const std::optional<LinearFit>& fitted = expected.*field;
     PIPEPLAN_CHECK(stored.has_value() == fitted.has_value(), where, ".fits.", key, ": ",

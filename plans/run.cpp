@@ -135,20 +135,14 @@ StepTimes step_times_from(const JsonReader& reader) {
 }
 
 Json measured_json(const Measurements& m) {
-  Json stages = Json::array();
-  for (const StageMeasurement& stage : m.stages) stages.push_back(stage_json(stage));
-  Json ranks = Json::array();
-  for (const RankMeasurement& rank : m.ranks) ranks.push_back(to_json(rank));
   Json timeline = to_json(m.timeline);
   timeline["step"] = m.timeline_step;
-  Json step_times = Json::array();
-  for (const StepTimes& step : m.step_times) step_times.push_back(step_times_json(step));
   Json json{{"warmup_steps", m.warmup_steps},
             {"measured_steps", m.measured_steps},
-            {"stages", stages},
-            {"ranks", ranks},
+            {"stages", json_array(m.stages, stage_json)},
+            {"ranks", json_array(m.ranks, [](const RankMeasurement& r) { return to_json(r); })},
             {"timeline", timeline},
-            {"step_times", step_times}};
+            {"step_times", json_array(m.step_times, step_times_json)}};
   for (const auto& [key, field] : kRunTimeFields) json[key] = m.*field;
   for (const auto& [key, field] : kLatencyFields)
     if (m.*field > 0) json[key] = m.*field;
@@ -313,10 +307,13 @@ void Run::validate(std::string_view document) const {
   validate_step_times(*this, document);
 }
 
+Json to_json(const std::vector<EpochAccuracy>& test_accuracy) {
+  return json_array(test_accuracy, [](const EpochAccuracy& a) {
+    return Json{{"epoch", a.epoch}, {"step", a.step}, {"test_accuracy", a.test_accuracy}};
+  });
+}
+
 Json to_json(const Run& run) {
-  Json accuracy = Json::array();
-  for (const EpochAccuracy& a : run.test_accuracy)
-    accuracy.push_back(Json{{"epoch", a.epoch}, {"step", a.step}, {"test_accuracy", a.test_accuracy}});
   return Json{{"schema", kRunSchema},
               {"tool_version", run.tool_version},
               {"plan", {{"path", run.plan_path}, {"hash", run.plan_hash}}},
@@ -327,7 +324,7 @@ Json to_json(const Run& run) {
               {"steps_per_epoch", run.steps_per_epoch},
               {"resumed_from_step", run.resumed_from_step},
               {"final_loss", run.final_loss},
-              {"test_accuracy", accuracy},
+              {"test_accuracy", to_json(run.test_accuracy)},
               {"measured", measured_json(run.measured)}};
 }
 

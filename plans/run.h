@@ -140,6 +140,8 @@ struct Run {
   void validate(std::string_view document) const;
 };
 
+/// The array of `test_accuracy`'s entries, as run.json and a checkpoint manifest write it.
+Json to_json(const std::vector<EpochAccuracy>& test_accuracy);
 Json to_json(const RankMeasurement& measurement);
 /// Reads one rank's entry; errors name the reader's document and path.
 RankMeasurement rank_measurement_from_json(const JsonReader& reader);

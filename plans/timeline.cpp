@@ -1,11 +1,13 @@
 // The timeline: event kinds, the Chrome-trace writer and run.json's JSON form.
 #include "plans/timeline.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "common/words.h"
 
 namespace pipeplan {
 namespace {
@@ -13,12 +15,19 @@ namespace {
 constexpr double kMicrosecondsPerMs = 1000.0;
 constexpr int kComputeThread = 0;
 
-constexpr TimelineKind kAllKinds[] = {
-    TimelineKind::kForward,   TimelineKind::kBackward,  TimelineKind::kBackwardInput,
-    TimelineKind::kBackwardWeight, TimelineKind::kRecompute,
-    TimelineKind::kSend,      TimelineKind::kRecvWait,  TimelineKind::kAllReduce,
-    TimelineKind::kOptimizer, TimelineKind::kLoad,      TimelineKind::kSendWait,
-    TimelineKind::kAllGather};
+constexpr std::pair<const char*, TimelineKind> kKindWords[] = {
+    {"forward", TimelineKind::kForward},
+    {"backward", TimelineKind::kBackward},
+    {"backward-input", TimelineKind::kBackwardInput},
+    {"backward-weight", TimelineKind::kBackwardWeight},
+    {"recompute", TimelineKind::kRecompute},
+    {"send", TimelineKind::kSend},
+    {"recv-wait", TimelineKind::kRecvWait},
+    {"all-reduce", TimelineKind::kAllReduce},
+    {"optimizer", TimelineKind::kOptimizer},
+    {"load", TimelineKind::kLoad},
+    {"send-wait", TimelineKind::kSendWait},
+    {"all-gather", TimelineKind::kAllGather}};
 
 std::string event_name(const TimelineEvent& event) {
   // Chunks as the action lists name them (plans/schedule.h: "F3v1").
@@ -61,59 +70,12 @@ Json metadata(const char* name, int pid, int tid, const Json& args) {
 
 }  // namespace
 
-std::string to_string(TimelineKind kind) {
-  switch (kind) {
-    case TimelineKind::kForward:
-      return "forward";
-    case TimelineKind::kBackward:
-      return "backward";
-    case TimelineKind::kBackwardInput:
-      return "backward-input";
-    case TimelineKind::kBackwardWeight:
-      return "backward-weight";
-    case TimelineKind::kRecompute:
-      return "recompute";
-    case TimelineKind::kSend:
-      return "send";
-    case TimelineKind::kRecvWait:
-      return "recv-wait";
-    case TimelineKind::kAllReduce:
-      return "all-reduce";
-    case TimelineKind::kOptimizer:
-      return "optimizer";
-    case TimelineKind::kLoad:
-      return "load";
-    case TimelineKind::kSendWait:
-      return "send-wait";
-    case TimelineKind::kAllGather:
-      return "all-gather";
-  }
-  return "?";
-}
-
-namespace {
-
-std::string kind_words() {
-  std::string words;
-  for (TimelineKind kind : kAllKinds) words += (words.empty() ? "" : ", ") + to_string(kind);
-  return words;
-}
-
-bool find_kind(std::string_view word, TimelineKind* found) {
-  for (TimelineKind kind : kAllKinds)
-    if (word == to_string(kind)) {
-      *found = kind;
-      return true;
-    }
-  return false;
-}
-
-}  // namespace
+std::string to_string(TimelineKind kind) { return word_of(kind, kKindWords); }
 
 TimelineKind parse_timeline_kind(std::string_view word, std::string_view field) {
-  TimelineKind kind = TimelineKind::kForward;
-  PIPEPLAN_CHECK(find_kind(word, &kind), field, ": ", quote(word), " is not one of ", kind_words());
-  return kind;
+  const std::optional<TimelineKind> kind = find_word(word, kKindWords);
+  PIPEPLAN_CHECK(kind, field, ": ", quote(word), " is not one of ", joined_words(kKindWords));
+  return *kind;
 }
 
 bool is_busy(TimelineKind kind) {
@@ -178,10 +140,6 @@ void write_chrome_trace(const std::string& path, const Timeline& timeline) {
   write_file_atomic(path, to_chrome_trace(timeline).dump() + "\n");
 }
 
-void write_svg(const std::string& path, const Timeline& timeline) {
-  write_file_atomic(path, to_svg(timeline));
-}
-
 Json to_json(const Timeline& timeline) {
   Json events = Json::array();
   for (const TimelineEvent& e : timeline.events) {
@@ -213,8 +171,10 @@ Timeline timeline_from_json(const JsonReader& reader) {
     if (ranks == 0) e.fail("rank", "expected no events: rank_stages lists no ranks");
     event.rank = e.int_in("rank", 0, ranks - 1);
     const std::string kind = e.string("kind");
-    if (!find_kind(kind, &event.kind))
-      e.fail("kind", detail::concat(quote(kind), ": expected one of ", kind_words()));
+    const std::optional<TimelineKind> found = find_word(kind, kKindWords);
+    if (!found)
+      e.fail("kind", detail::concat(quote(kind), ": expected one of ", joined_words(kKindWords)));
+    event.kind = *found;
     event.micro_batch = e.int_in("micro_batch", -1, kMaxMicroBatches - 1);
     event.start_ms = e.number_in("start_ms", 0, kMaxIterationMs);
     event.end_ms = e.number_in("end_ms", event.start_ms, kMaxIterationMs);

@@ -95,7 +95,6 @@ std::string svg_defs();
 
 /// Writers (atomic). Throw Error(kBadInput) naming the path when it cannot be written.
 void write_chrome_trace(const std::string& path, const Timeline& timeline);
-void write_svg(const std::string& path, const Timeline& timeline);
 
 /// run.json's form: {"title", "iteration_ms", "bubble_fraction", "rank_stages", "events":
 /// [{"rank", "kind", "micro_batch", "start_ms", "end_ms", "peer"}, ...]}.

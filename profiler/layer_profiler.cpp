@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -132,7 +133,8 @@ enum class LayerProfiler::Phase {
   kBackward,
   kBackwardInput,
   kBackwardWeight,
-  kInferenceForward
+  kInferenceForward,
+  kCount  // the number of phases
 };
 
 // A chain being measured: its layers and loss, how each layer's input is treated, the backward
@@ -150,30 +152,16 @@ struct LayerProfiler::Chain {
   bool first_input_requires_grad = false;
   std::vector<bool> track_input;     // per layer, set by the first pass
   std::vector<torch::Tensor> seeds;  // per layer: random output gradient, ones for the loss
-  std::vector<PhaseSamples> forward;
-  std::vector<PhaseSamples> backward;
-  std::vector<PhaseSamples> backward_input;
-  std::vector<PhaseSamples> backward_weight;
-  std::vector<PhaseSamples> inference_forward;
+  // By phase, then per layer.
+  std::array<std::vector<PhaseSamples>, static_cast<size_t>(Phase::kCount)> by_phase;
   std::vector<Window> windows;  // every window in order, to assign CUPTI's kernel times
 
   LossFn loss_of(size_t layer_idx) const {
     return layer_idx + 1 == layers.size() ? loss : LossFn();
   }
-  std::vector<PhaseSamples>& samples(Phase phase) {
-    switch (phase) {
-      case Phase::kForward:
-        return forward;
-      case Phase::kBackward:
-        return backward;
-      case Phase::kBackwardInput:
-        return backward_input;
-      case Phase::kBackwardWeight:
-        return backward_weight;
-      case Phase::kInferenceForward:
-        return inference_forward;
-    }
-    PIPEPLAN_ASSERT(false, "unknown phase");
+  std::vector<PhaseSamples>& samples(Phase phase) { return by_phase[static_cast<size_t>(phase)]; }
+  const std::vector<PhaseSamples>& samples(Phase phase) const {
+    return by_phase[static_cast<size_t>(phase)];
   }
   void record(size_t layer_idx, Phase phase, bool timed, double wall_ms) {
     windows.push_back({layer_idx, phase, timed});
@@ -224,11 +212,7 @@ std::vector<LayerMeasurement> LayerProfiler::measure_chain(
   chain.layers = layers;
   chain.loss = loss;
   chain.first_input_requires_grad = input_requires_grad;
-  chain.forward.resize(layers.size());
-  chain.backward.resize(layers.size());
-  chain.backward_input.resize(layers.size());
-  chain.backward_weight.resize(layers.size());
-  chain.inference_forward.resize(layers.size());
+  for (std::vector<PhaseSamples>& samples : chain.by_phase) samples.resize(layers.size());
   for (models::Layer* layer : layers) {
     allocate_gradients(*layer);
     zero_gradients(*layer);
@@ -391,15 +375,16 @@ std::vector<LayerMeasurement> LayerProfiler::finish_chain(
     LayerMeasurement& measurement = measurements[layer_idx];
     LayerPoint& point = measurement.point;
     point.batch_size = input.size(0);
-    summarise(chain.forward[layer_idx], point.fwd_ms, point.fwd_ms_p90, point.fwd_kernel_ms);
-    if (!chain.backward[layer_idx].wall_ms.empty())
-      summarise(chain.backward[layer_idx], point.bwd_ms, point.bwd_ms_p90, point.bwd_kernel_ms);
-    point.bwd_input_ms = median_or_zero(chain.backward_input[layer_idx]);
-    point.bwd_weight_ms = median_or_zero(chain.backward_weight[layer_idx]);
+    auto phase = [&](Phase p) -> const PhaseSamples& { return chain.samples(p)[layer_idx]; };
+    summarise(phase(Phase::kForward), point.fwd_ms, point.fwd_ms_p90, point.fwd_kernel_ms);
+    if (!phase(Phase::kBackward).wall_ms.empty())
+      summarise(phase(Phase::kBackward), point.bwd_ms, point.bwd_ms_p90, point.bwd_kernel_ms);
+    point.bwd_input_ms = median_or_zero(phase(Phase::kBackwardInput));
+    point.bwd_weight_ms = median_or_zero(phase(Phase::kBackwardWeight));
     std::optional<double> unused_kernel_ms;  // CUPTI kernel times: the training forward's only
     point.inference_fwd_ms.emplace();
     point.inference_fwd_ms_p90.emplace();
-    summarise(chain.inference_forward[layer_idx], *point.inference_fwd_ms,
+    summarise(phase(Phase::kInferenceForward), *point.inference_fwd_ms,
               *point.inference_fwd_ms_p90, unused_kernel_ms);
     measurement.output = outputs[layer_idx];
     point.output_shape = measurement.output.sizes().vec();

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -152,30 +153,16 @@ void check_precision(const c10::Device& device, Precision precision) {
 }
 
 std::string dtype_name(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float:
-      return "float32";
-    case c10::ScalarType::Double:
-      return "float64";
-    case c10::ScalarType::Half:
-      return "float16";
-    case c10::ScalarType::BFloat16:
-      return "bfloat16";
-    case c10::ScalarType::Long:
-      return "int64";
-    case c10::ScalarType::Int:
-      return "int32";
-    case c10::ScalarType::Short:
-      return "int16";
-    case c10::ScalarType::Char:
-      return "int8";
-    case c10::ScalarType::Byte:
-      return "uint8";
-    case c10::ScalarType::Bool:
-      return "bool";
-    default:
-      return c10::toString(dtype);
-  }
+  using c10::ScalarType;
+  static constexpr std::pair<ScalarType, const char*> kNames[] = {
+      {ScalarType::Float, "float32"}, {ScalarType::Double, "float64"},
+      {ScalarType::Half, "float16"},  {ScalarType::BFloat16, "bfloat16"},
+      {ScalarType::Long, "int64"},    {ScalarType::Int, "int32"},
+      {ScalarType::Short, "int16"},   {ScalarType::Char, "int8"},
+      {ScalarType::Byte, "uint8"},    {ScalarType::Bool, "bool"}};
+  for (const auto& [type, name] : kNames)
+    if (type == dtype) return name;
+  return c10::toString(dtype);
 }
 
 DeviceProfile describe_device(const c10::Device& device) {
