@@ -3,6 +3,7 @@
 
 Usage: /usr/bin/python3 bench/peers.py [--pipeplan build/cli/pipeplan] [--rounds 3] [--steps 35]
                                        [--batch 64] [--micro-batches 8] [--out peers.json]
+                                       [--pp1-threads 2]
                                        [--only pp1,dp2,pp2]
                                        [--model mlp | resnet_tiny | FILE.pt
                                         [--input-shape 3x32x32] [--classes N]]
@@ -36,6 +37,7 @@ cross-entropy loss, and reports the median step time over the last 20 steps afte
 after the optimizer step, as pipeplan does. Pairs, run back to back in each of `--rounds`
 interleaved rounds:
   pp=1:  pipeplan, one rank, 2 threads      against   a PyTorch eager loop, 2 threads
+         (`--pp1-threads N`: N threads both sides)
   dp=2:  pipeplan, 2 ranks, 1 thread each   against   DistributedDataParallel on Gloo, 2 processes
   pp=2, PyTorch 1.x (1 thread a rank):
          pipeplan 1f1b, m micro-batches     against   torch.distributed.pipeline.sync.Pipe on the
@@ -173,7 +175,7 @@ def train_steps(subject, model, optimizer, steps, batch, forward=None):
 
 
 def eager(args, subject):
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.pp1_threads)
     model = subject.make()
     return train_steps(subject, model, sgd(model.parameters(), LR * args.batch / 256), args.steps,
                        args.batch)
@@ -223,11 +225,13 @@ def pipelining_worker(rank, port, args, subject, description, schedule_class, ou
             setattr(stage, method, clock.timed("compute", getattr(stage, method)))
     post = schedules._batch_p2p  # after build_schedule: with the Gloo fix where it applies
 
+    class TimedWork:  # a proxy: torch's own Work objects take no new attributes
+        def __init__(self, work):
+            self.wait = clock.timed("communication", work.wait)
+
     def timed_p2p(ops, desc=None):
         work = clock.timed("communication", post)(ops, desc=desc)
-        if work is not None:
-            work.wait = clock.timed("communication", work.wait)
-        return work
+        return None if work is None else TimedWork(work)
     schedules._batch_p2p = timed_p2p
     optimizer = sgd([p for m in modules for p in m.parameters()], LR * args.batch / 256)
     first = any(stage.is_first for stage in stages)
@@ -350,7 +354,7 @@ def configurations(args, subject, work, plans, stages):
     """(setting, runner, measure, the runner it is compared with or None), in running order."""
     def pipeplan(plan, ranks, threads):
         return lambda: pipeplan_run(args, work, plans[plan], ranks, threads)
-    rows = [("pp=1", "pipeplan", pipeplan("pp1", 1, 2), "PyTorch eager"),
+    rows = [("pp=1", "pipeplan", pipeplan("pp1", 1, args.pp1_threads), "PyTorch eager"),
             ("pp=1", "PyTorch eager", lambda: eager(args, subject), None),
             ("dp=2", "pipeplan", pipeplan("dp2", 2, 1), "DDP (gloo)"),
             ("dp=2", "DDP (gloo)", lambda: ddp(args, subject, work), None)]
@@ -386,7 +390,8 @@ def summary(values):
 def print_tables(header, rows, best_line, parameters_line, load, args):
     print(f"date: {header['date']}; machine: {header['machine']}; torch {header['torch']}")
     print(f"{header['model']}, {args.steps} steps ({WARMUP} warm-up), {args.rounds} interleaved "
-          f"rounds, m={args.micro_batches} for pp=2; load average at start "
+          f"rounds, {args.pp1_threads} threads for pp=1, m={args.micro_batches} for pp=2; load "
+          f"average at start "
           f"{' '.join(f'{v:.2f}' for v in load)}; {best_line}; whole run {header['wall_s']:.0f} s")
     print(parameters_line)
     print()
@@ -418,6 +423,8 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--micro-batches", type=int, default=8)
     parser.add_argument("--out", default="peers.json")
+    parser.add_argument("--pp1-threads", type=int, default=2,
+                        help="intra-op threads of pp=1's one process, both sides (default 2)")
     parser.add_argument("--only", default="pp1,dp2,pp2",
                         help="comma-separated settings to run: pp1, dp2, pp2")
     parser.add_argument("--model", default="mlp",
@@ -430,6 +437,8 @@ def main():
     only = set(args.only.split(","))
     if not only or not only <= {"pp1", "dp2", "pp2"}:
         sys.exit(f"peers.py: --only {args.only!r}: expected settings among pp1, dp2, pp2")
+    if args.pp1_threads < 1:
+        sys.exit(f"peers.py: --pp1-threads {args.pp1_threads}: expected 1 or more")
     if args.steps <= WARMUP or args.batch % (2 * args.micro_batches):
         sys.exit(f"peers.py: --steps must exceed {WARMUP} and --batch be a multiple of "
                  "2 x --micro-batches")
@@ -483,7 +492,8 @@ def main():
         "model": f"{subject.description}, batch {args.batch}",
         "parameters": parameters_line,
         "steps": args.steps, "warmup_steps": WARMUP, "rounds": args.rounds,
-        "micro_batches": args.micro_batches, "pp2_stages": stages, "best_plan": best_line,
+        "micro_batches": args.micro_batches, "pp1_threads": args.pp1_threads,
+        "pp2_stages": stages, "best_plan": best_line,
         "wall_s": time.time() - started,
     }
     with open(args.out, "w") as f:
