@@ -19,8 +19,9 @@ constexpr double kPi = 3.14159265358979323846;
 // Elements a CPU step updates at a time. The update makes several element-wise passes (SGD 4,
 // AdamW 8); over a block, its parameters, gradients and state stay in cache between them, where
 // passes over a whole stage's buffers stream each from memory: on the MLP's 33.6 MB stage, with
-// the finite check and the zeroing, 8.5 ms against 12.5 (one thread; bench/RESULTS.md). A GPU
-// takes each segment whole: blocks would only multiply its kernel launches.
+// the finite check and the zeroing, 8.5 ms against 12.5 (one thread;
+// bench/history/2026-11-28-session-22.md). A GPU takes each segment whole: blocks would only
+// multiply its kernel launches.
 constexpr int64_t kCpuBlockElements = int64_t{1} << 18;
 
 }  // namespace

@@ -32,8 +32,8 @@ struct FlatSegment {
 /// whole buffer as one segment, or under ZeRO-1 the replica's shard (a piece of every gradient
 /// bucket). The state is one flat tensor per kind, as long as the segments together, so a shard
 /// holds 1/dp of the replicated state. step() uses the gradients as scratch and leaves them
-/// zero. Every update is element-wise, so stepping a shard changes its
-/// elements exactly as stepping the whole buffer would.
+/// zero. Every update is element-wise, so stepping a shard changes its elements exactly as
+/// stepping the whole buffer would.
 class FlatOptimizer {
  public:
   FlatOptimizer(const OptimizerSettings& settings, torch::Tensor parameters, torch::Tensor gradients);

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
+#include <utility>
 #include <vector>
 
 namespace pipeplan::runtime {
@@ -30,82 +30,65 @@ TEST(OptimizerTest, LearningRateWarmsUpLinearlyThenDecaysToItsFloor) {
   for (int64_t step = 5; step < 20; ++step) EXPECT_GT(lr(step), lr(step + 1));
 }
 
-// Runs `steps` updates of FlatOptimizer and of torch::optim `reference` from the same start.
+// A buffer three blocks and a bit long (kCpuBlockElements = 2^18 in runtime/optimizer.cpp).
+constexpr int64_t kLongBuffer = 3 * (int64_t{1} << 18) + 1001;
+
+// Runs 4 updates of FlatOptimizer over `numel` elements cut into `segments` segments (as ZeRO-1
+// steps a shard), and of torch::optim `reference` over one tensor from the same start. The
+// updates are the same operations element by element, so the parameters must be equal to the
+// bit, however the buffer is cut into segments and blocks; each step leaves the gradients zero.
 template <typename Reference>
-void expect_same_updates(const OptimizerSettings& settings, Reference make_reference) {
+void expect_same_updates(const OptimizerSettings& settings, Reference make_reference,
+                         int64_t numel = 64, int segments = 1) {
   torch::manual_seed(0);
-  const torch::Tensor start = torch::randn({64});
+  const torch::Tensor start = torch::randn({numel});
   torch::Tensor flat = start.clone();
-  torch::Tensor flat_grad = torch::zeros({64});
-  FlatOptimizer mine(settings, flat, flat_grad);
+  torch::Tensor flat_grad = torch::zeros({numel});
+  std::vector<FlatSegment> pieces;
+  for (int piece = 0; piece < segments; ++piece) {
+    const int64_t begin = numel * piece / segments;
+    const int64_t length = numel * (piece + 1) / segments - begin;
+    pieces.push_back({flat.narrow(0, begin, length), flat_grad.narrow(0, begin, length)});
+  }
+  FlatOptimizer mine(settings, std::move(pieces));
   torch::Tensor theirs_param = start.clone().requires_grad_(true);
   auto theirs = make_reference(theirs_param);
   for (int step = 1; step <= 4; ++step) {
-    const torch::Tensor grad = torch::randn({64});
+    const torch::Tensor grad = torch::randn({numel});
     const double lr = 0.01 * step;
     flat_grad.copy_(grad);
     mine.step(lr);
     theirs_param.mutable_grad() = grad.clone();
     theirs.param_groups()[0].options().set_lr(lr);
     theirs.step();
-    EXPECT_TRUE(torch::allclose(flat, theirs_param.detach(), 1e-6, 1e-7)) << "step " << step;
+    EXPECT_TRUE(torch::equal(flat, theirs_param.detach())) << "step " << step;
+    EXPECT_EQ(flat_grad.count_nonzero().item<int64_t>(), 0) << "step " << step;
   }
   EXPECT_EQ(mine.steps_taken(), 4);
 }
 
 TEST(OptimizerTest, SgdFollowsTorchOptim) {
   OptimizerSettings s = OptimizerSettings::defaults_for(OptimizerKind::kSgd);
-  expect_same_updates(s, [&](const torch::Tensor& p) {
-    return torch::optim::SGD({p}, torch::optim::SGDOptions(1).momentum(s.momentum).weight_decay(s.weight_decay));
-  });
-  s.momentum = 0;
-  expect_same_updates(s, [&](const torch::Tensor& p) {
-    return torch::optim::SGD({p}, torch::optim::SGDOptions(1).weight_decay(s.weight_decay));
-  });
+  const auto sgd = [&](const torch::Tensor& p) {
+    return torch::optim::SGD(
+        {p}, torch::optim::SGDOptions(1).momentum(s.momentum).weight_decay(s.weight_decay));
+  };
+  expect_same_updates(s, sgd);
+  expect_same_updates(s, sgd, kLongBuffer, /*segments=*/2);
+  s.momentum = 0;  // `sgd` reads it at each call
+  expect_same_updates(s, sgd);
 }
 
 TEST(OptimizerTest, AdamwFollowsTorchOptim) {
   const OptimizerSettings s = OptimizerSettings::defaults_for(OptimizerKind::kAdamw);
-  expect_same_updates(s, [&](const torch::Tensor& p) {
+  const auto adamw = [&](const torch::Tensor& p) {
     return torch::optim::AdamW({p}, torch::optim::AdamWOptions(1)
                                         .betas({s.beta1, s.beta2})
                                         .eps(s.eps)
                                         .weight_decay(s.weight_decay));
-  });
-}
-
-// A CPU step goes through a long buffer a block at a time: every element updated as
-// torch::optim updates one tensor (the same operations element by element, so to the bit), the
-// last short block too, and the gradients left zero.
-TEST(OptimizerTest, LongBuffersStepInBlocksAsTorchOptimStepsOneTensor) {
-  const int64_t numel = 3 * (int64_t{1} << 18) + 1001;
-  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamw}) {
-    const OptimizerSettings s = OptimizerSettings::defaults_for(kind);
-    torch::manual_seed(1);
-    torch::Tensor flat = torch::randn({numel});
-    torch::Tensor flat_grad = torch::zeros({numel});
-    FlatOptimizer mine(s, flat, flat_grad);
-    torch::Tensor theirs_param = flat.clone().requires_grad_(true);
-    std::unique_ptr<torch::optim::Optimizer> theirs;
-    if (kind == OptimizerKind::kSgd)
-      theirs = std::make_unique<torch::optim::SGD>(
-          std::vector<torch::Tensor>{theirs_param},
-          torch::optim::SGDOptions(0.05).momentum(s.momentum).weight_decay(s.weight_decay));
-    else
-      theirs = std::make_unique<torch::optim::AdamW>(
-          std::vector<torch::Tensor>{theirs_param},
-          torch::optim::AdamWOptions(0.05).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(
-              s.weight_decay));
-    for (int step = 1; step <= 3; ++step) {
-      const torch::Tensor grad = torch::randn({numel});
-      flat_grad.copy_(grad);
-      mine.step(0.05);
-      theirs_param.mutable_grad() = grad.clone();
-      theirs->step();
-      EXPECT_TRUE(torch::equal(flat, theirs_param.detach())) << to_string(kind) << " step " << step;
-      EXPECT_EQ(flat_grad.count_nonzero().item<int64_t>(), 0) << to_string(kind);
-    }
-  }
+  };
+  expect_same_updates(s, adamw);
+  expect_same_updates(s, adamw, kLongBuffer, /*segments=*/2);
 }
 
 TEST(OptimizerTest, LossScalerSkipsAndHalvesOnOverflowAndGrowsAfterCleanSteps) {
