@@ -111,8 +111,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def sgd(parameters, lr):
-    return torch.optim.SGD(parameters, lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+def sgd(parameters, args):
+    """pipeplan's default SGD at its learning rate for `args.batch` (0.1 per 256 samples)."""
+    return torch.optim.SGD(parameters, lr=LR * args.batch / 256, momentum=MOMENTUM,
+                           weight_decay=WEIGHT_DECAY)
 
 
 def kept(values):
@@ -171,14 +173,15 @@ def train_steps(subject, model, optimizer, steps, batch, forward=None):
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         clock.mark("optimizer")
-    return kept(clock.step_ms()), [clock.medians()]
+    return kept(clock.step_ms()), clock.medians()
 
 
 def eager(args, subject):
     torch.set_num_threads(args.pp1_threads)
     model = subject.make()
-    return train_steps(subject, model, sgd(model.parameters(), LR * args.batch / 256), args.steps,
-                       args.batch)
+    times, phases = train_steps(subject, model, sgd(model.parameters(), args), args.steps,
+                                args.batch)
+    return times, [phases]
 
 
 def init_gloo(rank, port):
@@ -195,7 +198,7 @@ def ddp_worker(rank, port, args, subject, out):
     from torch.nn.parallel import DistributedDataParallel
     dist = init_gloo(rank, port)
     model = DistributedDataParallel(subject.make())
-    times, phases = train_steps(subject, model, sgd(model.parameters(), LR * args.batch / 256),
+    times, phases = train_steps(subject, model, sgd(model.parameters(), args),
                                 args.steps, args.batch // 2)
     with open(f"{out}.{rank}", "w") as f:
         json.dump({"times": times, "phases": phases}, f)
@@ -233,7 +236,7 @@ def pipelining_worker(rank, port, args, subject, description, schedule_class, ou
         work = clock.timed("communication", post)(ops, desc=desc)
         return None if work is None else TimedWork(work)
     schedules._batch_p2p = timed_p2p
-    optimizer = sgd([p for m in modules for p in m.parameters()], LR * args.batch / 256)
+    optimizer = sgd([p for m in modules for p in m.parameters()], args)
     first = any(stage.is_first for stage in stages)
     last = any(stage.is_last for stage in stages)
     dist.barrier()
@@ -247,7 +250,7 @@ def pipelining_worker(rank, port, args, subject, description, schedule_class, ou
         optimizer.zero_grad(set_to_none=False)
         clock.mark("optimizer")
     with open(f"{out}.{rank}", "w") as f:
-        json.dump({"times": kept(clock.step_ms()), "phases": [clock.medians()]}, f)
+        json.dump({"times": kept(clock.step_ms()), "phases": clock.medians()}, f)
     dist.destroy_process_group()
 
 
@@ -259,7 +262,7 @@ def spawn_two(worker, out, *worker_args):
         with open(f"{out}.{rank}") as f:
             ranks.append(json.load(f))
     return ([max(times) for times in zip(*(r["times"] for r in ranks))],
-            [r["phases"][0] for r in ranks])
+            [r["phases"] for r in ranks])
 
 
 def ddp(args, subject, work):
@@ -282,8 +285,9 @@ def pipe(args, subject, stages):
         layers = subject.pipe_layers(subject.make())
         model = Pipe(nn.Sequential(*[nn.Sequential(*layers[first:last]) for first, last in stages]),
                      chunks=args.micro_batches, checkpoint="never")
-        return train_steps(subject, model, sgd(model.parameters(), LR * args.batch / 256),
-                           args.steps, args.batch, forward=lambda x: model(x).local_value())
+        times, phases = train_steps(subject, model, sgd(model.parameters(), args), args.steps,
+                                    args.batch, forward=lambda x: model(x).local_value())
+        return times, [phases]
     finally:
         rpc.shutdown()
 
@@ -358,7 +362,6 @@ def configurations(args, subject, work, plans, stages):
             ("pp=1", "PyTorch eager", lambda: eager(args, subject), None),
             ("dp=2", "pipeplan", pipeplan("dp2", 2, 1), "DDP (gloo)"),
             ("dp=2", "DDP (gloo)", lambda: ddp(args, subject, work), None)]
-    pipelines = subject.pipe_layers(subject.make()) is not None
     if PIPELINING:
         for schedule, peer, planned in PIPELINING_PAIRS:
             rows.append(("pp=2", f"pipeplan {schedule}", pipeplan(f"pp2-{schedule}", 2, 1),
@@ -371,6 +374,7 @@ def configurations(args, subject, work, plans, stages):
             print("peers.py: torch.distributed.pipelining left out: the PyTorch module is no "
                   "module whose children are pipeplan's layers", file=sys.stderr)
     else:
+        pipelines = subject.pipe_layers(subject.make()) is not None
         rows.append(("pp=2", "pipeplan 1f1b", pipeplan("pp2-1f1b", 2, 1),
                      "torch Pipe" if pipelines else None))
         if pipelines:
