@@ -57,26 +57,85 @@ Layout layout_of(const Plan& shape) {
                  "plan it with pipeplan plan");
 }
 
-std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run) {
-  std::vector<StageCalibration> stages;
+// The forward and backward scales of `stage` from measured and predicted times per micro-batch.
+void set_time_scales(StageCalibration* stage, const StageMeasurement& m, const StagePrediction& p) {
+  stage->fwd_scale = scale_of(m.fwd_ms, p.fwd_ms);
+  if (p.bwd_weight_ms > 0) {  // zb-h1: B (bwd_ms) and W measured apart
+    stage->bwd_input_scale = scale_of(m.bwd_ms, p.bwd_ms);
+    stage->bwd_weight_scale = scale_of(m.bwd_weight_ms, p.bwd_weight_ms);
+    stage->bwd_scale = scale_of(m.bwd_ms + m.bwd_weight_ms, p.bwd_ms + p.bwd_weight_ms);
+  } else {
+    stage->bwd_scale = scale_of(m.bwd_ms, p.bwd_ms);
+    stage->bwd_input_scale = stage->bwd_weight_scale = stage->bwd_scale;
+  }
+}
+
+// Each local chunk's share of stage `stage_idx`'s measured forward and backward: the chunk's
+// actions summed over the run's step times and the stage's replicas, over all the stage's.
+// (step_times lists a rank's actions by chunk · m + micro-batch.)
+std::vector<std::pair<double, double>> chunk_shares(const Plan& plan, const Run& run,
+                                                    const std::string& run_path, int stage_idx) {
+  const size_t chunks = static_cast<size_t>(plan.virtual_stages);
+  const size_t m = static_cast<size_t>(plan.num_micro_batches);
+  std::vector<std::pair<double, double>> sums(chunks, {0.0, 0.0});
+  for (const StepTimes& step : run.measured.step_times)
+    for (const RankAssignment& assignment : plan.ranks) {
+      if (assignment.stage != stage_idx) continue;
+      const RankStepTimes& times = step.ranks.at(static_cast<size_t>(assignment.rank));
+      for (size_t idx = 0; idx < times.fwd_ms.size() && idx < chunks * m; ++idx)
+        sums[idx / m].first += times.fwd_ms[idx];
+      for (size_t idx = 0; idx < times.bwd_ms.size() && idx < chunks * m; ++idx)
+        sums[idx / m].second += times.bwd_ms[idx];
+    }
+  double fwd_total = 0, bwd_total = 0;
+  for (const auto& [fwd, bwd] : sums) {
+    fwd_total += fwd;
+    bwd_total += bwd;
+  }
+  PIPEPLAN_CHECK(fwd_total > 0 && bwd_total > 0, run_path,
+                 ": measured.step_times: no forward and backward of stage ", stage_idx,
+                 "'s chunks: an interleaved-1f1b run is calibrated chunk by chunk from its step "
+                 "times; train it with this version of pipeplan");
+  for (auto& [fwd, bwd] : sums) {
+    fwd /= fwd_total;
+    bwd /= bwd_total;
+  }
+  return sums;
+}
+
+// One StageCalibration per stage; under interleaved-1f1b one per chunk, in chunk order, each
+// scaled by its own share of the stage's measured times against its predicted chunk times,
+// with its stage's optimizer scale and memory correction.
+std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run,
+                                            const std::string& run_path) {
+  std::vector<StageCalibration> stages(before.stages.size());
   for (int stage_idx = 0; stage_idx < before.pp; ++stage_idx) {
     const StagePrediction& p = before.predictions.stages[stage_idx];
     const StageMeasurement& m = run.measured.stages[stage_idx];
     StageCalibration stage;
-    stage.first = before.stages[stage_idx].first;
-    stage.last = before.stages[stage_idx].last;
-    stage.fwd_scale = scale_of(m.fwd_ms, p.fwd_ms);
-    if (p.bwd_weight_ms > 0) {  // zb-h1: B (bwd_ms) and W measured apart
-      stage.bwd_input_scale = scale_of(m.bwd_ms, p.bwd_ms);
-      stage.bwd_weight_scale = scale_of(m.bwd_weight_ms, p.bwd_weight_ms);
-      stage.bwd_scale = scale_of(m.bwd_ms + m.bwd_weight_ms, p.bwd_ms + p.bwd_weight_ms);
-    } else {
-      stage.bwd_scale = scale_of(m.bwd_ms, p.bwd_ms);
-      stage.bwd_input_scale = stage.bwd_weight_scale = stage.bwd_scale;
-    }
     stage.optimizer_scale = scale_of(m.optimizer_ms, p.optimizer_ms);
     stage.memory_correction_bytes = m.peak_memory_bytes - p.peak_memory_bytes;
-    stages.push_back(stage);
+    if (before.virtual_stages == 1) {
+      set_time_scales(&stage, m, p);
+      stage.first = before.stages[stage_idx].first;
+      stage.last = before.stages[stage_idx].last;
+      stages[static_cast<size_t>(stage_idx)] = stage;
+      continue;
+    }
+    const auto shares = chunk_shares(before, run, run_path, stage_idx);
+    for (int chunk = 0; chunk < before.virtual_stages; ++chunk) {
+      StageMeasurement chunk_measured;
+      chunk_measured.fwd_ms = m.fwd_ms * shares[static_cast<size_t>(chunk)].first;
+      chunk_measured.bwd_ms = m.bwd_ms * shares[static_cast<size_t>(chunk)].second;
+      StagePrediction chunk_predicted;
+      chunk_predicted.fwd_ms = p.chunks.at(static_cast<size_t>(chunk)).fwd_ms;
+      chunk_predicted.bwd_ms = p.chunks.at(static_cast<size_t>(chunk)).bwd_ms;
+      const int index = chunk_index(before.pp, stage_idx, chunk);
+      set_time_scales(&stage, chunk_measured, chunk_predicted);
+      stage.first = before.stages[static_cast<size_t>(index)].first;
+      stage.last = before.stages[static_cast<size_t>(index)].last;
+      stages[static_cast<size_t>(index)] = stage;
+    }
   }
   return stages;
 }
@@ -178,7 +237,9 @@ Plan predict_plan(const PlanningContext& context, const Plan& shape) {
                             shape.num_micro_batches,
                             shape.schedule,
                             CheckpointPolicy::kNone,
-                            layout_of(shape)};
+                            layout_of(shape),
+                            shape.virtual_stages,
+                            shape.data_parallel.zero};
   PartitionResult split;
   split.feasible = true;
   split.boundaries.push_back(0);
@@ -213,10 +274,6 @@ Profile calibrated_profile(const Profile& profile, const Calibration& calibratio
 CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const Run& run,
                             const std::string& run_path) {
   check_same_model_and_device(profile, run_plan, run_path);
-  // A stage's chunks are not one layer range, which a StageCalibration scales: not supported yet.
-  PIPEPLAN_CHECK(run_plan.schedule != Schedule::kInterleaved1F1B, "--calibrate: ", quote(run_path),
-                 " ran schedule interleaved-1f1b, which calibration does not support yet: "
-                 "calibrate with a run of a gpipe, 1f1b or zb-h1 plan of the profile");
   check_run_of_plan(run_plan, run.plan_path, run, run_path);
   const std::string hash = plan_hash(run_plan);
   PIPEPLAN_CHECK(run.plan_hash == hash, run_path, ": plan.hash: ", quote(run.plan_hash),
@@ -233,7 +290,8 @@ CalibrationResult calibrate(const Profile& profile, const Plan& run_plan, const 
   c.plan_hash = hash;
   c.configuration = plan_configuration(run_plan);
   c.optimizer = to_string(run_plan.optimizer.kind);
-  c.stages = stage_factors(result.before, run);
+  c.stages = stage_factors(result.before, run, run_path);
+  c.virtual_stages = run_plan.virtual_stages;
   c.profile_latency_ms = profile.interconnect ? profile.interconnect->p2p.latency_ms : 0;
   c.latency_ms = c.profile_latency_ms;
   fit_latency(profile, run_plan, run.measured.iteration_ms, &c);
@@ -252,18 +310,19 @@ std::string factor_text(const char* what, double scale, double before_ms) {
   return text;
 }
 
+// `label`: "stage 1", or "chunk 3 (stage 1)"; `before`: the stage's prediction, with a chunk's
+// forward and backward in place of the stage's.
 std::string stage_line(const StageCalibration& stage, const StagePrediction& before,
-                       int stage_idx) {
+                       const std::string& label) {
   const int64_t after_bytes = before.peak_memory_bytes + stage.memory_correction_bytes;
   return detail::concat(
-      "  stage ", stage_idx, ", layers [", stage.first, ", ", stage.last,
+      "  ", label, ", layers [", stage.first, ", ", stage.last,
       "): ", factor_text("forward", stage.fwd_scale, before.fwd_ms), ", ",
       before.bwd_weight_ms > 0
           ? detail::concat(factor_text("B", stage.bwd_input_scale, before.bwd_ms), ", ",
                            factor_text("W", stage.bwd_weight_scale, before.bwd_weight_ms))
           : factor_text("backward", stage.bwd_scale, before.bwd_ms),
-      ", ",
-      factor_text("optimizer", stage.optimizer_scale, before.optimizer_ms), ", memory ",
+      ", ", factor_text("optimizer", stage.optimizer_scale, before.optimizer_ms), ", memory ",
       stage.memory_correction_bytes >= 0 ? "+" : "", format_size(stage.memory_correction_bytes),
       " (", format_size(before.peak_memory_bytes), " -> ", format_size(after_bytes), ")");
 }
@@ -275,9 +334,18 @@ std::vector<std::string> describe(const CalibrationResult& result, const Run& ru
   std::vector<std::string> lines;
   lines.push_back(detail::concat("calibration from ", c.run_path, " (", c.configuration, "; ",
                                  run.measured.measured_steps, " measured steps):"));
-  for (size_t stage_idx = 0; stage_idx < c.stages.size(); ++stage_idx)
-    lines.push_back(stage_line(c.stages[stage_idx], result.before.predictions.stages[stage_idx],
-                               static_cast<int>(stage_idx)));
+  const int pp = result.before.pp;
+  for (int idx = 0; idx < static_cast<int>(c.stages.size()); ++idx) {
+    StagePrediction before = result.before.predictions.stages[static_cast<size_t>(idx % pp)];
+    std::string label = detail::concat("stage ", idx % pp);
+    if (c.virtual_stages > 1) {
+      const ChunkPrediction& chunk = before.chunks.at(static_cast<size_t>(idx / pp));
+      before.fwd_ms = chunk.fwd_ms;
+      before.bwd_ms = chunk.bwd_ms;
+      label = detail::concat("chunk ", idx, " (", label, ")");
+    }
+    lines.push_back(stage_line(c.stages[static_cast<size_t>(idx)], before, label));
+  }
   lines.push_back(detail::concat("  point-to-point latency ", ms_text(c.profile_latency_ms), " -> ",
                                  ms_text(c.latency_ms), " ms (", c.latency_note, ")"));
   const Predictions& before = result.before.predictions;

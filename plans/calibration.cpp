@@ -30,6 +30,10 @@ bool optional_scale(std::string_view key) {
 
 void Calibration::validate(std::string_view document) const {
   PIPEPLAN_CHECK(!stages.empty(), document, ": calibration.stages: empty (one per stage)");
+  PIPEPLAN_CHECK(virtual_stages >= 1 && virtual_stages <= kMaxVirtualStages &&
+                     stages.size() % static_cast<size_t>(virtual_stages) == 0,
+                 document, ": calibration.virtual_stages: ", virtual_stages, ": expected 1 to ",
+                 kMaxVirtualStages, " dividing the ", stages.size(), " stages (pp · V chunks)");
   int expected_first = 0;
   for (size_t stage_idx = 0; stage_idx < stages.size(); ++stage_idx) {
     const StageCalibration& stage = stages[stage_idx];
@@ -54,10 +58,10 @@ void Calibration::validate(std::string_view document) const {
 }
 
 std::vector<int64_t> Calibration::memory_corrections(int pp) const {
-  if (pp == static_cast<int>(stages.size())) {
-    std::vector<int64_t> corrections;
-    for (const StageCalibration& stage : stages)
-      corrections.push_back(stage.memory_correction_bytes);
+  if (static_cast<size_t>(pp) * static_cast<size_t>(virtual_stages) == stages.size()) {
+    std::vector<int64_t> corrections;  // chunk s is stage s's first
+    for (int stage_idx = 0; stage_idx < pp; ++stage_idx)
+      corrections.push_back(stages[static_cast<size_t>(stage_idx)].memory_correction_bytes);
     return corrections;
   }
   int64_t largest = stages.empty() ? 0 : stages.front().memory_correction_bytes;
@@ -74,15 +78,17 @@ Json to_json(const Calibration& c) {
     for (const auto& [key, field] : kScaleFields) json[key] = stage.*field;
     return json;
   });
-  return Json{{"run", {{"path", c.run_path}, {"hash", c.run_hash}}},
-              {"plan_hash", c.plan_hash},
-              {"configuration", c.configuration},
-              {"optimizer", c.optimizer},
-              {"stages", stages},
-              {"profile_latency_ms", c.profile_latency_ms},
-              {"latency_ms", c.latency_ms},
-              {"latency_only", c.latency_only},
-              {"latency_note", c.latency_note}};
+  Json json{{"run", {{"path", c.run_path}, {"hash", c.run_hash}}},
+            {"plan_hash", c.plan_hash},
+            {"configuration", c.configuration},
+            {"optimizer", c.optimizer},
+            {"stages", stages},
+            {"profile_latency_ms", c.profile_latency_ms},
+            {"latency_ms", c.latency_ms},
+            {"latency_only", c.latency_only},
+            {"latency_note", c.latency_note}};
+  if (c.virtual_stages > 1) json["virtual_stages"] = c.virtual_stages;  // optional: 1 when absent
+  return json;
 }
 
 Calibration calibration_from_json(const JsonReader& r) {
@@ -93,6 +99,7 @@ Calibration calibration_from_json(const JsonReader& r) {
   c.plan_hash = r.string("plan_hash");
   c.configuration = r.string("configuration");
   c.optimizer = r.string("optimizer");
+  if (r.has("virtual_stages")) c.virtual_stages = r.int_in("virtual_stages", 1, kMaxVirtualStages);
   for (const JsonReader& s : r.objects("stages")) {
     StageCalibration stage;
     stage.first = s.int_in("first", 0, kMaxLayers - 1);

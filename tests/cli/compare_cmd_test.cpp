@@ -134,10 +134,19 @@ void expect_closer(const Json& before, const Json& after, const std::string& wha
     EXPECT_LT(a, b) << what << ": " << b << "% -> " << a << "%";
 }
 
-TEST_F(CliTest, SerialRealRunIsComparedAndCalibrationMovesEveryPredictionCloser) {
+// A real 2-rank CPU run of mlp_tiny under `schedule` ("--schedule 1f1b"): profile, plan,
+// train, compare; then plan --calibrate from the run with the same configuration pinned, and
+// compare again: every prediction moves closer to what was measured.
+class CalibrationCliTest : public CliTest {
+ protected:
+  void expect_calibration_moves_every_prediction_closer(const std::string& schedule);
+};
+
+void CalibrationCliTest::expect_calibration_moves_every_prediction_closer(
+    const std::string& schedule) {
   const std::string pinned =
-      "--devices 2 --device-memory 1GiB --global-batch 32 --pp 2 --dp 1 --micro-batch-size 4 "
-      "--schedule 1f1b --checkpoint none ";
+      "--devices 2 --device-memory 1GiB --global-batch 32 --pp 2 --dp 1 --micro-batch-size 4 " +
+      schedule + " --checkpoint none ";
   ASSERT_EQ(run("profile --model mlp_tiny --batch-sizes 2,4,8 -o profile.json").exit_code, 0);
   const Outcome planned = run("plan --profile profile.json " + pinned + "-o plan.json");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
@@ -168,6 +177,19 @@ TEST_F(CliTest, SerialRealRunIsComparedAndCalibrationMovesEveryPredictionCloser)
   for (const char* key : {"iteration_ms", "samples_per_s", "bubble_fraction"})
     expect_closer(b.at(key), a.at(key), key);
   std::cout << before.out << "\n" << calibrated.out << "\n" << after.out;
+}
+
+TEST_F(CalibrationCliTest, SerialRealRunIsComparedAndCalibrationMovesEveryPredictionCloser) {
+  expect_calibration_moves_every_prediction_closer("--schedule 1f1b");
+}
+
+// An interleaved-1f1b run calibrates chunk by chunk (issue "The models users bring").
+TEST_F(CalibrationCliTest, SerialInterleavedRunCalibratesChunkByChunk) {
+  expect_calibration_moves_every_prediction_closer(
+      "--schedule interleaved-1f1b --virtual-stages 2");
+  const Json plan = read_json_file((dir_ / "calibrated.json").string());
+  EXPECT_EQ(plan.at("calibration").at("virtual_stages"), 2);
+  EXPECT_EQ(plan.at("calibration").at("stages").size(), 4u);
 }
 
 }  // namespace

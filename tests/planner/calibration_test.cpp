@@ -48,6 +48,7 @@ Plan replan(const Profile& profile, const Plan& run_plan, const pipeplan::Run& r
   options.dp = run_plan.dp;
   options.micro_batch_size = run_plan.micro_batch_size;
   options.schedules = {run_plan.schedule};
+  if (run_plan.virtual_stages > 1) options.virtual_stages = {run_plan.virtual_stages};
   options.policies = {CheckpointPolicy::kNone};
   options.partition.method = PartitionMethod::kExplicit;
   for (const StagePlan& stage : run_plan.stages)
@@ -247,14 +248,17 @@ TEST_F(CalibrationTest, RefusesARunOfAnotherConfigurationOrPrecisionNamingTheDif
   EXPECT_EQ(refusal(bf16, plan_, testing::run_as_predicted(plan_, plan_)),
             "--calibrate: 'run.json' ran at precision fp32 but the profile was measured at "
             "amp-bf16; calibrate with a run at the profiled precision");
-  // An interleaved-1f1b run is refused (a stage's chunks are not one range to scale).
-  Plan interleaved = plan_;
-  interleaved.schedule = Schedule::kInterleaved1F1B;
-  EXPECT_EQ(refusal(profile_, interleaved, testing::run_as_predicted(plan_, plan_))
-                .rfind("--calibrate: 'run.json' ran schedule interleaved-1f1b, which calibration "
-                       "does not support yet",
+  // An interleaved-1f1b run is calibrated chunk by chunk from its step times: without them it
+  // is refused, saying why.
+  const Plan interleaved = testing::plan_for(profile_, /*dp=*/1, /*pp=*/2, /*global_batch=*/16,
+                                             Schedule::kInterleaved1F1B);
+  ASSERT_EQ(interleaved.virtual_stages, 2);
+  EXPECT_EQ(refusal(profile_, interleaved, testing::run_as_predicted(interleaved, interleaved))
+                .rfind("run.json: measured.step_times: no forward and backward of stage 0's "
+                       "chunks: an interleaved-1f1b run is calibrated chunk by chunk",
                        0),
-            0u);
+            0u)
+      << refusal(profile_, interleaved, testing::run_as_predicted(interleaved, interleaved));
 }
 
 // Issue 18: a run of an absurd iteration (1e308 ms before the readers bounded it) reached an
@@ -340,6 +344,69 @@ TEST_F(CalibrationTest, AZeroBubbleRunScalesBAndWApart) {
   }
   // Stage 0 starts with layer 0, whose B is 0: its stage's B is the other layers' alone.
   EXPECT_NEAR(result.calibration.stages[1].bwd_input_scale, 1.5, 1e-9);
+}
+
+// An interleaved-1f1b run measures a stage's chunks together; its step times say how the
+// stage's time divides among them. Each chunk gets its own factors (issue "The models users
+// bring"), so that hidden per-layer factors that differ between a stage's chunks come back,
+// and the run's configuration predicted with them is the measurement.
+TEST_F(CalibrationTest, AnInterleavedRunIsCalibratedChunkByChunk) {
+  const Plan plan = testing::plan_for(profile_, /*dp=*/1, /*pp=*/2, /*global_batch=*/16,
+                                      Schedule::kInterleaved1F1B);
+  ASSERT_EQ(plan.virtual_stages, 2);
+  ASSERT_EQ(plan.stages.size(), 4u);  // a layer per chunk; stage 0 holds chunks 0 and 2
+  const std::vector<double> hidden_fwd = {1.5, 0.8, 1.2, 1.1};
+  const std::vector<double> hidden_bwd = {1.0, 1.3, 0.7, 0.9};
+  Profile truth = scaled(profile_, hidden_fwd, hidden_bwd);
+  truth.interconnect->p2p.latency_ms = kHiddenLatencyMs;
+  const Plan truth_plan = predict_plan(context_for(truth, plan), plan);
+  pipeplan::Run run = testing::run_as_predicted(plan, truth_plan);
+  run.measured.stages[1].peak_memory_bytes += 3 << 20;
+  // Two steps of per-action times as the truth predicts them, the second 10 % slower: only
+  // the chunks' shares matter.
+  for (double factor : {1.0, 1.1}) {
+    StepTimes step{
+        static_cast<int64_t>(run.measured.step_times.size()) + 1, run.measured.iteration_ms, {}};
+    for (const RankAssignment& rank : plan.ranks) {
+      RankStepTimes times;
+      for (const ChunkPrediction& chunk : truth_plan.predictions.stages[rank.stage].chunks)
+        for (int mb = 0; mb < plan.num_micro_batches; ++mb) {
+          times.fwd_ms.push_back(chunk.fwd_ms * factor);
+          times.bwd_ms.push_back(chunk.bwd_ms * factor);
+        }
+      step.ranks.push_back(times);
+    }
+    run.measured.step_times.push_back(step);
+  }
+  const CalibrationResult result = calibrate(profile_, plan, run, "run.json");
+  const Calibration& c = result.calibration;
+  ASSERT_EQ(c.stages.size(), 4u);
+  EXPECT_EQ(c.virtual_stages, 2);
+  for (size_t chunk = 0; chunk < 4; ++chunk) {
+    EXPECT_EQ(c.stages[chunk].first, plan.stages[chunk].first);
+    EXPECT_NEAR(c.stages[chunk].fwd_scale, hidden_fwd[chunk], 1e-6) << chunk;
+    EXPECT_NEAR(c.stages[chunk].bwd_scale, hidden_bwd[chunk], 1e-6) << chunk;
+    EXPECT_EQ(c.stages[chunk].memory_correction_bytes, chunk % 2 == 1 ? 3 << 20 : 0) << chunk;
+  }
+  EXPECT_EQ(c.memory_corrections(2), (std::vector<int64_t>{0, 3 << 20}));
+  EXPECT_EQ(c.memory_corrections(4), (std::vector<int64_t>(4, 3 << 20)));
+  const Predictions& after = result.after.predictions;
+  EXPECT_NEAR(after.iteration_ms, run.measured.iteration_ms, 1e-4);
+  for (int stage_idx = 0; stage_idx < 2; ++stage_idx) {
+    EXPECT_NEAR(after.stages[stage_idx].fwd_ms, run.measured.stages[stage_idx].fwd_ms, 1e-6);
+    EXPECT_NEAR(after.stages[stage_idx].bwd_ms, run.measured.stages[stage_idx].bwd_ms, 1e-6);
+    EXPECT_EQ(after.stages[stage_idx].peak_memory_bytes,
+              run.measured.stages[stage_idx].peak_memory_bytes);
+  }
+  // The plan file keeps the chunks and V.
+  const Json json = to_json(c);
+  EXPECT_EQ(json.at("virtual_stages"), 2);
+  EXPECT_EQ(to_json(calibration_from_json(JsonReader(json, "plan.json"))), json);
+  const std::vector<std::string> lines = describe(result, run);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[3].rfind("  chunk 2 (stage 0), layers [2, 3): forward x1.200", 0), 0u)
+      << lines[3];
+  expect_every_prediction_closer(plan, replan(profile_, plan, run), run);
 }
 
 }  // namespace
