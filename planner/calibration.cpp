@@ -225,6 +225,7 @@ PlanningContext context_for(const Profile& profile, const Plan& shape) {
   context.global_batch = shape.global_batch;
   context.optimizer = shape.optimizer.kind;
   context.precision = shape.precision;
+  if (shape.dp > 1) context.data_parallel = shape.data_parallel;  // its buckets and overlap
   return context;
 }
 

@@ -317,6 +317,19 @@ TEST_F(CalibrationTest, DescribesEveryCorrection) {
   EXPECT_NE(lines[4].find("the run's configuration: iteration"), std::string::npos) << lines[4];
 }
 
+// The run's configuration is predicted as it ran with data parallelism: ZeRO-1, its bucket
+// size and its overlap setting (a ZeRO-1 run was predicted without its sharding before).
+TEST_F(CalibrationTest, TheRunsDataParallelSettingsArePredictedAsTheyRan) {
+  Plan shape = testing::plan_for(profile_, /*dp=*/2, /*pp=*/2);
+  shape.data_parallel = {/*overlap=*/false, /*bucket_bytes=*/int64_t{1} << 12, /*zero=*/1};
+  const Plan predicted = predict_plan(context_for(profile_, shape), shape);
+  EXPECT_EQ(predicted.data_parallel.zero, 1);
+  EXPECT_EQ(predicted.data_parallel.bucket_bytes, int64_t{1} << 12);
+  EXPECT_FALSE(predicted.data_parallel.overlap);
+  EXPECT_EQ(plan_configuration(predicted), plan_configuration(shape));
+  EXPECT_GT(predicted.predictions.stages[0].allgather_ms, 0);  // ZeRO-1 gathers the shards
+}
+
 // A zb-h1 run measures B and W apart: each is scaled by its own factor, so that the plan
 // calibrated from the run predicts both as measured (issue 21).
 TEST_F(CalibrationTest, AZeroBubbleRunScalesBAndWApart) {
