@@ -4,6 +4,7 @@
 
 #include <c10/util/accumulate.h>
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <algorithm>
@@ -122,7 +123,8 @@ bool chains_children(const jit::Module& module) {
 // Splits one forward graph; the phases run in the order of split_forward's contract.
 class Splitter {
  public:
-  Splitter(const jit::Module& module, std::string file) : module_(module), file_(std::move(file)) {
+  Splitter(const jit::Module& module, std::string file, std::string output_element = "")
+      : module_(module), file_(std::move(file)), output_element_(std::move(output_element)) {
     const c10::optional<jit::Method> forward = module.find_method("forward");
     if (!forward) refuse("it has no forward method");
     graph_ = forward->graph()->copy();
@@ -151,6 +153,7 @@ class Splitter {
     throw Error(ErrorKind::kBadInput, detail::concat("model ", quote(file_), ": ", args...));
   }
   void open_containers();
+  void select_output();
   void resolve_attributes();
   void check_control_flow(const jit::Block* block) const;
   void make_segments();
@@ -170,6 +173,7 @@ class Splitter {
 
   const jit::Module& module_;
   std::string file_;
+  std::string output_element_;  // settings' output: "" (one tensor), an index or a field
   std::shared_ptr<jit::Graph> graph_;
   std::unordered_map<const jit::Value*, ScriptAttribute> attributes_;  // top-level GetAttr outputs
   std::vector<Segment> segments_;
@@ -186,11 +190,75 @@ void Splitter::check_signature() const {
     if (!is_tensor(input))
       refuse("forward's input ", quote(input->debugNameBase()), " is ", input->type()->repr_str(),
              "; pipeplan splits a forward whose inputs are tensors");
-  if (graph_->outputs().size() != 1 || !is_tensor(graph_->outputs()[0]))
+  // A tuple passes here: select_output picks its element once the settings are known.
+  if (graph_->outputs().size() != 1 ||
+      (!is_tensor(graph_->outputs()[0]) && !graph_->outputs()[0]->type()->cast<c10::TupleType>()))
     refuse(
         "forward returns ",
         graph_->outputs().size() == 1 ? graph_->outputs()[0]->type()->repr_str() : "several values",
-        "; pipeplan trains a forward that returns one tensor (the logits)");
+        "; pipeplan trains a forward that returns one tensor (the logits), or a tuple with "
+        "--model-arg output=INDEX");
+}
+
+// A forward that returns a tuple or named tuple (torchvision's GoogLeNetOutputs) trains on the
+// element output_element_ names, by index or field: it becomes the graph's output, and what
+// only the other elements needed is dropped. Refuses a tuple without one, and an element that
+// is not there or not a tensor.
+void Splitter::select_output() {
+  jit::Value* output = graph_->outputs()[0];
+  const auto tuple = output->type()->cast<c10::TupleType>();
+  const std::string returns = output->type()->repr_str();
+  std::vector<std::string> fields;
+  if (tuple && tuple->schema())
+    for (const c10::Argument& argument : tuple->schema()->arguments())
+      fields.push_back(argument.name());
+  std::string choices;
+  for (const std::string& field : fields) choices += (choices.empty() ? "" : ", ") + field;
+  if (output_element_.empty()) {
+    if (tuple)
+      refuse("forward returns ", returns, "; give --model-arg output=INDEX",
+             fields.empty() ? "" : " or output=FIELD",
+             " to train on the element that holds the logits");
+    return;
+  }
+  if (!tuple)
+    refuse("output=", output_element_, " picks an element of a tuple, but forward returns ",
+           returns, "; leave output out");
+  const auto field = std::find(fields.begin(), fields.end(), output_element_);
+  size_t index = static_cast<size_t>(field - fields.begin());
+  const bool digits = output_element_.size() <= 4 &&
+                      output_element_.find_first_not_of("0123456789") == std::string::npos;
+  if (field == fields.end())
+    index = digits ? std::stoul(output_element_) : tuple->elements().size();
+  if (index >= tuple->elements().size())
+    refuse("output=", output_element_, " is not an element of ", returns, "; give an index 0 to ",
+           tuple->elements().size() - 1, fields.empty() ? "" : " or a field: " + choices);
+  const c10::TypePtr& element = tuple->elements()[index];
+  if (!element->isSubtypeOf(*c10::TensorType::get()))
+    refuse("output=", output_element_, " is ", element->repr_str(), " in ", returns,
+           ", not a tensor; pick the element that holds the logits");
+  jit::Node* made_by = output->node();
+  jit::Value* picked = nullptr;
+  if (made_by->kind() == c10::prim::TupleConstruct) {
+    picked = made_by->input(index);
+  } else {
+    jit::Value* position = graph_->insertConstant(static_cast<int64_t>(index));
+    picked = graph_->insertNode(graph_->createTupleIndex(output, position, element))->output();
+  }
+  graph_->eraseOutput(0);
+  graph_->registerOutput(picked);
+  // Dead code elimination keeps method calls (they may have side effects); a child's forward
+  // whose result nothing uses any more served only the dropped elements.
+  for (bool dropped = true; dropped;) {
+    jit::EliminateDeadCode(graph_);
+    dropped = false;
+    for (jit::Node* node : graph_->nodes())
+      if (node->kind() == c10::prim::CallMethod && !node->hasUses()) {
+        node->destroy();
+        dropped = true;
+        break;
+      }
+  }
 }
 
 // Inlines calls of the top module's own methods and of children that only chain their children,
@@ -526,6 +594,8 @@ std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor
            " but the input shape gives ", probe.inputs.size(), " (", probe.description,
            "); give one shape per input, joined by commas (--model-arg input_shape=8,3x4)");
   open_containers();
+  select_output();
+  resolve_attributes();  // select_output may have dropped attribute reads
   check_control_flow(graph_->block());
   make_segments();
   find_live_sets();
@@ -569,8 +639,9 @@ std::vector<ScriptLayer> Splitter::split(const ProbeInputs& probe, torch::Tensor
 }  // namespace
 
 std::vector<ScriptLayer> split_forward(const jit::Module& module, const std::string& file,
-                                       const ProbeInputs& probe, torch::Tensor* output) {
-  return Splitter(module, file).split(probe, output);
+                                       const ProbeInputs& probe, const std::string& output_element,
+                                       torch::Tensor* output) {
+  return Splitter(module, file, output_element).split(probe, output);
 }
 
 void check_forward_signature(const jit::Module& module, const std::string& file) {

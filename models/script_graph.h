@@ -56,18 +56,23 @@ struct ProbeInputs {
 ///    boundary dtype, which cross packed into one [batch, Σ] tensor (TorchScriptLayer); and no
 ///    buffer is used on both sides of it. The segments around any other cut are merged into one
 ///    layer. A parameter used on both sides is a tied weight: each layer holds it.
+///  - a forward that returns a tuple or named tuple trains on its element `output_element`
+///    (an index, or a field name), and what only the other elements needed is dropped.
 /// Live sets are found by running the segments on the two probe batches (no gradient; the caller
 /// puts the module in eval mode); the model's output on `probe.small` is returned in `output`.
 /// Throws Error(kBadInput) naming `file` and the node for what cannot be split: an input that is
-/// no tensor, more or fewer inputs than probe.inputs, an output that is not one tensor, control
+/// no tensor, more or fewer inputs than probe.inputs, an output that is not one tensor (or a
+/// tuple element `output_element` picks: absent, out of range, or not a tensor), control
 /// flow whose condition depends on tensor values, an in-place op on a tensor that crosses a cut,
 /// attributes read inside control flow; and naming the layer when a segment fails on a probe
 /// batch.
 std::vector<ScriptLayer> split_forward(const torch::jit::Module& module, const std::string& file,
-                                       const ProbeInputs& probe, torch::Tensor* output);
+                                       const ProbeInputs& probe, const std::string& output_element,
+                                       torch::Tensor* output);
 
 /// Refuses (Error(kBadInput) naming `file`) a forward that does not take tensors and return one
-/// tensor; split_forward checks it too, this says it before anything else is asked for.
+/// tensor or a tuple; split_forward checks it too, this says it before anything else is asked
+/// for.
 void check_forward_signature(const torch::jit::Module& module, const std::string& file);
 
 /// The tensors of a live set from its packed form [batch, Σ elements per sample] (each tensor's

@@ -196,7 +196,7 @@ std::vector<ScriptLayer> split_module(const std::string& path, jit::Module modul
   probe.hint = detail::concat("; check --model-arg input_shape, input_dtype",
                               settings.token_range > 0 ? " and token_range" : "");
   module.eval();
-  std::vector<ScriptLayer> layers = split_forward(module, path, probe, output);
+  std::vector<ScriptLayer> layers = split_forward(module, path, probe, settings.output, output);
   module.train(true);
   return layers;
 }

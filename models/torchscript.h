@@ -35,6 +35,9 @@ bool is_torchscript_path(const std::string& name);
 ///   num_classes   C or V; attribute pipeplan_num_classes (int); the last layer's output size
 ///   token_range   int64 inputs lie in [0, token_range); attribute pipeplan_token_range (int);
 ///                 num_classes
+///   output        for a forward that returns a tuple or named tuple: the element that holds
+///                 the logits, by index ("0") or field ("logits"); attribute pipeplan_output
+///                 (str); none (the forward returns one tensor)
 /// Two forwards (2 and 3 samples, eval mode) check them and find the live sets. The configuration
 /// records these and the file's content hash (file_hash). Throws Error(kBadInput) with one line
 /// for a missing or corrupt file, a forward split_forward refuses (naming the node), a parameter
@@ -46,7 +49,8 @@ bool is_torchscript_path(const std::string& name);
 /// everything else is released before it returns. Weights come from the file: no seed changes
 /// them. Layers start in training mode; train() and eval() reach the module (batch norm,
 /// dropout). Forward runs in the TorchScript interpreter without graph optimisation, so every
-/// run executes the same operators. It throws Error(kBadInput) when the file changed since the model was made.
+/// run executes the same operators. It throws Error(kBadInput) when the file changed since the
+/// model was made.
 Model make_torchscript_model(const std::string& path, const std::vector<std::string>& model_args);
 
 /// Rebuilds the model from a configuration stored in a profile or plan. Throws Error(kBadInput)

@@ -31,11 +31,8 @@ constexpr size_t kMaxDimensionDigits = 9;
 
 // The --model-arg keys; empty or 0 means "not given".
 Json arg_defaults() {
-  return Json{{"input_shape", ""},
-              {"input_dtype", ""},
-              {"loss", ""},
-              {"num_classes", 0},
-              {"token_range", 0}};
+  return Json{{"input_shape", ""}, {"input_dtype", ""}, {"loss", ""},
+              {"num_classes", 0},  {"token_range", 0},  {"output", ""}};
 }
 
 Json config_defaults() {
@@ -187,11 +184,14 @@ TorchScriptSettings settings_from_args(const std::string& path, const torch::jit
                                  settings.input_dtype == kInt64 ? kNextToken : kCrossEntropy);
   settings.num_classes = int_setting(path, given, module, "num_classes");
   settings.token_range = int_setting(path, given, module, "token_range");
+  settings.output = string_setting(path, given, module, "output", "");
   check_settings(path, settings);
   return settings;
 }
 
-TorchScriptSettings settings_from_config(const std::string& path, const Json& config) {
+TorchScriptSettings settings_from_config(const std::string& path, const Json& given) {
+  Json config = given;
+  if (!config.contains("output")) config["output"] = "";  // optional: written only when given
   check_config_keys(path, config_defaults(), config);
   TorchScriptSettings settings;
   settings.input_shapes = parse_shapes(path, config_string(config, "input_shape"));
@@ -199,17 +199,20 @@ TorchScriptSettings settings_from_config(const std::string& path, const Json& co
   settings.loss = config_string(config, "loss");
   settings.num_classes = config_int(config, "num_classes");
   settings.token_range = config_int(config, "token_range");
+  settings.output = config_string(config, "output");
   check_complete(path, settings);
   return settings;
 }
 
 Json settings_config(const TorchScriptSettings& settings, const std::string& file_hash) {
-  return Json{{"file_hash", file_hash},
+  Json config{{"file_hash", file_hash},
               {"input_shape", shapes_text(settings.input_shapes)},
               {"input_dtype", settings.input_dtype},
               {"loss", settings.loss},
               {"num_classes", settings.num_classes},
               {"token_range", settings.token_range}};
+  if (!settings.output.empty()) config["output"] = settings.output;
+  return config;
 }
 
 std::string config_file_hash(const Json& config) { return config_string(config, "file_hash"); }

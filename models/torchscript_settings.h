@@ -20,6 +20,10 @@ struct TorchScriptSettings {
   std::string loss;                  ///< "cross_entropy" or "next_token_cross_entropy"
   int64_t num_classes = 0;           ///< classes or vocabulary; 0 until the forward check sets it
   int64_t token_range = 0;           ///< int64 inputs: values in [0, token_range); 0 until known
+  /// The element of a tuple output that holds the logits: an index ("0") or a named tuple's
+  /// field ("logits"); "" for a forward that returns one tensor. Written to a configuration
+  /// only when given, so that configurations from before it read (and hash) as they did.
+  std::string output;
 };
 
 /// Settings from `model_args` ("KEY=VALUE"), else the module's pipeplan_KEY attributes, else the

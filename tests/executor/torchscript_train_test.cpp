@@ -107,19 +107,22 @@ TEST_F(TorchScriptTrainTest, SerialBatchNormCnnTrainsAlikeSplitOrNot) {
 // number of stages: the same losses and, after the steps, the same parameters. skip3's cut
 // after b carries two tensors packed; tied_gpt's embedding and head (one tied weight) land on
 // the first and the last stage; two_inputs's inputs arrive packed, and its side input crosses
-// the cut after a beside a's output. Every plan has b=2, m=4, so that micro-batching is equal.
+// the cut after a beside a's output; named_tuple returns a named tuple and trains on its logits
+// (output=logits). Every plan has b=2, m=4, so that micro-batching is equal.
 TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   struct Case {
     std::string file;
     std::vector<int> pps;
     std::map<int, std::string> partitions;  // --partition by pp, where the planner's is not it
+    std::vector<std::string> model_args = {};  // --model-arg
   };
   // The planner cuts skip3 where one tensor crosses; its packed cut after b is asked for.
   const std::vector<Case> cases = {{"skip3.pt", {2, 3}, {{2, "0:2,2:6"}, {3, "0:2,2:4,4:6"}}},
                                    {"functional.pt", {2, 3}, {}},
                                    {"resnet18.pt", {2, 3}, {}},
                                    {"tied_gpt.pt", {2, 3}, {}},
-                                   {"two_inputs.pt", {2, 3}, {}}};
+                                   {"two_inputs.pt", {2, 3}, {}},
+                                   {"named_tuple.pt", {2}, {}, {"output=logits"}}};
   for (const Case& test : cases) {
     if (!fs::exists(file(test.file))) {
       std::printf("skipping %s: torchvision is not installed\n", test.file.c_str());
@@ -130,6 +133,8 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
                                      "--warmup", "1", "--repeats", "1", "--no-comm",
                                      "-o", dir + "/profile.json"};
     if (test.file == "skip3.pt") profile.insert(profile.end(), {"--model-arg", "input_shape=8"});
+    for (const std::string& arg : test.model_args)
+      profile.insert(profile.end(), {"--model-arg", arg});
     expect_success(run_ranks(0, profile));
     const auto plan_for = [&](int pp) {
       const std::string path = dir + "/plan-pp" + std::to_string(pp) + ".json";

@@ -5,9 +5,9 @@ Usage: /usr/bin/python3 make_torchscript_models.py OUT_DIR [--mlp-weights FILE]
 mlp.pt mirrors the zoo's mlp_tiny layer for layer (models/mlp.cpp); with --mlp-weights (a
 dict of tensors written by torch::pickle_save, keys "LAYER.fc.weight" ...) it carries those
 weights. The other files cover batch norm, the `layers` container forms, token inputs, the
-module attributes, graphs with skips and functional ops (scripted and traced), torchvision's
-resnet18 (when torchvision is installed), a GPT with tied embeddings, and the modules pipeplan
-must refuse.
+module attributes, graphs with skips and functional ops (scripted and traced), forwards that
+return a named tuple or a tuple, torchvision's resnet18 and googlenet (when torchvision is
+installed), a GPT with tied embeddings, and the modules pipeplan must refuse.
 param_counts.json holds PyTorch's parameter count of every module of each scripted file, by
 attribute path ("" for the whole model).
 """
@@ -19,7 +19,7 @@ import os
 import torch
 import torch.nn.functional as F
 from torch import nn
-from typing import Dict
+from typing import Dict, NamedTuple, Optional, Tuple
 
 
 class Dense(nn.Module):
@@ -261,6 +261,43 @@ class ReturnsDict(nn.Module):
         return {"logits": self.a(x)}
 
 
+class Outputs(NamedTuple):
+    logits: torch.Tensor
+    hidden: torch.Tensor
+    aux: Optional[torch.Tensor]
+
+
+class ReturnsNamedTuple(nn.Module):
+    """Returns the logits, the features and an auxiliary head's logits as a named tuple (as
+    torchvision's GoogLeNetOutputs does): trained on the element --model-arg output= picks."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 4)
+        self.aux = nn.Linear(16, 4)
+        self.pipeplan_input_shape = [8]
+
+    def forward(self, x) -> Outputs:
+        h = torch.relu(self.a(x))
+        h = torch.relu(self.b(h))
+        return Outputs(self.head(h), h, self.aux(h))
+
+
+class ReturnsTuple(nn.Module):
+    """Returns (logits, features), a plain tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor]:
+        h = torch.relu(self.a(x))
+        return self.head(h), h
+
+
 class NoParameters(nn.Module):
     """Nothing to train: `pipeplan profile` must refuse it."""
 
@@ -281,6 +318,18 @@ def torchvision_resnet18():
         return None
     model = torchvision.models.resnet18(num_classes=10)
     model.pipeplan_input_shape = [3, 32, 32]
+    return model
+
+
+def torchvision_googlenet():
+    """torchvision's googlenet for 10 classes on 3x64x64, without auxiliary heads; scripted, its
+    forward returns GoogLeNetOutputs. None without torchvision."""
+    try:
+        import torchvision
+    except ImportError:
+        return None
+    model = torchvision.models.googlenet(num_classes=10, aux_logits=False, init_weights=False)
+    model.pipeplan_input_shape = [3, 64, 64]
     return model
 
 
@@ -321,10 +370,13 @@ def main():
     save(ReturnsDict(), args.out_dir, "returns_dict.pt")
     save(TiedGpt(), args.out_dir, "tied_gpt.pt")
     save(NoParameters(), args.out_dir, "no_parameters.pt")
+    save(ReturnsNamedTuple(), args.out_dir, "named_tuple.pt")
+    save(ReturnsTuple(), args.out_dir, "tuple.pt")
     torch.jit.trace(Skip3(), torch.randn(2, 8)).save(os.path.join(args.out_dir, "skip3_traced.pt"))
     resnet18 = torchvision_resnet18()
     if resnet18 is not None:
         save(resnet18, args.out_dir, "resnet18.pt")
+        save(torchvision_googlenet(), args.out_dir, "googlenet.pt")
     with open(os.path.join(args.out_dir, "param_counts.json"), "w") as out:
         json.dump(PARAM_COUNTS, out)
 

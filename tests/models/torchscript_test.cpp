@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/hash.h"
@@ -405,6 +406,77 @@ TEST_F(TorchScriptTest, SeveralInputsArriveAsOnePackedBatch) {
   EXPECT_NE(bad_input_message([&] { make_model(file("two_inputs.pt"), {"input_shape=2x4,"}); })
                 .find("one shape per input joined by ','"),
             std::string::npos);
+}
+
+// The layers run one after another (eval mode) give element `element` of the file's own
+// forward, which returns a tuple.
+void expect_same_tuple_element(const Model& model, const std::string& path, size_t element,
+                               const torch::Tensor& input) {
+  torch::jit::Module module = torch::jit::load(path);
+  module.eval();
+  auto layers = build_layers(model, 0, static_cast<int>(model.layers.size()), /*seed=*/0);
+  for (const LayerPtr& layer : layers) layer->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected =
+      module.forward({input}).toTupleRef().elements()[element].toTensor();
+  EXPECT_TRUE(torch::allclose(forward_layers(layers, input), expected, /*rtol=*/1e-5,
+                              /*atol=*/1e-6))
+      << path;
+}
+
+// A forward that returns a named tuple or a tuple trains on the element `output` names, by
+// field or index (issue "The models users bring"); what only the other elements need (the
+// auxiliary head) is dropped, and the choice is part of the configuration.
+TEST_F(TorchScriptTest, ATupleOutputTrainsOnTheElementOutputNames) {
+  const std::string named = file("named_tuple.pt");
+  for (const std::string pick : {"logits", "0"}) {
+    const Model model = make_model(named, {"output=" + pick});
+    EXPECT_EQ(layer_names(model), (std::vector<std::string>{"a", "b", "head"})) << pick;
+    EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "named_tuple.pt", "") -
+                                          pytorch_count(dir_, "named_tuple.pt", "aux"));
+    EXPECT_EQ(model.target.num_classes, 4);
+    EXPECT_EQ(model_ref(model).config.at("output"), pick);
+    const Model again = make_model_from_config(named, model_ref(model).config);
+    EXPECT_EQ(again.hash, model.hash);
+    EXPECT_EQ(layer_names(again), layer_names(model));
+    expect_same_tuple_element(model, named, 0, torch::randn({3, 8}));
+  }
+  const Model plain = make_model(file("tuple.pt"), {"input_shape=8", "output=0"});
+  EXPECT_EQ(layer_names(plain), (std::vector<std::string>{"a", "head"}));
+  expect_same_tuple_element(plain, file("tuple.pt"), 0, torch::randn({2, 8}));
+  // A one-tensor model's configuration has no output key, as before it existed.
+  EXPECT_FALSE(model_ref(mlp()).config.contains("output"));
+
+  const std::vector<std::tuple<std::string, std::string, std::string>> refused = {
+      {named, "", "; give --model-arg output=INDEX or output=FIELD to train on the element"},
+      {named, "aux", "output=aux is Optional[Tensor] in "},
+      {named, "3", "output=3 is not an element of "},
+      {named, "3", "; give an index 0 to 2 or a field: logits, hidden, aux"},
+      {file("tuple.pt"), "logits", "; give an index 0 to 1"},
+      {file("tuple.pt"), "", "; give --model-arg output=INDEX to train on the element"},
+      {file("mlp.pt"), "0", "output=0 picks an element of a tuple, but forward returns Tensor"},
+  };
+  for (const auto& [path, pick, expected] : refused) {
+    std::vector<std::string> args = {path == file("mlp.pt") ? "input_shape=1x28x28"
+                                                            : "input_shape=8"};
+    if (!pick.empty()) args.push_back("output=" + pick);
+    const std::string message = bad_input_message([&] { make_model(path, args); });
+    EXPECT_NE(message.find(expected), std::string::npos) << path << " " << pick << ": " << message;
+  }
+}
+
+// torchvision's googlenet returns GoogLeNetOutputs when scripted, even without auxiliary heads:
+// with output=logits it opens into its inception blocks and counts PyTorch's parameters.
+TEST_F(TorchScriptTest, TorchvisionGooglenetTrainsOnItsLogits) {
+  if (!fs::exists(file("googlenet.pt"))) GTEST_SKIP() << "torchvision is not installed";
+  const Model model = make_model(file("googlenet.pt"), {"output=logits"});
+  std::vector<std::string> expected = {"conv1", "conv2", "conv3"};
+  for (const char* block : {"3a", "3b", "4a", "4b", "4c", "4d", "4e", "5a", "5b"})
+    expected.push_back(std::string("inception") + block);
+  expected.push_back("fc");
+  EXPECT_EQ(layer_names(model), expected);
+  EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "googlenet.pt", ""));
+  expect_same_tuple_element(model, file("googlenet.pt"), 0, torch::randn({2, 3, 64, 64}));
 }
 
 TEST_F(TorchScriptTest, TorchvisionResnet18SplitsIntoItsBlocks) {
