@@ -92,6 +92,45 @@ std::pair<jit::Module, std::string> attribute_owner(const jit::Module& module,
   return {child_at(module, attribute.path.substr(0, dot)), attribute.path.substr(dot + 1)};
 }
 
+// Whether `module`'s forward is a chain through its children with functional ops and its own
+// parameters or buffers in between (torchvision's ViT Encoder: add the positional embedding,
+// dropout, the blocks, the norm): one tensor in and out, some child's forward called, a
+// parameter or buffer held by the module itself, and no tensor feeding two nodes that make
+// tensors, so that a residual block (its input feeds its first layer and its sum) stays whole.
+bool chains_through_own_state(const jit::Module& module) {
+  if (module.parameters(/*recurse=*/false).size() == 0 &&
+      module.buffers(/*recurse=*/false).size() == 0)
+    return false;
+  const c10::optional<jit::Method> forward = module.find_method("forward");
+  if (!forward) return false;
+  const std::shared_ptr<jit::Graph> graph = forward->graph();
+  if (graph->inputs().size() != 2 || !is_tensor(graph->inputs()[1]) ||
+      graph->outputs().size() != 1 || !is_tensor(graph->outputs()[0]))
+    return false;
+  const auto forks = [&](const jit::Value* value) {
+    std::unordered_set<const jit::Node*> tensor_users;
+    for (const jit::Use& use : value->uses()) {
+      const jit::Node* user = top_level(use.user, graph->block());
+      if (user == graph->return_node()) continue;
+      for (const jit::Value* output : user->outputs())
+        if (is_tensor(output)) tensor_users.insert(user);
+    }
+    return tensor_users.size() > 1;
+  };
+  if (forks(graph->inputs()[1])) return false;
+  int calls = 0;
+  for (const jit::Node* node : graph->nodes()) {
+    if (node->kind() == c10::prim::CallMethod) {
+      if (node->input(0) == graph->inputs()[0] || node->s(c10::attr::name) != "forward")
+        return false;
+      ++calls;
+    }
+    for (const jit::Value* output : node->outputs())
+      if (is_tensor(output) && forks(output)) return false;
+  }
+  return calls > 0;
+}
+
 // Whether `module`'s forward only chains its children: one tensor in, each child's forward on
 // the previous output, the last output returned, nothing else but constants and reading children.
 bool chains_children(const jit::Module& module) {
@@ -261,8 +300,9 @@ void Splitter::select_output() {
   }
 }
 
-// Inlines calls of the top module's own methods and of children that only chain their children,
-// until none is left, so that segments end at blocks rather than at containers.
+// Inlines calls of the top module's own methods, of children that only chain their children and
+// of children that chain through them with their own parameters in between, until none is left,
+// so that segments end at blocks rather than at containers.
 void Splitter::open_containers() {
   for (bool inlined = true; inlined;) {
     inlined = false;
@@ -273,7 +313,9 @@ void Splitter::open_containers() {
       const bool on_self = node->input(0) == graph_->inputs()[0];
       if (!on_self && (callee == attributes_.end() || !callee->second.is_module)) continue;
       const jit::Module target = on_self ? module_ : child_at(module_, callee->second.path);
-      if (!on_self && (node->s(c10::attr::name) != "forward" || !chains_children(target))) continue;
+      if (!on_self && (node->s(c10::attr::name) != "forward" ||
+                       !(chains_children(target) || chains_through_own_state(target))))
+        continue;
       jit::GraphFunction& function =
           jit::toGraphFunction(target.type()->getMethod(node->s(c10::attr::name)));
       jit::inlineCallTo(node, &function, function.graph().get());

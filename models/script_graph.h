@@ -45,7 +45,11 @@ struct ProbeInputs {
 /// The layers of `module`'s forward (docs/own-model.md):
 ///  - children whose forward only chains their own children (nn.Sequential, an unrolled
 ///    nn.ModuleList, such a module) are opened, and methods of the top module inlined, so that
-///    the sequence reaches blocks;
+///    the sequence reaches blocks; so are children that hold parameters or buffers of their own
+///    and whose forward is a chain through their children with functional ops in between, no
+///    tensor feeding two tensor-making nodes (torchvision's ViT Encoder: its positional
+///    embedding goes with a neighbouring layer, its blocks become layers; a residual block
+///    stays whole);
 ///  - nodes in graph order are grouped into segments, each holding one call of a child that
 ///    holds parameters or buffers; the functional ops and calls of stateless children between two
 ///    such calls go to the earlier or the later one so that the fewest bytes cross between them

@@ -108,7 +108,8 @@ TEST_F(TorchScriptTrainTest, SerialBatchNormCnnTrainsAlikeSplitOrNot) {
 // after b carries two tensors packed; tied_gpt's embedding and head (one tied weight) land on
 // the first and the last stage; two_inputs's inputs arrive packed, and its side input crosses
 // the cut after a beside a's output; named_tuple returns a named tuple and trains on its logits
-// (output=logits). Every plan has b=2, m=4, so that micro-batching is equal.
+// (output=logits); torchvision's ViT is opened into its encoder blocks, its class token and
+// positional embedding with the first. Every plan has b=2, m=4, so that micro-batching is equal.
 TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   struct Case {
     std::string file;
@@ -122,7 +123,8 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
                                    {"resnet18.pt", {2, 3}, {}},
                                    {"tied_gpt.pt", {2, 3}, {}},
                                    {"two_inputs.pt", {2, 3}, {}},
-                                   {"named_tuple.pt", {2}, {}, {"output=logits"}}};
+                                   {"named_tuple.pt", {2}, {}, {"output=logits"}},
+                                   {"vit.pt", {2, 4}, {}}};
   for (const Case& test : cases) {
     if (!fs::exists(file(test.file))) {
       std::printf("skipping %s: torchvision is not installed\n", test.file.c_str());

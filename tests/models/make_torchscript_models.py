@@ -6,8 +6,8 @@ mlp.pt mirrors the zoo's mlp_tiny layer for layer (models/mlp.cpp); with --mlp-w
 dict of tensors written by torch::pickle_save, keys "LAYER.fc.weight" ...) it carries those
 weights. The other files cover batch norm, the `layers` container forms, token inputs, the
 module attributes, graphs with skips and functional ops (scripted and traced), forwards that
-return a named tuple or a tuple, torchvision's resnet18 and googlenet (when torchvision is
-installed), a GPT with tied embeddings, and the modules pipeplan must refuse.
+return a named tuple or a tuple, torchvision's resnet18, googlenet and a small
+VisionTransformer (when torchvision is installed), a GPT with tied embeddings, and the modules pipeplan must refuse.
 param_counts.json holds PyTorch's parameter count of every module of each scripted file, by
 attribute path ("" for the whole model).
 """
@@ -321,6 +321,20 @@ def torchvision_resnet18():
     return model
 
 
+def torchvision_vit():
+    """torchvision's VisionTransformer (the class of vit_b_16) at 3x32x32 with 16x16 patches,
+    4 encoder blocks of width 32, 10 classes; None without torchvision."""
+    try:
+        import torchvision
+    except ImportError:
+        return None
+    model = torchvision.models.VisionTransformer(image_size=32, patch_size=16, num_layers=4,
+                                                 num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                 num_classes=10)
+    model.pipeplan_input_shape = [3, 32, 32]
+    return model
+
+
 def torchvision_googlenet():
     """torchvision's googlenet for 10 classes on 3x64x64, without auxiliary heads; scripted, its
     forward returns GoogLeNetOutputs. None without torchvision."""
@@ -377,6 +391,7 @@ def main():
     if resnet18 is not None:
         save(resnet18, args.out_dir, "resnet18.pt")
         save(torchvision_googlenet(), args.out_dir, "googlenet.pt")
+        save(torchvision_vit(), args.out_dir, "vit.pt")
     with open(os.path.join(args.out_dir, "param_counts.json"), "w") as out:
         json.dump(PARAM_COUNTS, out)
 

@@ -479,6 +479,32 @@ TEST_F(TorchScriptTest, TorchvisionGooglenetTrainsOnItsLogits) {
   expect_same_tuple_element(model, file("googlenet.pt"), 0, torch::randn({2, 3, 64, 64}));
 }
 
+// torchvision's ViT: the Encoder adds its own positional embedding and applies dropout before
+// its blocks, so it is not a pure chain; it is opened all the same (issue "The models users
+// bring"), its blocks become layers, and the embedding goes with a neighbouring layer.
+TEST_F(TorchScriptTest, TorchvisionVitOpensItsEncoderIntoItsBlocks) {
+  if (!fs::exists(file("vit.pt"))) GTEST_SKIP() << "torchvision is not installed";
+  const Model model = make_model(file("vit.pt"));
+  std::vector<std::string> expected = {"conv_proj"};
+  for (int block = 0; block < 4; ++block)
+    expected.push_back("encoder.layers.encoder_layer_" + std::to_string(block));
+  expected.insert(expected.end(), {"encoder.ln", "heads.head"});
+  EXPECT_EQ(layer_names(model), expected);
+  EXPECT_EQ(model.layers[1].kind, "EncoderBlock");
+  EXPECT_EQ(parameter_count(model), pytorch_count(dir_, "vit.pt", ""));
+  for (int block = 1; block < 4; ++block)
+    EXPECT_EQ(model.layers[1 + block].param_count,
+              pytorch_count(dir_, "vit.pt", "encoder.layers.encoder_layer_" + std::to_string(block)));
+  // The cut after conv_proj carries the 4 patches of 32 (fewer bytes than the 5 tokens after the
+  // class token joins them), so the class token (32) and the positional embedding (5 x 32) go
+  // with the first block.
+  EXPECT_EQ(model.layers[0].param_count, pytorch_count(dir_, "vit.pt", "conv_proj"));
+  EXPECT_EQ(model.layers[0].live_out[0].sample_shape, (std::vector<int64_t>{4, 32}));
+  EXPECT_EQ(model.layers[1].param_count,
+            pytorch_count(dir_, "vit.pt", "encoder.layers.encoder_layer_0") + 32 + 5 * 32);
+  expect_same_forward(model, file("vit.pt"), torch::randn({2, 3, 32, 32}));
+}
+
 TEST_F(TorchScriptTest, TorchvisionResnet18SplitsIntoItsBlocks) {
   if (!fs::exists(file("resnet18.pt"))) GTEST_SKIP() << "torchvision is not installed";
   const Model model = make_model(file("resnet18.pt"));
