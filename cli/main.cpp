@@ -6,6 +6,7 @@
 
 #include "cli/run.h"
 #include "common/blas_env.h"
+#include "models/torch_compat.h"
 
 namespace {
 
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   // report naming the file, instead of the signal killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
   pipeplan::reexec_with_best_blas_kernels(argv);
+  pipeplan::compat::warn_once_per_process();
   using namespace pipeplan::cli;
   // Order is the order of `pipeplan --help`.
   const std::vector<Subcommand> subcommands = {

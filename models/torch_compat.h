@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #ifdef PIPEPLAN_HAS_CUDA
 #include <ATen/autocast_mode.h>
@@ -109,6 +111,42 @@ inline c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host
   }
   detail::set_use_libuv(&options, false, 0);
   return c10::make_intrusive<c10d::TCPStore>(host, options);
+}
+
+/// A LibTorch warning handler that prints each distinct warning once per process, as Python's
+/// default filter does; LibTorch's own prints it every time, so a `warnings.warn` in a scripted
+/// forward (torchvision's googlenet has one) would print at every micro-batch. 1.13 hands a
+/// handler the location and the message, 2.x a c10::Warning.
+class WarnOnce : public c10::WarningHandler {
+ public:
+#if PIPEPLAN_TORCH_AT_LEAST(2, 0)
+  void process(const c10::Warning& warning) override {
+    if (first(warning.msg())) c10::WarningHandler::process(warning);
+  }
+#else
+  void process(const c10::SourceLocation& location, const std::string& message,
+               bool verbatim) override {
+    if (first(message)) c10::WarningHandler::process(location, message, verbatim);
+  }
+#endif
+
+ private:
+  bool first(const std::string& message) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return seen_.insert(message).second;
+  }
+  std::mutex mutex_;
+  std::unordered_set<std::string> seen_;
+};
+
+/// Makes WarnOnce this process's warning handler (the setter moved namespaces in 2.x).
+inline void warn_once_per_process() {
+  static WarnOnce handler;
+#if PIPEPLAN_TORCH_AT_LEAST(2, 0)
+  c10::WarningUtils::set_warning_handler(&handler);
+#else
+  c10::Warning::set_warning_handler(&handler);
+#endif
 }
 
 #ifdef PIPEPLAN_HAS_CUDA

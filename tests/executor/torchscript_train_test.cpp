@@ -174,6 +174,23 @@ TEST_F(TorchScriptTrainTest, SerialGraphModelsTrainAlikeSplitOrNot) {
   }
 }
 
+// A warning the model's forward raises prints once per process, not at every forward (LibTorch
+// prints each; torchvision's scripted googlenet warns at every one). Profiling runs the forward
+// more than a dozen times.
+TEST_F(TorchScriptTrainTest, AWarningOfTheForwardPrintsOncePerProcess) {
+  const std::string dir = fresh_dir("warns");
+  const std::vector<RankExit> exits =
+      run_ranks(0, {"profile", "--model", file("warns.pt"), "--batch-sizes", "2", "--warmup", "1",
+                    "--repeats", "2", "--no-comm", "-o", dir + "/profile.json"});
+  expect_success(exits);
+  const std::string message = "pipeplan test: this forward warns every time";
+  const std::string& text = exits.at(0).stderr_text;
+  size_t count = 0;
+  for (size_t at = text.find(message); at != std::string::npos; at = text.find(message, at + 1))
+    ++count;
+  EXPECT_EQ(count, 1u) << text;
+}
+
 TEST_F(TorchScriptTrainTest, SerialProfilePlanAndTrainFromTheCommandLine) {
   struct Case {
     std::string file;

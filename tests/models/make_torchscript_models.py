@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -298,6 +299,19 @@ class ReturnsTuple(nn.Module):
         return self.head(h), h
 
 
+class Warns(nn.Module):
+    """Warns at every forward, as torchvision's scripted googlenet does."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 4)
+        self.pipeplan_input_shape = [8]
+
+    def forward(self, x):
+        warnings.warn("pipeplan test: this forward warns every time")
+        return self.a(x)
+
+
 class NoParameters(nn.Module):
     """Nothing to train: `pipeplan profile` must refuse it."""
 
@@ -386,6 +400,7 @@ def main():
     save(NoParameters(), args.out_dir, "no_parameters.pt")
     save(ReturnsNamedTuple(), args.out_dir, "named_tuple.pt")
     save(ReturnsTuple(), args.out_dir, "tuple.pt")
+    save(Warns(), args.out_dir, "warns.pt")
     torch.jit.trace(Skip3(), torch.randn(2, 8)).save(os.path.join(args.out_dir, "skip3_traced.pt"))
     resnet18 = torchvision_resnet18()
     if resnet18 is not None:
