@@ -57,8 +57,15 @@ Layout layout_of(const Plan& shape) {
                  "plan it with pipeplan plan");
 }
 
+// A stage's or one chunk's times per micro-batch (W: zb-h1 only, else 0).
+struct MicroBatchTimes {
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+  double bwd_weight_ms = 0;
+};
+
 // The forward and backward scales of `stage` from measured and predicted times per micro-batch.
-void set_time_scales(StageCalibration* stage, const StageMeasurement& m, const StagePrediction& p) {
+void set_time_scales(StageCalibration* stage, const MicroBatchTimes& m, const MicroBatchTimes& p) {
   stage->fwd_scale = scale_of(m.fwd_ms, p.fwd_ms);
   if (p.bwd_weight_ms > 0) {  // zb-h1: B (bwd_ms) and W measured apart
     stage->bwd_input_scale = scale_of(m.bwd_ms, p.bwd_ms);
@@ -108,6 +115,7 @@ std::vector<std::pair<double, double>> chunk_shares(const Plan& plan, const Run&
 // with its stage's optimizer scale and memory correction.
 std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run,
                                             const std::string& run_path) {
+  const bool chunked = before.virtual_stages > 1;
   std::vector<StageCalibration> stages(before.stages.size());
   for (int stage_idx = 0; stage_idx < before.pp; ++stage_idx) {
     const StagePrediction& p = before.predictions.stages[stage_idx];
@@ -115,26 +123,21 @@ std::vector<StageCalibration> stage_factors(const Plan& before, const Run& run,
     StageCalibration stage;
     stage.optimizer_scale = scale_of(m.optimizer_ms, p.optimizer_ms);
     stage.memory_correction_bytes = m.peak_memory_bytes - p.peak_memory_bytes;
-    if (before.virtual_stages == 1) {
-      set_time_scales(&stage, m, p);
-      stage.first = before.stages[stage_idx].first;
-      stage.last = before.stages[stage_idx].last;
-      stages[static_cast<size_t>(stage_idx)] = stage;
-      continue;
-    }
-    const auto shares = chunk_shares(before, run, run_path, stage_idx);
+    const std::vector<std::pair<double, double>> shares =
+        chunked ? chunk_shares(before, run, run_path, stage_idx)
+                : std::vector<std::pair<double, double>>{{1.0, 1.0}};
     for (int chunk = 0; chunk < before.virtual_stages; ++chunk) {
-      StageMeasurement chunk_measured;
-      chunk_measured.fwd_ms = m.fwd_ms * shares[static_cast<size_t>(chunk)].first;
-      chunk_measured.bwd_ms = m.bwd_ms * shares[static_cast<size_t>(chunk)].second;
-      StagePrediction chunk_predicted;
-      chunk_predicted.fwd_ms = p.chunks.at(static_cast<size_t>(chunk)).fwd_ms;
-      chunk_predicted.bwd_ms = p.chunks.at(static_cast<size_t>(chunk)).bwd_ms;
-      const int index = chunk_index(before.pp, stage_idx, chunk);
-      set_time_scales(&stage, chunk_measured, chunk_predicted);
-      stage.first = before.stages[static_cast<size_t>(index)].first;
-      stage.last = before.stages[static_cast<size_t>(index)].last;
-      stages[static_cast<size_t>(index)] = stage;
+      const auto [fwd_share, bwd_share] = shares[static_cast<size_t>(chunk)];
+      const MicroBatchTimes measured{m.fwd_ms * fwd_share, m.bwd_ms * bwd_share, m.bwd_weight_ms};
+      const MicroBatchTimes predicted =
+          chunked ? MicroBatchTimes{p.chunks.at(static_cast<size_t>(chunk)).fwd_ms,
+                                    p.chunks.at(static_cast<size_t>(chunk)).bwd_ms, 0}
+                  : MicroBatchTimes{p.fwd_ms, p.bwd_ms, p.bwd_weight_ms};
+      set_time_scales(&stage, measured, predicted);
+      const size_t index = static_cast<size_t>(chunk_index(before.pp, stage_idx, chunk));
+      stage.first = before.stages[index].first;
+      stage.last = before.stages[index].last;
+      stages[index] = stage;
     }
   }
   return stages;
