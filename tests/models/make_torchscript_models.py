@@ -299,6 +299,18 @@ class ReturnsTuple(nn.Module):
         return self.head(h), h
 
 
+class TupleFromChild(nn.Module):
+    """Returns the tuple a child returns: no tuple is built in this forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = ReturnsTuple()
+        self.pipeplan_input_shape = [8]
+
+    def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor]:
+        return self.body(x)
+
+
 class Warns(nn.Module):
     """Warns at every forward, as torchvision's scripted googlenet does."""
 
@@ -400,6 +412,7 @@ def main():
     save(NoParameters(), args.out_dir, "no_parameters.pt")
     save(ReturnsNamedTuple(), args.out_dir, "named_tuple.pt")
     save(ReturnsTuple(), args.out_dir, "tuple.pt")
+    save(TupleFromChild(), args.out_dir, "tuple_from_child.pt")
     save(Warns(), args.out_dir, "warns.pt")
     torch.jit.trace(Skip3(), torch.randn(2, 8)).save(os.path.join(args.out_dir, "skip3_traced.pt"))
     resnet18 = torchvision_resnet18()

@@ -444,6 +444,14 @@ TEST_F(TorchScriptTest, ATupleOutputTrainsOnTheElementOutputNames) {
   const Model plain = make_model(file("tuple.pt"), {"input_shape=8", "output=0"});
   EXPECT_EQ(layer_names(plain), (std::vector<std::string>{"a", "head"}));
   expect_same_tuple_element(plain, file("tuple.pt"), 0, torch::randn({2, 8}));
+  // A tuple the forward does not build (a child's result) is indexed instead.
+  for (size_t element : {0, 1}) {
+    const Model from_child =
+        make_model(file("tuple_from_child.pt"), {"output=" + std::to_string(element)});
+    EXPECT_EQ(layer_names(from_child), (std::vector<std::string>{"body"}));
+    expect_same_tuple_element(from_child, file("tuple_from_child.pt"), element,
+                              torch::randn({2, 8}));
+  }
   // A one-tensor model's configuration has no output key, as before it existed.
   EXPECT_FALSE(model_ref(mlp()).config.contains("output"));
 
