@@ -92,6 +92,8 @@ std::string plan_configuration(const Plan& plan) {
     const StagePlan& stage = plan.stages[stage_idx];
     text += detail::concat(stage_idx == 0 ? "" : ",", stage.first, ":", stage.last,
                            stage.checkpoint ? "c" : "");
+    for (size_t idx = 0; idx < stage.recompute_layers.size(); ++idx)
+      text += detail::concat(idx == 0 ? "r" : ".", stage.recompute_layers[idx]);
   }
   return text;
 }

@@ -109,6 +109,10 @@ struct StagePlan {
   int first = 0;
   int last = 0;
   bool checkpoint = false;  ///< recompute the stage's forward during backward
+  /// Partial checkpointing: the model indices of the stage's layers whose forward is recomputed
+  /// during backward, ascending, some but not all of them, with `checkpoint` false (optional key,
+  /// written when non-empty). Each keeps only its input per micro-batch in flight.
+  std::vector<int> recompute_layers;
   std::vector<int64_t> input_sample_shape;   ///< activation received, per sample (no batch dim)
   std::string input_dtype = "float32";       ///< "float32", "int64", "bfloat16", "float16"
   std::vector<int64_t> output_sample_shape;  ///< activation sent, per sample
@@ -186,8 +190,8 @@ void write_plan(const std::string& path, const Plan& plan);
 /// content_hash of the canonical JSON: identifies the plan a run came from.
 std::string plan_hash(const Plan& plan);
 /// The configuration a run depends on, as one line: "dp=1 pp=2 b=4 m=4 1f1b stages
-/// 0:2,2:5c" (c: checkpointed). Two plans with equal lines run the same actions on the same
-/// layers.
+/// 0:2,2:5c" (c: checkpointed; "2:5r3.4": layers 3 and 4 recomputed). Two plans with equal lines
+/// run the same actions on the same layers.
 std::string plan_configuration(const Plan& plan);
 /// The rank running `stage` of `replica`.
 int rank_of(const Plan& plan, int stage, int replica);

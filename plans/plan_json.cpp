@@ -56,13 +56,15 @@ Cluster cluster_from(const JsonReader& r) {
 }
 
 Json stage_json(const StagePlan& s) {
-  return Json{{"first", s.first},
-              {"last", s.last},
-              {"checkpoint", s.checkpoint},
-              {"input_sample_shape", s.input_sample_shape},
-              {"input_dtype", s.input_dtype},
-              {"output_sample_shape", s.output_sample_shape},
-              {"output_dtype", s.output_dtype}};
+  Json json{{"first", s.first},
+            {"last", s.last},
+            {"checkpoint", s.checkpoint},
+            {"input_sample_shape", s.input_sample_shape},
+            {"input_dtype", s.input_dtype},
+            {"output_sample_shape", s.output_sample_shape},
+            {"output_dtype", s.output_dtype}};
+  if (!s.recompute_layers.empty()) json["recompute_layers"] = s.recompute_layers;
+  return json;
 }
 
 StagePlan stage_from(const JsonReader& r) {
@@ -70,6 +72,9 @@ StagePlan stage_from(const JsonReader& r) {
   s.first = r.int_in("first", 0, kMaxLayers - 1);
   s.last = r.int_in("last", 1, kMaxLayers);
   s.checkpoint = r.boolean("checkpoint");
+  if (r.has("recompute_layers"))  // optional: none when absent
+    for (int64_t layer : r.integers_in("recompute_layers", 0, kMaxLayers - 1))
+      s.recompute_layers.push_back(static_cast<int>(layer));
   s.input_sample_shape = r.integers_in("input_sample_shape", 1, kMaxBytes);
   s.input_dtype = r.string("input_dtype");
   s.output_sample_shape = r.integers_in("output_sample_shape", 1, kMaxBytes);

@@ -79,10 +79,14 @@ void validate_mode(const Plan& plan, std::string_view document) {
   PIPEPLAN_CHECK(plan.schedule == Schedule::kGpipe, document, ": schedule: ",
                  to_string(plan.schedule),
                  ": expected gpipe with mode inference (micro-batches stream forward in order)");
-  for (size_t idx = 0; idx < plan.stages.size(); ++idx)
+  for (size_t idx = 0; idx < plan.stages.size(); ++idx) {
     PIPEPLAN_CHECK(!plan.stages[idx].checkpoint, document, ": stages[", idx,
                    "].checkpoint: true: expected false with mode inference (no backward "
                    "recomputes)");
+    PIPEPLAN_CHECK(plan.stages[idx].recompute_layers.empty(), document, ": stages[", idx,
+                   "].recompute_layers: ", plan.stages[idx].recompute_layers.size(),
+                   " layers: expected none with mode inference (no backward recomputes)");
+  }
   PIPEPLAN_CHECK(plan.data_parallel.zero == 0, document, ": data_parallel.zero: ",
                  plan.data_parallel.zero, ": expected 0 with mode inference (no optimizer state)");
   for (size_t idx = 0; idx < p.stages.size(); ++idx) {
@@ -196,6 +200,28 @@ void validate_tensor(const std::vector<int64_t>& shape, const std::string& dtype
                  ": expected at most ", kMaxBytes);
 }
 
+// Partial checkpointing: some, not all, of the stage's layers, ascending, on a schedule whose
+// backward runs whole (zb-h1's B and W keep per-layer graphs of their own).
+void validate_recompute_layers(const Plan& plan, const StagePlan& stage, const std::string& where) {
+  const std::vector<int>& layers = stage.recompute_layers;
+  if (layers.empty()) return;
+  PIPEPLAN_CHECK(!stage.checkpoint, where, "recompute_layers: ", layers.size(),
+                 " layers: expected none with checkpoint true (the whole stage is recomputed)");
+  PIPEPLAN_CHECK(plan.schedule != Schedule::kZeroBubbleH1, where,
+                 "recompute_layers: ", layers.size(),
+                 " layers: expected none with schedule zb-h1 (checkpoint the whole stage)");
+  const int size = stage.last - stage.first;
+  PIPEPLAN_CHECK(static_cast<int>(layers.size()) < size, where, "recompute_layers: ", layers.size(),
+                 " layers: expected fewer than the stage's ", size,
+                 " (all of them: checkpoint true)");
+  for (size_t idx = 0; idx < layers.size(); ++idx) {
+    const int lowest = idx == 0 ? stage.first : layers[idx - 1] + 1;
+    PIPEPLAN_CHECK(layers[idx] >= lowest && layers[idx] < stage.last, where, "recompute_layers[",
+                   idx, "]: ", layers[idx], ": expected a layer in [", lowest, ", ", stage.last,
+                   ") (the stage's layers, ascending, each once)");
+  }
+}
+
 void validate_stage(const Plan& plan, size_t stage_idx, std::string_view document) {
   const StagePlan& stage = plan.stages[stage_idx];
   const std::string where = detail::concat(document, ": stages[", stage_idx, "].");
@@ -205,6 +231,7 @@ void validate_stage(const Plan& plan, size_t stage_idx, std::string_view documen
   PIPEPLAN_CHECK(stage.last > stage.first && stage.last <= plan.model.num_layers, where, "last: ",
                  stage.last, ": expected a layer in [", stage.first + 1, ", ",
                  plan.model.num_layers, "] (a stage holds at least one layer of the model)");
+  validate_recompute_layers(plan, stage, where);
   validate_tensor(stage.input_sample_shape, stage.input_dtype, plan.micro_batch_size,
                   where + "input");
   validate_tensor(stage.output_sample_shape, stage.output_dtype, plan.micro_batch_size,

@@ -192,6 +192,49 @@ TEST(PlanTest, CalibrationMemoryCorrectionsFollowTheStageCount) {
   EXPECT_EQ(calibration.memory_corrections(3), (std::vector<int64_t>{65536, 65536, 65536}));
 }
 
+// Partial checkpointing's optional key: read back equal, written only when some layers are
+// recomputed (other plans keep their hashes), named in the configuration, refused in one line
+// where it contradicts the stage, the schedule or the mode.
+TEST(PlanTest, RecomputeLayersRoundTripAndAreChecked) {
+  Plan plan = testing::make_test_plan(1, 2, 2, Schedule::kOneFOneB, 1 << 20, /*extra_layers=*/3);
+  const std::string plain_hash = plan_hash(plan);
+  EXPECT_FALSE(to_json(plan).at("stages").at(1).contains("recompute_layers"));
+  plan.stages[1].recompute_layers = {1, 3};
+  EXPECT_NO_THROW(plan.validate("plan.json"));
+  const Plan back = plan_from_json(Json::parse(to_json(plan).dump()), "plan.json");
+  EXPECT_EQ(back.stages[1].recompute_layers, (std::vector<int>{1, 3}));
+  EXPECT_NE(plan_hash(back), plain_hash);
+  EXPECT_EQ(plan_configuration(back), "dp=1 pp=2 b=2 m=2 1f1b stages 0:1,1:5r1.3");
+  const auto refusal = [&](const std::vector<int>& layers) {
+    Plan bad = plan;
+    bad.stages[1].recompute_layers = layers;
+    return error_of([&] { bad.validate("plan.json"); });
+  };
+  EXPECT_EQ(refusal({3, 1}),
+            "plan.json: stages[1].recompute_layers[1]: 1: expected a layer in [4, 5) (the "
+            "stage's layers, ascending, each once)");
+  EXPECT_EQ(refusal({0}),
+            "plan.json: stages[1].recompute_layers[0]: 0: expected a layer in [1, 5) (the "
+            "stage's layers, ascending, each once)");
+  EXPECT_EQ(refusal({1, 2, 3, 4}),
+            "plan.json: stages[1].recompute_layers: 4 layers: expected fewer than the stage's 4 "
+            "(all of them: checkpoint true)");
+  Plan both = plan;
+  both.stages[1].checkpoint = true;
+  EXPECT_EQ(error_of([&] { both.validate("plan.json"); }),
+            "plan.json: stages[1].recompute_layers: 2 layers: expected none with checkpoint true "
+            "(the whole stage is recomputed)");
+  Plan zero_bubble = plan;
+  zero_bubble.schedule = Schedule::kZeroBubbleH1;
+  EXPECT_EQ(error_of([&] { zero_bubble.validate("plan.json"); }),
+            "plan.json: stages[1].recompute_layers: 2 layers: expected none with schedule zb-h1 "
+            "(checkpoint the whole stage)");
+  Json json = to_json(plan);
+  json["stages"][1]["recompute_layers"] = Json::array({1, -2});
+  EXPECT_NE(error_of([&] { plan_from_json(json, "plan.json"); }).find("stages[1].recompute_layers"),
+            std::string::npos);
+}
+
 TEST(PlanTest, ConfigurationNamesEverythingARunDependsOn) {
   const Plan plan = full_plan();
   EXPECT_EQ(plan_configuration(plan), "dp=2 pp=2 b=2 m=3 gpipe stages 0:1,1:3c");
