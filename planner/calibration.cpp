@@ -250,6 +250,7 @@ Plan predict_plan(const PlanningContext& context, const Plan& shape) {
   for (const StagePlan& stage : shape.stages) {
     split.boundaries.push_back(stage.last);
     split.checkpoint.push_back(stage.checkpoint);
+    split.recomputed.push_back(stage.recompute_layers);
   }
   Plan plan = build_plan(context, table, candidate, split, shape.partition);
   plan.optimizer = shape.optimizer;

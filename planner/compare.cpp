@@ -28,11 +28,15 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
   c.first = stage.first;
   c.last = stage.last;
   c.checkpoint = stage.checkpoint;
+  c.recompute_layers = stage.recompute_layers;
   if (plan.virtual_stages > 1) {
+    c.recompute_layers.clear();
     for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
       const StagePlan& range = plan.stages[chunk_index(plan.pp, stage_idx, chunk)];
       c.chunks.emplace_back(range.first, range.last);
       c.checkpoint = c.checkpoint || range.checkpoint;
+      c.recompute_layers.insert(c.recompute_layers.end(), range.recompute_layers.begin(),
+                                range.recompute_layers.end());
     }
     c.last = c.chunks.back().second;
   }

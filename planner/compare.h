@@ -35,6 +35,7 @@ struct StageComparison {
   int first = 0;  ///< layers [first, last) (interleaved-1f1b: of its first and last chunk)
   int last = 0;
   bool checkpoint = false;
+  std::vector<int> recompute_layers;  ///< partial checkpointing: the layers recomputed (all chunks)
   MemoryTerms memory;                ///< every predicted term (memory.total_bytes is the peak)
   Difference peak_memory_bytes;      ///< predicted total against the allocator's measured peak
   Difference fwd_ms;                 ///< one micro-batch

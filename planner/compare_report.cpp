@@ -94,6 +94,7 @@ Json stage_json(const StageComparison& s, size_t stage_idx) {
             {"measured_load_ms", s.measured_load_ms},
             {"measured_recv_wait_ms", s.measured_recv_wait_ms}};
   for (const StageTime& entry : kStageTimes) json[entry.key] = difference_json(s.*entry.field);
+  if (!s.recompute_layers.empty()) json["recompute_layers"] = s.recompute_layers;
   if (s.predicted_allreduce_total_ms > 0)
     json["predicted_allreduce_total_ms"] = s.predicted_allreduce_total_ms;
   if (!s.chunks.empty()) {  // interleaved-1f1b only
@@ -127,6 +128,9 @@ void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
     for (const auto& [first, last] : s.chunks)
       layers += detail::concat(layers.empty() ? "" : "+", "[", first, ",", last, ")");
   }
+  // Partial checkpointing: the layers recomputed, as plan_configuration writes them ("r2.4").
+  for (size_t idx = 0; idx < s.recompute_layers.size(); ++idx)
+    layers += detail::concat(idx == 0 ? " r" : ".", s.recompute_layers[idx]);
   row(out, label, "peak memory " + layers,
       format_size(static_cast<int64_t>(s.peak_memory_bytes.predicted)),
       format_size(static_cast<int64_t>(s.peak_memory_bytes.measured)),

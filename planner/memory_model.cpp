@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "planner/partial_checkpoint.h"
 
 namespace pipeplan {
 namespace {
@@ -58,7 +59,7 @@ MemoryTerms forward_stage_memory(const LayerTable& table, const MemorySettings& 
 }
 
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
-                         int first, int last, bool checkpoint) {
+                         int first, int last, bool checkpoint, const std::vector<int>& recomputed) {
   if (settings.forward_only) return forward_stage_memory(table, settings, stage_idx, first, last);
   const int64_t params = table.param_count(first, last);
   const int64_t activations = table.retained_bytes(first, last);
@@ -72,6 +73,14 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   const int deferred =
       deferred_weight_passes(settings.schedule, stage_idx, settings.num_micro_batches);
   terms.recompute_bytes = checkpoint ? std::max(deferred, 1) * activations : 0;
+  if (!recomputed.empty()) {
+    PIPEPLAN_ASSERT(!checkpoint && deferred == 0,
+                    "partial checkpointing of a checkpointed or zb-h1 stage");
+    const RecomputedActivations partial = recomputed_activations(table, first, last, recomputed);
+    terms.activation_bytes_per_micro_batch = partial.per_micro_batch_bytes;
+    terms.activations_bytes = terms.in_flight * terms.activation_bytes_per_micro_batch;
+    terms.recompute_bytes = partial.recompute_bytes;
+  }
   terms.deferred_gradients_bytes = deferred_gradient_bytes(table, settings, stage_idx, first, last);
   terms.transient_bytes = table.transient_bytes(first, last);
   terms.comm_buffers_bytes = comm_buffer_bytes(table, settings, stage_idx, first, last);
@@ -110,10 +119,14 @@ MemoryTerms interleaved_stage_memory(const LayerTable& table, const MemorySettin
     terms.transient_bytes =
         std::max(terms.transient_bytes, table.transient_bytes(range.first, range.last));
     const int64_t activations = table.retained_bytes(range.first, range.last);
-    per_micro_batch.push_back(range.checkpoint ? table.boundary_bytes(range.first) : activations);
+    RecomputedActivations kept{activations, 0};
+    if (range.checkpoint) kept = {table.boundary_bytes(range.first), activations};
+    if (!range.recomputed.empty())
+      kept = recomputed_activations(table, range.first, range.last, range.recomputed);
+    per_micro_batch.push_back(kept.per_micro_batch_bytes);
     terms.activation_bytes_per_micro_batch += per_micro_batch.back();
     // The rank recomputes one chunk at a time, freeing its graph at the end of that backward.
-    if (range.checkpoint) terms.recompute_bytes = std::max(terms.recompute_bytes, activations);
+    terms.recompute_bytes = std::max(terms.recompute_bytes, kept.recompute_bytes);
   }
   // Share the rank's W chunk micro-batches out, largest chunk first, each up to its ℓ_v.
   std::vector<int> order(chunks.size());

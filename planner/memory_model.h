@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/units.h"
@@ -234,14 +235,25 @@ MemoryTerms forward_stage_memory(const LayerTable& table, const MemorySettings& 
 /// keeps for W (LayerTable::output_gradient_bytes); the largest layer transient; the
 /// communication buffers; the runtime overhead; the calibration's correction. total_bytes is
 /// the sum of the terms (at least 0); the stage fits iff total_bytes <= the device memory.
+/// With `recomputed` (partial checkpointing, `checkpoint` false; planner/partial_checkpoint.h):
+/// A'(R) per micro-batch in flight and one micro-batch's recompute of those layers.
 MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings, int stage_idx,
-                         int first, int last, bool checkpoint);
+                         int first, int last, bool checkpoint,
+                         const std::vector<int>& recomputed = {});
 
 /// One chunk of an interleaved-1f1b stage: layers [first, last), recomputed when `checkpoint`.
 struct ChunkRange {
+  ChunkRange() = default;
+  ChunkRange(int first_layer, int last_layer, bool checkpointed = false,
+             std::vector<int> recomputed_layers = {})
+      : first(first_layer),
+        last(last_layer),
+        checkpoint(checkpointed),
+        recomputed(std::move(recomputed_layers)) {}
   int first = 0;
   int last = 0;
   bool checkpoint = false;
+  std::vector<int> recomputed;  ///< partial checkpointing: the layers recomputed, else empty
 };
 
 /// The comm buffers of interleaved-1f1b stage `stage_idx` holding `chunks` (local chunk v at
@@ -253,7 +265,8 @@ int64_t interleaved_comm_buffer_bytes(const LayerTable& table, const MemorySetti
 /// holding `chunks` (V entries, local chunk v = global chunk v·pp + s at index v), with
 /// ℓ_v = interleaved_in_flight(pp, V, s, v, m) the most micro-batches chunk v holds, W =
 /// interleaved_rank_in_flight(pp, V, s, m) the most the rank holds over all its chunks at once,
-/// and A'_v = A_v(b) (the chunk input's bytes when the chunk is checkpointed):
+/// and A'_v = A_v(b) (the chunk input's bytes when the chunk is checkpointed, A'(R) when it
+/// recomputes some of its layers R):
 ///
 ///   weights, gradients, optimizer, master copy, buffers: of Σ_v P_v parameters, Σ_v buffers_v
 ///   n_v                              = chunk micro-batches given to chunk v: the W shared out
@@ -267,8 +280,9 @@ int64_t interleaved_comm_buffer_bytes(const LayerTable& table, const MemorySetti
 /// limits. It is below Σ_v ℓ_v · A'_v, since the chunks peak at different times (with equal
 /// chunks it is W · A', the rank's peak; memory_model_test's unequal chunks reach it too).
 ///
-///   recompute                        = max over checkpointed chunks of A_v(b) (one recompute at
-///                                      a time: the rank runs one backward at a time), else 0
+///   recompute                        = max over checkpointed chunks of A_v(b), or of the
+///                                      recompute bytes of R (one recompute at a time: the rank
+///                                      runs one backward at a time), else 0
 ///   transient                        = the largest layer transient over the chunks
 ///   comm_buffers                     = interleaved_comm_buffer_bytes
 ///   runtime overhead once, the calibration's correction of the stage; total their sum (>= 0).

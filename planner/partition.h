@@ -23,9 +23,18 @@ struct PartitionResult {
   int64_t needed_bytes = 0;
   std::vector<int> boundaries;              ///< pp + 1 positions, 0 = b_0 < b_1 < ... < b_pp = L
   std::vector<bool> checkpoint;             ///< per stage, as the policy decided
+  /// Partial checkpointing, per stage: the layers it recomputes (its checkpoint flag false), or
+  /// empty; no entries at all when no stage recomputes some of its layers (recomputed_of).
+  std::vector<std::vector<int>> recomputed;
   int64_t bottleneck_ns = 0;                ///< max stage cost
   int64_t total_ns = 0;                     ///< sum of stage costs
   int64_t peak_memory_bytes = 0;            ///< max stage memory
+
+  /// The layers stage (or chunk) `stage_idx` recomputes one by one; empty when none.
+  const std::vector<int>& recomputed_of(size_t stage_idx) const {
+    static const std::vector<int> kNone;
+    return stage_idx < recomputed.size() ? recomputed[stage_idx] : kNone;
+  }
 };
 
 /// The objective, compared lexicographically: the slowest stage, then the sum over stages,

@@ -75,9 +75,9 @@ void add_data_parallel(const PlanningContext& context, const LayerTable& table,
 StagePrediction stage_prediction(const PlanningContext& context, const LayerTable& table,
                                  const PartitionProblem& problem, const Candidate& candidate,
                                  int stage_idx, int first, int last, bool checkpoint,
-                                 bool spans_nodes) {
+                                 const std::vector<int>& recomputed, bool spans_nodes) {
   StagePrediction stage;
-  const StageTimes times = stage_times(table, first, last, checkpoint);
+  const StageTimes times = stage_times(table, first, last, checkpoint, recomputed);
   stage.fwd_ms = to_ms(times.fwd_ns);
   stage.bwd_ms = to_ms(times.bwd_ns);
   stage.recompute_ms = to_ms(times.recompute_ns);
@@ -89,9 +89,11 @@ StagePrediction stage_prediction(const PlanningContext& context, const LayerTabl
     stage.bwd_ms = to_ms(table.bwd_input_ns(first, last));
     stage.bwd_weight_ms = to_ms(table.bwd_weight_ns(first, last));
   }
-  stage.memory = stage_memory(table, problem.memory, stage_idx, first, last, checkpoint);
+  stage.memory =
+      stage_memory(table, problem.memory, stage_idx, first, last, checkpoint, recomputed);
   stage.peak_memory_bytes = stage.memory.total_bytes;
-  add_data_parallel(context, table, candidate, {{first, last, checkpoint}}, spans_nodes, &stage);
+  add_data_parallel(context, table, candidate, {{first, last, checkpoint, recomputed}}, spans_nodes,
+                    &stage);
   return stage;
 }
 
@@ -111,8 +113,9 @@ StagePrediction interleaved_stage_prediction(const PlanningContext& context,
     const int first = split.boundaries[global_chunk];
     const int last = split.boundaries[global_chunk + 1];
     const bool checkpoint = split.checkpoint[global_chunk];
-    ranges.push_back({first, last, checkpoint});
-    const StageTimes times = stage_times(table, first, last, checkpoint);
+    const std::vector<int>& recomputed = split.recomputed_of(global_chunk);
+    ranges.push_back({first, last, checkpoint, recomputed});
+    const StageTimes times = stage_times(table, first, last, checkpoint, recomputed);
     const ChunkPrediction prediction{to_ms(times.fwd_ns), to_ms(times.bwd_ns),
                                      to_ms(times.recompute_ns),
                                      to_ms(chunks.p2p_ns(global_chunk, first, last))};
@@ -353,9 +356,9 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
     const int first = split.boundaries[chunk];
     const int last = split.boundaries[chunk + 1];
-    plan.stages.push_back({first, last, split.checkpoint[chunk], table.boundary_shape(first),
-                           table.boundary_dtype(first), table.boundary_shape(last),
-                           table.boundary_dtype(last)});
+    plan.stages.push_back({first, last, split.checkpoint[chunk], split.recomputed_of(chunk),
+                           table.boundary_shape(first), table.boundary_dtype(first),
+                           table.boundary_shape(last), table.boundary_dtype(last)});
   }
   const bool interleaved = candidate.virtual_stages > 1;
   // Interleaved stages send from each chunk: their links are the chunk problem's.
@@ -370,7 +373,8 @@ Plan build_plan(const PlanningContext& context, const LayerTable& table, const C
       const int first = split.boundaries[stage_idx];
       const int last = split.boundaries[stage_idx + 1];
       stage = stage_prediction(context, table, problem, candidate, stage_idx, first, last,
-                               split.checkpoint[stage_idx], spanning[stage_idx]);
+                               split.checkpoint[stage_idx], split.recomputed_of(stage_idx),
+                               spanning[stage_idx]);
       stage.p2p_ms = to_ms(evaluator.p2p_ns(stage_idx, first, last));
     }
     check_stage_prediction(stage, stage_idx);

@@ -19,6 +19,7 @@
 #include "planner/bounds.h"
 #include "planner/interleaved_partition.h"
 #include "planner/memory_model.h"
+#include "planner/partial_checkpoint.h"
 #include "planner/search_space.h"
 
 namespace pipeplan {
@@ -419,7 +420,10 @@ class Search {
   PartitionResult partition_with(const LayerTable& table, const Candidate& candidate) {
     const PartitionProblem problem = partition_problem(context_, candidate);
     if (candidate.virtual_stages > 1) return partition_interleaved(table, candidate, problem);
-    return run_partition(options_.partition, StageEvaluator(table, problem, sends(candidate)));
+    const StageEvaluator evaluator(table, problem, sends(candidate));
+    PartitionResult split = run_partition(options_.partition, evaluator);
+    recompute_fewer_layers(evaluator, &split);
+    return split;
   }
 
   // interleaved_partition, its chunk split shared by the candidates with the same chunk problem
@@ -544,9 +548,12 @@ class Search {
     std::string key = detail::concat(c.dp, "/", c.pp, "/", c.micro_batch_size, "/",
                                      to_string(c.schedule), "/", c.virtual_stages, "/",
                                      to_string(c.layout), "/z", c.zero, "/");
-    for (size_t idx = 0; idx < split.boundaries.size(); ++idx)
+    for (size_t idx = 0; idx < split.boundaries.size(); ++idx) {
       key += detail::concat(split.boundaries[idx],
-                            idx < split.checkpoint.size() && split.checkpoint[idx] ? "c," : ",");
+                            idx < split.checkpoint.size() && split.checkpoint[idx] ? "c" : "");
+      for (int layer : split.recomputed_of(idx)) key += detail::concat("r", layer);
+      key += ",";
+    }
     return key;
   }
 

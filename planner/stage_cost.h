@@ -182,6 +182,7 @@ class StageEvaluator {
   int pp() const { return problem_.pp; }
   int64_t device_memory_bytes() const { return problem_.device_memory_bytes; }
   const LayerTable& table() const { return table_; }
+  const PartitionProblem& problem() const { return problem_; }
 
  private:
   // What a stage's memory adds for its index alone (planner/memory_model.h).

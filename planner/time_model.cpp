@@ -7,6 +7,7 @@
 #include "common/limits.h"
 #include "common/units.h"
 #include "common/words.h"
+#include "planner/partial_checkpoint.h"
 
 namespace pipeplan {
 
@@ -90,11 +91,12 @@ double coefficient_of_variation(int64_t spread_ns, int64_t mean_ns) {
                   static_cast<double>(spread_ns) / static_cast<double>(mean_ns) / kZ90);
 }
 
-StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint) {
+StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint,
+                       const std::vector<int>& recomputed) {
   StageTimes times;
   times.fwd_ns = table.fwd_ns(first, last);
   times.bwd_ns = table.bwd_ns(first, last);
-  times.recompute_ns = checkpoint ? times.fwd_ns : 0;
+  times.recompute_ns = checkpoint ? times.fwd_ns : recompute_ns(table, recomputed);
   times.optimizer_ns = table.optimizer_ns(first, last) + table.tie_sum_ns(first, last);
   return times;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "planner/layer_table.h"
 #include "plans/plan.h"
@@ -86,8 +87,11 @@ struct StageTimes {
   int64_t optimizer_ns = 0;
 };
 
-/// The times of layers [first, last), summed over the stage's layers at the table's b.
-StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint);
+/// The times of layers [first, last), summed over the stage's layers at the table's b; the
+/// recompute is the whole forward when `checkpoint`, the forward of the layers `recomputed`
+/// (partial checkpointing) otherwise.
+StageTimes stage_times(const LayerTable& table, int first, int last, bool checkpoint,
+                       const std::vector<int>& recomputed = {});
 
 /// The coefficient of variation of an action whose p90 lies `spread_ns` above its mean time
 /// `mean_ns`, taking the time as normal (p90 = mean + 1.2816 standard deviations): the profile
