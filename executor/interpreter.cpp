@@ -160,7 +160,7 @@ void Interpreter::backward(const Action& action) {
   const int mb = action.micro_batch;
   const int chunk = action.chunk;
   const bool input_only = action.kind == ActionKind::kBackwardInput;
-  if (stage_.checkpointed(chunk))
+  if (stage_.recomputes(chunk))
     timed(TimelineKind::kRecompute, action, [&] { stage_.recompute(chunk, mb); });
   const double loss_factor = training_->scaler.scale() / plan_.num_micro_batches;
   torch::Tensor& received = received_[slot(action)];

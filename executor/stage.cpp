@@ -73,6 +73,8 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
     chunk.first_of_model = index == 0;
     chunk.last_of_model = index + 1 == static_cast<int>(plan.stages.size());
     chunk.checkpoint = range.checkpoint;
+    for (int layer_idx : range.recompute_layers)
+      chunk.recomputed.push_back(static_cast<size_t>(layer_idx - range.first));
     chunk.output_sample_shape = range.output_sample_shape;
     chunk.output_dtype =
         boundary_dtype(range.output_dtype, "stages[" + std::to_string(index) + "].output_dtype");
@@ -179,20 +181,32 @@ StageRuntime::InFlight& StageRuntime::in_flight(int chunk, int micro_batch) {
 // model index, so the same whatever the split). With `layer_graphs`, each layer starts from a
 // leaf cut off the previous layer's graph, so that B can stop at every layer boundary and W can
 // skip the input gradients.
-torch::Tensor StageRuntime::run_layers(const Chunk& chunk, torch::Tensor input, uint64_t rng_seed,
-                                       InFlight* layer_graphs) {
+torch::Tensor StageRuntime::run_layers(
+    const Chunk& chunk, torch::Tensor input, uint64_t rng_seed, InFlight* layer_graphs,
+    std::vector<c10::intrusive_ptr<RecomputedLayer>>* recomputed) {
   const runtime::AutocastScope autocast(device_, precision_);
   if (layer_graphs != nullptr) {
     layer_graphs->layer_inputs.clear();
     layer_graphs->layer_outputs.clear();
     layer_graphs->output_gradients.clear();
   }
+  if (recomputed != nullptr) recomputed->clear();
+  auto next_recomputed = chunk.recomputed.begin();
   for (size_t position = chunk.begin; position < chunk.end; ++position) {
     torch::manual_seed(mix_seed(rng_seed, static_cast<uint64_t>(layer_indices_[position])));
     if (layer_graphs != nullptr) {
       // Integer inputs (tokens) and inputs that need no gradient pass as they are.
       if (input.requires_grad()) input = input.detach().requires_grad_(true);
       layer_graphs->layer_inputs.push_back(input);
+    }
+    if (recomputed != nullptr && next_recomputed != chunk.recomputed.end() &&
+        *next_recomputed == position - chunk.begin) {
+      ++next_recomputed;
+      auto slot = c10::make_intrusive<RecomputedLayer>();
+      slot->position = position;
+      recomputed->push_back(slot);
+      input = forward_keeping_input(*layers_[position], input, slot);
+      continue;
     }
     input = layers_[position]->forward(input);
     if (layer_graphs != nullptr) layer_graphs->layer_outputs.push_back(input);
@@ -236,15 +250,27 @@ torch::Tensor StageRuntime::forward(int chunk_idx, int micro_batch, const torch:
     return finish_forward(chunk, entry, run_layers(chunk, input, rng_seed), target);
   }
   if (!chunk.first_of_model && input.is_floating_point()) entry.input.requires_grad_(true);
-  return finish_forward(
-      chunk, entry, run_layers(chunk, entry.input, rng_seed, split_backward_ ? &entry : nullptr),
-      target);
+  return finish_forward(chunk, entry,
+                        run_layers(chunk, entry.input, rng_seed, split_backward_ ? &entry : nullptr,
+                                   &entry.recomputed_layers),
+                        target);
 }
 
 void StageRuntime::recompute(int chunk_idx, int micro_batch) {
   const Chunk& chunk = chunks_.at(chunk_idx);
-  PIPEPLAN_ASSERT(chunk.checkpoint, "recompute of a chunk without checkpointing");
+  PIPEPLAN_ASSERT(recomputes(chunk_idx), "recompute of a chunk without checkpointing");
   InFlight& entry = in_flight(chunk_idx, micro_batch);
+  if (!chunk.checkpoint) {  // some layers: each from its kept input, seeded as its forward was
+    const runtime::AutocastScope autocast(device_, precision_);
+    PIPEPLAN_ASSERT(entry.recomputed_layers.size() == chunk.recomputed.size(),
+                    "recompute of micro-batch ", micro_batch, " before its forward");
+    for (const c10::intrusive_ptr<RecomputedLayer>& slot : entry.recomputed_layers) {
+      torch::manual_seed(
+          mix_seed(entry.rng_seed, static_cast<uint64_t>(layer_indices_[slot->position])));
+      recompute_layer(*layers_[slot->position], *slot);
+    }
+    return;
+  }
   if (!chunk.first_of_model && entry.input.is_floating_point()) entry.input.requires_grad_(true);
   torch::Tensor output =
       run_layers(chunk, entry.input, entry.rng_seed, split_backward_ ? &entry : nullptr);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/layer_recompute.h"
 #include "models/model.h"
 #include "plans/plan.h"
 
@@ -61,8 +62,11 @@ class StageRuntime {
   bool is_first(int chunk = 0) const { return chunks_.at(chunk).first_of_model; }
   bool is_last(int chunk) const { return chunks_.at(chunk).last_of_model; }
   bool is_last() const { return chunks_.back().last_of_model; }
-  /// Whether the plan checkpoints local chunk `chunk`.
-  bool checkpointed(int chunk = 0) const { return chunks_.at(chunk).checkpoint; }
+  /// Whether local chunk `chunk` recomputes before each backward: the plan checkpoints it, or
+  /// some of its layers (recompute_layers).
+  bool recomputes(int chunk = 0) const {
+    return chunks_.at(chunk).checkpoint || !chunks_.at(chunk).recomputed.empty();
+  }
   /// Whether the plan splits each backward into B and W (zb-h1): backward_input and
   /// backward_weight then replace backward.
   bool split_backward() const { return split_backward_; }
@@ -144,6 +148,8 @@ class StageRuntime {
     bool first_of_model = false;
     bool last_of_model = false;
     bool checkpoint = false;
+    // Partial checkpointing: the positions (from the chunk's first) of the layers it recomputes.
+    std::vector<size_t> recomputed;
     std::vector<int64_t> output_sample_shape;
     torch::Dtype output_dtype = torch::kFloat32;
     size_t size() const { return end - begin; }
@@ -158,11 +164,15 @@ class StageRuntime {
     std::vector<torch::Tensor> layer_inputs;
     std::vector<torch::Tensor> layer_outputs;
     std::vector<torch::Tensor> output_gradients;
+    // Partial checkpointing: each recomputed layer's kept input, and after the recompute its graph.
+    std::vector<c10::intrusive_ptr<RecomputedLayer>> recomputed_layers;
   };
   InFlight& in_flight(int chunk, int micro_batch);
   // Runs the chunk's layers; with `layer_graphs`, one graph per layer, recorded there (zb-h1).
+  // With `recomputed`, the chunk's recomputed layers keep only their input, recorded there.
   torch::Tensor run_layers(const Chunk& chunk, torch::Tensor input, uint64_t rng_seed,
-                           InFlight* layer_graphs = nullptr);
+                           InFlight* layer_graphs = nullptr,
+                           std::vector<c10::intrusive_ptr<RecomputedLayer>>* recomputed = nullptr);
   // Where the chunk's layer `position` (from the chunk's first) ends its graph: its output, or
   // on the model's last layer the loss.
   const torch::Tensor& layer_root(const Chunk& chunk, const InFlight& entry, size_t position) const;

@@ -156,6 +156,9 @@ Plan make_test_plan(const TestPlanSpec& spec) {
     stage.first = num_layers * stage_idx / num_chunks;
     stage.last = num_layers * (stage_idx + 1) / num_chunks;
     stage.checkpoint = !spec.checkpoint.empty() && spec.checkpoint.at(stage_idx);
+    if (!spec.recompute_positions.empty())
+      for (int position : spec.recompute_positions.at(stage_idx))
+        stage.recompute_layers.push_back(stage.first + position);
     stage.input_sample_shape = stage.first == 0 ? plan.model.input_shape : outputs[stage.first - 1].first;
     stage.input_dtype = stage.first == 0 ? plan.model.input_dtype : outputs[stage.first - 1].second;
     stage.output_sample_shape = outputs[stage.last - 1].first;

@@ -26,6 +26,9 @@ struct TestPlanSpec {
   /// V, the chunks per stage (interleaved-1f1b: at least 2; pp·V chunks split the layers).
   int virtual_stages = 1;
   std::vector<bool> checkpoint;  ///< per entry of plan.stages (pp·V of them); empty for none
+  /// Partial checkpointing: per entry of plan.stages, the positions (from the entry's first
+  /// layer) of the layers it recomputes; empty for none.
+  std::vector<std::vector<int>> recompute_positions;
   OptimizerSettings optimizer = test_optimizer();
 
   /// SGD at lr 0.05 for a global batch of 16, one warm-up step, cosine to 0.1 of it.
