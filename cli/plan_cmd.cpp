@@ -174,13 +174,21 @@ std::string split_text(const Plan& plan) {
   return text;
 }
 
+// The checkpoint column: "none", "all", "1/4 stages" checkpointed whole, "3 layers" recomputed
+// one by one (partial checkpointing), or both ("1/4 stages + 3 layers").
 std::string checkpoint_text(const Plan& plan) {
   int checkpointed = 0;  // stages, or interleaved-1f1b's chunks
-  for (const StagePlan& stage : plan.stages) checkpointed += stage.checkpoint;
-  if (checkpointed == 0) return "none";
+  size_t recomputed = 0;  // layers of stages checkpointed in part
+  for (const StagePlan& stage : plan.stages) {
+    checkpointed += stage.checkpoint;
+    recomputed += stage.recompute_layers.size();
+  }
+  const std::string layers = detail::concat(recomputed, recomputed == 1 ? " layer" : " layers");
+  if (checkpointed == 0) return recomputed == 0 ? "none" : layers;
   if (checkpointed == static_cast<int>(plan.stages.size())) return "all";
   return detail::concat(checkpointed, "/", plan.stages.size(),
-                        plan.virtual_stages > 1 ? " chunks" : " stages");
+                        plan.virtual_stages > 1 ? " chunks" : " stages",
+                        recomputed == 0 ? "" : " + " + layers);
 }
 
 // The schedule column: interleaved-1f1b with its V ("interleaved-1f1b:4").

@@ -206,7 +206,17 @@ void check_ties_within_chunks(const ExportContext& ctx, std::string_view runtime
   }
 }
 
+void check_whole_stage_checkpointing(const ExportContext& ctx, std::string_view runtime) {
+  const auto& stages = ctx.plan.stages;
+  for (size_t chunk_idx = 0; chunk_idx < stages.size(); ++chunk_idx)
+    PIPEPLAN_EXPORT_CHECK(ctx, stages[chunk_idx].recompute_layers.empty(), "stages[", chunk_idx,
+                          "].recompute_layers (", stages[chunk_idx].recompute_layers.size(),
+                          " of its layers recomputed): ", runtime,
+                          " recomputes whole stages or none (plan with --checkpoint none or all)");
+}
+
 bool uniform_checkpointing(const ExportContext& ctx, std::string_view setting) {
+  check_whole_stage_checkpointing(ctx, setting);
   const auto& stages = ctx.plan.stages;
   const auto checkpointed = static_cast<size_t>(std::count_if(
       stages.begin(), stages.end(), [](const StagePlan& stage) { return stage.checkpoint; }));

@@ -38,7 +38,12 @@ void check_module_paths(const ExportContext& ctx, int max_depth, std::string_vie
 /// pipelining runtimes keep one copy per stage and do not sum their gradients.
 void check_ties_within_chunks(const ExportContext& ctx, std::string_view runtime);
 
-/// Refuses mixed per-stage checkpointing; returns whether every chunk is checkpointed.
+/// Refuses partial checkpointing (a stage recomputing some of its layers), which `runtime`
+/// cannot run.
+void check_whole_stage_checkpointing(const ExportContext& ctx, std::string_view runtime);
+
+/// Refuses mixed per-stage checkpointing, and partial checkpointing; returns whether every chunk
+/// is checkpointed.
 bool uniform_checkpointing(const ExportContext& ctx, std::string_view setting);
 
 /// Refuses an inference plan (training targets) or a training plan (serving targets).

@@ -69,6 +69,7 @@ OrderedJson rank_entries(const Plan& plan) {
 std::string torch_pipelining_document(const ExportContext& ctx) {
   check_module_paths(ctx, /*max_depth=*/0, "");
   check_ties_within_chunks(ctx, "torch.distributed.pipelining");
+  check_whole_stage_checkpointing(ctx, "this document's \"checkpoint\" flag");
   const Plan& plan = ctx.plan;
   OrderedJson doc = {
       {"schema", kTorchPipeliningSchema},

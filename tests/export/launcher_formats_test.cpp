@@ -182,6 +182,12 @@ TEST(MegatronExportTest, RefusesWhatItsLayoutCannotExpress) {
   Plan mixed = chunked_plan({3, 8}, 2, Schedule::kOneFOneB);
   mixed.stages[1].checkpoint = true;
   refuses(mixed, "checkpointing on 1 of 2 stages");
+  Plan partial = chunked_plan({3, 8}, 2, Schedule::kOneFOneB);
+  partial.stages[1].recompute_layers = {4, 6};
+  refuses(partial,
+          "stages[1].recompute_layers (2 of its layers recomputed): Megatron-LM's "
+          "--recompute-method recomputes whole stages or none (plan with --checkpoint none or "
+          "all)");
   Plan serving = chunked_plan({3, 8}, 2, Schedule::kGpipe);
   serving.mode = PlanMode::kInference;
   refuses(serving, "a plan of mode inference");
