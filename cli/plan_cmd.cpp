@@ -338,7 +338,9 @@ Runner add_plan_command(CLI::App& app) {
   sub->add_option("--pp", o->pp, "Fix the number of stages");
   sub->add_option("--dp", o->dp, "Fix the number of replicas");
   sub->add_option("--micro-batch-size", o->micro_batch_size, "Fix the micro-batch size");
-  sub->add_option("--checkpoint", o->checkpoint, "auto, none or all")->capture_default_str();
+  sub->add_option("--checkpoint", o->checkpoint,
+                  "auto (none, all, or where a stage does not fit: under gpipe and 1f1b the "
+                  "fewest of its layers that make it fit), none or all")->capture_default_str();
   sub->add_option("--partition", o->partition,
                   "optimal, uniform, parameters, greedy-time or ranges FIRST:LAST,... (with "
                   "interleaved-1f1b: pp*V chunk ranges, and --virtual-stages)")
