@@ -12,21 +12,21 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr const char* kSlotKey = "slot";
-constexpr const char* kInputsKey = "inputs";
 
-// Inputs: the layer's input, its parameters (so that the node is recorded even when the input
-// needs no gradient: the parameters' gradients come from its backward), the slot, the layer.
+// Inputs: the layer's input, an empty leaf that needs a gradient (so that the node is recorded
+// even when the input needs none: the model's data), the slot, the layer. Not the layer's
+// parameters: the engine would then call their gradient accumulators a second time, with no
+// gradient, and their hooks (the overlapped all-reduce counts each parameter done) would fire
+// twice for one backward.
 class RecomputedLayerFunction : public torch::autograd::Function<RecomputedLayerFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               torch::TensorList parameters,
+                               const torch::Tensor& /*anchor*/,
                                const c10::intrusive_ptr<RecomputedLayer>& slot,
                                models::Layer* layer) {
     // Function::apply runs this without recording a graph.
     slot->input = input.detach();
     ctx->saved_data[kSlotKey] = c10::IValue::make_capsule(slot);
-    // backward returns a gradient for each: the input, each parameter, the slot, the layer.
-    ctx->saved_data[kInputsKey] = static_cast<int64_t>(parameters.size() + 3);
     return layer->forward(slot->input);
   }
 
@@ -36,15 +36,13 @@ class RecomputedLayerFunction : public torch::autograd::Function<RecomputedLayer
     PIPEPLAN_ASSERT(slot->output.defined(), "backward of recomputed layer ", slot->position,
                     " before its recompute");
     torch::Tensor input_gradient;
-    if (slot->output.requires_grad()) {
+    if (slot->output.requires_grad() && output_gradients.at(0).defined()) {
+      // The parameters' gradients accumulate into their .grad here, as in any backward.
       torch::autograd::backward({slot->output}, {output_gradients.at(0)});
       if (slot->input_needs_gradient) input_gradient = slot->leaf.grad();
     }
     slot->input = slot->leaf = slot->output = torch::Tensor();
-    const auto num_inputs = static_cast<size_t>(ctx->saved_data.at(kInputsKey).toInt());
-    variable_list gradients(num_inputs);  // the parameters' went into their .grad above
-    gradients[0] = input_gradient;
-    return gradients;
+    return {input_gradient, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -53,8 +51,9 @@ class RecomputedLayerFunction : public torch::autograd::Function<RecomputedLayer
 torch::Tensor forward_keeping_input(models::Layer& layer, const torch::Tensor& input,
                                     const c10::intrusive_ptr<RecomputedLayer>& slot) {
   slot->input_needs_gradient = input.requires_grad();
-  const std::vector<torch::Tensor> parameters = layer.parameters();
-  return RecomputedLayerFunction::apply(input, torch::TensorList(parameters), slot, &layer);
+  const torch::Tensor anchor =
+      torch::empty({0}, input.options().dtype(torch::kFloat32).requires_grad(true));
+  return RecomputedLayerFunction::apply(input, anchor, slot, &layer);
 }
 
 void recompute_layer(models::Layer& layer, RecomputedLayer& slot) {

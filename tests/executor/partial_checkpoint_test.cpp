@@ -19,7 +19,8 @@ constexpr double kLossRelativeTolerance = 1e-5;
 // Partial checkpointing: stages that recompute some of their layers (the model's first layer,
 // whose input needs no gradient; a block between two that keep their graphs; the head under
 // the loss) train as one process of the same micro-batches, under 1f1b, gpipe with two
-// replicas and interleaved-1f1b, and measure a recompute.
+// replicas overlapping their all-reduce with the backward, and interleaved-1f1b, and measure a
+// recompute.
 TEST(SerialPartialCheckpointTest, RecomputingSomeLayersOfAStageMatchesTheSingleProcessRun) {
   struct Case {
     std::string model;
@@ -44,7 +45,11 @@ TEST(SerialPartialCheckpointTest, RecomputingSomeLayersOfAStageMatchesTheSingleP
     spec.schedule = test.schedule;
     spec.num_micro_batches = reference_spec.num_micro_batches / test.dp;
     spec.recompute_positions = test.positions;
-    const Plan plan = make_test_plan(spec);
+    Plan plan = make_test_plan(spec);
+    // With replicas: one bucket per stage, whose all-reduce starts once the gradient
+    // accumulators' hooks have counted every parameter of it: a recomputed layer between two
+    // others must count each of its parameters once, not start the bucket early.
+    if (test.dp > 1) plan.data_parallel = {/*overlap=*/true, kDefaultBucketBytes, /*zero=*/0};
     const std::string what = test.model + " " + plan_configuration(plan);
     const TrainRun run = train_new(plan, "partial", kSteps);
     expect_success(run);
