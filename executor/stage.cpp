@@ -256,10 +256,34 @@ torch::Tensor StageRuntime::forward(int chunk_idx, int micro_batch, const torch:
                         target);
 }
 
+namespace {
+
+// The buffers of some layers as they are now, to be put back after their recompute: a forward
+// in training mode updates batch-norm running statistics (and their batch count), which the
+// recompute of a forward that already updated them must not do a second time. Put back below
+// autograd's version counting: the recomputed graph saved the statistics (its backward in
+// training mode does not read them) and would refuse them as modified in place.
+class BufferSnapshot {
+ public:
+  void add(torch::nn::Module& layer) {
+    for (torch::Tensor& buffer : layer.buffers()) saved_.emplace_back(buffer, buffer.clone());
+  }
+  ~BufferSnapshot() {
+    const at::AutoDispatchBelowADInplaceOrView below_version_counting;
+    for (auto& [buffer, value] : saved_) buffer.copy_(value);
+  }
+
+ private:
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
+};
+
+}  // namespace
+
 void StageRuntime::recompute(int chunk_idx, int micro_batch) {
   const Chunk& chunk = chunks_.at(chunk_idx);
   PIPEPLAN_ASSERT(recomputes(chunk_idx), "recompute of a chunk without checkpointing");
   InFlight& entry = in_flight(chunk_idx, micro_batch);
+  BufferSnapshot buffers;
   if (!chunk.checkpoint) {  // some layers: each from its kept input, seeded as its forward was
     const runtime::AutocastScope autocast(device_, precision_);
     PIPEPLAN_ASSERT(entry.recomputed_layers.size() == chunk.recomputed.size(),
@@ -267,10 +291,13 @@ void StageRuntime::recompute(int chunk_idx, int micro_batch) {
     for (const c10::intrusive_ptr<RecomputedLayer>& slot : entry.recomputed_layers) {
       torch::manual_seed(
           mix_seed(entry.rng_seed, static_cast<uint64_t>(layer_indices_[slot->position])));
+      buffers.add(*layers_[slot->position]);
       recompute_layer(*layers_[slot->position], *slot);
     }
     return;
   }
+  for (size_t position = chunk.begin; position < chunk.end; ++position)
+    buffers.add(*layers_[position]);
   if (!chunk.first_of_model && entry.input.is_floating_point()) entry.input.requires_grad_(true);
   torch::Tensor output =
       run_layers(chunk, entry.input, entry.rng_seed, split_backward_ ? &entry : nullptr);

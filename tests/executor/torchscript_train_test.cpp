@@ -273,6 +273,29 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeWithZero1AndOverlap) {
                          final_parameters(whole, 1, /*step=*/3), "tied_gpt parameters");
 }
 
+// The tied weight used by the embedding and by the head, which the stage recomputes, with two
+// replicas overlapping one bucket's all-reduce with the backward: the recomputed head returns its
+// use of the weight to the engine, which sums both uses into one accumulation, so the bucket
+// starts once every gradient is in; the same losses and parameters as one process.
+TEST_F(TorchScriptTrainTest, SerialTiedGptRecomputingTheHeadTrainsAlikeWithOverlap) {
+  TestPlanSpec spec;
+  spec.model = file("tied_gpt.pt");
+  const TrainRun whole = train_new(make_test_plan(spec), "whole", /*steps=*/3);
+  expect_success(whole.exits);
+  spec.dp = 2;
+  spec.num_micro_batches /= 2;
+  spec.recompute_positions = {{6}};
+  Plan plan = make_test_plan(spec);
+  plan.data_parallel = {/*overlap=*/true, kDefaultBucketBytes, /*zero=*/0};
+  const TrainRun split = train_new(plan, "recompute-head", /*steps=*/3);
+  expect_success(split.exits);
+  ASSERT_EQ(step_losses(whole.log).size(), 3u);
+  expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
+                     "tied_gpt dp=2 head recomputed");
+  expect_same_parameters(final_parameters(split, 1, /*step=*/3),
+                         final_parameters(whole, 1, /*step=*/3), "tied_gpt parameters");
+}
+
 // The GPT with tied embeddings on two stages: each holds a copy of the tied weight, and the
 // memory model's prediction of each stage's peak is within 5% of the run's, wherever the planner
 // cuts (its split moves with the profile's noise; the embedding alone on stage 0 and a cut after
