@@ -11,7 +11,7 @@ namespace {
 
 const char kPipeliningRefusals[] =
     "a layer that is no module path (a merged 'a..b' layer, a whole 'forward'), a parameter tied "
-    "across stages";
+    "across stages, some layers of a stage recomputed (recompute_layers)";
 
 }  // namespace
 
@@ -29,9 +29,9 @@ const std::vector<ExportFormatInfo>& export_formats() {
        "pipeline_parallel_schedule (zb-h1: pipeline_parallel_schedule_csv), "
        "pipeline_parallel_microbatch_size, data_parallel_replicate_degree; [training] "
        "local_batch_size, global_batch_size; [activation_checkpoint] mode",
-       "inference plans, ZeRO-1, amp precision, checkpointing on some stages only, FQNs deeper "
-       "than 'child' or 'list.item', zb-h1 without --schedule-csv, and torch-pipelining's "
-       "refusals"},
+       "inference plans, ZeRO-1, amp precision, checkpointing on some stages only or of some "
+       "layers of a stage, FQNs deeper than 'child' or 'list.item', zb-h1 without "
+       "--schedule-csv, and torch-pipelining's refusals"},
       {ExportFormat::kMegatron, "megatron",
        "Megatron-LM core_v0.14.0 (megatron/training/arguments.py)",
        "a bash array of pretrain_gpt.py arguments: --pipeline-model-parallel-size, "
@@ -41,7 +41,7 @@ const std::vector<ExportFormatInfo>& export_formats() {
        "(ZeRO-1), --bf16/--fp16",
        "gpipe and zb-h1, inference plans, a model that is not embedding + one repeated decoder "
        "layer kind + output layers, embedding or output layers split over stages, checkpointing on "
-       "some stages only, ties other than embedding-output"},
+       "some stages only or of some layers of a stage, ties other than embedding-output"},
       {ExportFormat::kDeepspeed, "deepspeed",
        "DeepSpeed v0.19.5 (deepspeed/runtime/pipe/module.py, deepspeed/runtime/config.py)",
        "ds_config JSON: train_batch_size, train_micro_batch_size_per_gpu, "
@@ -49,7 +49,7 @@ const std::vector<ExportFormatInfo>& export_formats() {
        "PipelineModule subclass), pipeline.activation_checkpoint_interval, zero_optimization, "
        "bf16/fp16",
        "schedules other than 1f1b (DeepSpeed trains 1F1B only), inference plans, checkpointing "
-       "on some stages only, a parameter tied across stages"},
+       "on some stages only or of some layers of a stage, a parameter tied across stages"},
       {ExportFormat::kVllm, "vllm",
        "vLLM main at 001f69f (VLLM_PP_LAYER_PARTITION in vllm/envs.py, get_pp_indices in "
        "vllm/distributed/utils.py)",

@@ -46,6 +46,8 @@ class RecomputeSet {
     if (layer_idx + 1 < last_)  // the pair (i, i + 1): i keeps nothing layer i + 1 shares
       kept += contains(layer_idx + 1) ? shared_input_bytes(table_, layer_idx + 1)
                                       : neighbour_overlap_bytes(table_, layer_idx);
+    else  // the stage's output: kept for the backward all the same, now outside what i retains
+      kept += std::min(table_.layer(layer_idx).saved_output_bytes, table_.boundary_bytes(last_));
     bytes_.recompute_bytes += layer_recompute_bytes(table_, layer_idx);
     in_set_[static_cast<size_t>(layer_idx - first_)] = true;
   }
@@ -83,7 +85,10 @@ std::vector<int> recompute_order(const LayerTable& table, int first, int last) {
     double freed_bytes_per_ns;
   };
   std::vector<Candidate> candidates;
-  for (int layer_idx = first; layer_idx < last; ++layer_idx) {
+  // Not the model's last layer: its profile includes the loss, whose graph the executor keeps
+  // outside the recomputed layer, so recomputing it frees less than its retained bytes say.
+  const int end = std::min(last, table.num_layers() - 1);
+  for (int layer_idx = first; layer_idx < end; ++layer_idx) {
     const int64_t freed = table.layer(layer_idx).retained_bytes - table.boundary_bytes(layer_idx);
     if (freed <= 0) continue;
     // A layer too fast to time frees its bytes for nothing: it comes first.

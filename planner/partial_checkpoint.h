@@ -20,7 +20,8 @@ namespace pipeplan {
 struct RecomputedActivations {
   /// A'(R), per micro-batch in flight: Σ_{i∉R} retained_i − the overlaps between neighbours
   /// outside R (LayerTable::retained_bytes) + Σ_{i∈R} X_i − the part of X_i that layer i − 1
-  /// (outside R) already keeps as its saved output.
+  /// (outside R) already keeps as its saved output; when the stage's last layer is in R, plus
+  /// the part of the stage's output it saved (the output is kept for the backward anyway).
   int64_t per_micro_batch_bytes = 0;
   /// What one micro-batch's recompute rebuilds before its backward: each recomputed layer's
   /// graph from its kept input (retained_i − saved_input_i) and its output, the root of that
@@ -38,7 +39,8 @@ int64_t recompute_ns(const LayerTable& table, const std::vector<int>& recomputed
 
 /// The layers of [first, last) worth recomputing, best first: those whose retained bytes exceed
 /// their input (recomputing them frees something), by (retained_i − X_i) / fwd_i descending;
-/// ties by layer index.
+/// ties by layer index. Never the model's last layer, whose profile includes the loss that the
+/// executor keeps beside it.
 std::vector<int> recompute_order(const LayerTable& table, int first, int last);
 
 /// The fewest layers in recompute_order's order whose recompute makes stage `stage_idx`

@@ -13,7 +13,7 @@ namespace pipeplan {
 struct StageCosts {
   double fwd_ms = 0;        ///< one micro-batch
   double bwd_ms = 0;        ///< one micro-batch; zb-h1: its B (input gradient)
-  double recompute_ms = 0;  ///< run just before each backward or B (checkpointed stages)
+  double recompute_ms = 0;  ///< run just before each backward or B (stages that recompute)
   double allreduce_ms = 0;  ///< after the last backward, once all replicas have arrived
   double optimizer_ms = 0;  ///< after the all-reduce
   /// Coefficients of variation of one micro-batch's forward (also its recompute) and backward

@@ -17,7 +17,8 @@ struct MemoryTerms {
   int64_t optimizer_state_bytes = 0;
   int64_t master_copy_bytes = 0;  ///< low-precision weight copies under autocast
   int64_t buffers_bytes = 0;
-  int64_t activation_bytes_per_micro_batch = 0;  ///< A_s(b), or the stage input if checkpointed
+  /// A_s(b), the stage input if checkpointed, or A'(R) if it recomputes layers R (docs/models.md)
+  int64_t activation_bytes_per_micro_batch = 0;
   int in_flight = 0;                             ///< ℓ_s
   int64_t activations_bytes = 0;                 ///< ℓ_s · A_s(b)
   /// One micro-batch's full activations while recomputing; zb-h1: ω_s of them, since each
@@ -48,7 +49,7 @@ struct MemoryTerms {
 struct ChunkPrediction {
   double fwd_ms = 0;        ///< one micro-batch through the chunk
   double bwd_ms = 0;        ///< one micro-batch
-  double recompute_ms = 0;  ///< extra forward per micro-batch when the chunk is checkpointed
+  double recompute_ms = 0;  ///< extra forward per micro-batch: the chunk's, or its recomputed layers'
   /// sending one micro-batch's boundary tensors: its output forward and its input's gradient
   /// back (each 0 at the model's ends), so that the stage's p2p_ms, their sum, means what it
   /// means without chunks
@@ -72,7 +73,7 @@ struct BucketPrediction {
 struct StagePrediction {
   double fwd_ms = 0;        ///< one micro-batch
   double bwd_ms = 0;        ///< one micro-batch; zb-h1: its B (input gradient)
-  double recompute_ms = 0;  ///< extra forward per micro-batch when checkpointed
+  double recompute_ms = 0;  ///< extra forward per micro-batch: the stage's, or its recomputed layers'
   double p2p_ms = 0;        ///< sending one micro-batch's boundary tensors
   double compute_ms = 0;    ///< all micro-batches of one iteration
   /// The gradient all-reduce over the stage's replicas (ZeRO-1: the reduce-scatter), every bucket's

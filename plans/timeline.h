@@ -17,7 +17,7 @@ enum class TimelineKind {
   kBackward,
   kBackwardInput,   ///< zb-h1's B: the gradient of the stage input alone
   kBackwardWeight,  ///< zb-h1's W: the gradients of the stage's weights, deferred
-  kRecompute,  ///< the extra forward of a checkpointed stage, just before its backward
+  kRecompute,  ///< the extra forward of a checkpointed stage (or of its recomputed layers), just before its backward
   /// A transfer: simulated, the time it occupies the link (the rank computes meanwhile); measured,
   /// the time the rank took to hand it to the backend (the transfer itself is not observable).
   kSend,

@@ -24,6 +24,8 @@ int64_t kept_by_definition(const LayerTable& table, int first, int last,
   for (int layer_idx = first; layer_idx < last; ++layer_idx)
     kept +=
         in_set(layer_idx) ? table.boundary_bytes(layer_idx) : table.layer(layer_idx).retained_bytes;
+  if (in_set(last - 1))  // the stage's output, kept for the backward
+    kept += std::min(table.layer(last - 1).saved_output_bytes, table.boundary_bytes(last));
   for (int layer_idx = first; layer_idx + 1 < last; ++layer_idx) {
     if (in_set(layer_idx)) continue;
     const int64_t output = table.layer(layer_idx).saved_output_bytes;
@@ -62,6 +64,8 @@ TEST(PartialCheckpointTest, KeptAndRecomputedBytesByHand) {
   EXPECT_EQ(two.per_micro_batch_bytes, 40 + 400 + 48 - 48);
   EXPECT_EQ(two.recompute_bytes, 200 + 128);
   EXPECT_EQ(recompute_ns(table, {0, 2}), table.fwd_ns(0, 1) + table.fwd_ns(2, 3));
+  // The last layer of stage [0, 2): its saved output (48), the stage's output, stays kept.
+  EXPECT_EQ(recomputed_activations(table, 0, 2, {1}).per_micro_batch_bytes, 200 + 80 - 80 + 48);
 }
 
 TEST(PartialCheckpointTest, MatchesTheDefinitionForEverySetOnRandomLayers) {
@@ -89,24 +93,27 @@ TEST(PartialCheckpointTest, MatchesTheDefinitionForEverySetOnRandomLayers) {
   }
 }
 
-// Freed bytes per forward ms: layer 2 (112 / 1 ms), then layers 0 (160 / 2 ms) and 1 (320 /
-// 4 ms), tied, by index. Under gpipe with m = 4, recomputing layer 2 saves 4 · 112 − 128 = 320
-// bytes and adding layer 0 another 4 · 80 − 200 = 120.
+// Freed bytes per forward ms: layers 0 (160 / 2 ms) and 1 (320 / 4 ms), tied, by index; never
+// layer 2, the model's last (its profile holds the loss). Under gpipe with m = 4, recomputing
+// layer 0 saves 4 · 80 − 200 = 120 bytes, adding layer 1 another 4 · 272 − 320 = 768.
 TEST(PartialCheckpointTest, TakesTheFewestLayersThatFitBestFirst) {
   const Profile profile = testing::three_layer_profile();
   const LayerTable table(profile, /*micro_batch_size=*/2, OptimizerKind::kSgd);
-  EXPECT_EQ(recompute_order(table, 0, 3), (std::vector<int>{2, 0, 1}));
+  EXPECT_EQ(recompute_order(table, 0, 3), (std::vector<int>{0, 1}));
   const MemorySettings settings = gpipe_settings(/*num_micro_batches=*/4);
   const int64_t plain = stage_memory(table, settings, 0, 0, 3, false).total_bytes;
-  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 1), std::vector<int>{2});
-  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 320), std::vector<int>{2});
-  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 321),
-            (std::vector<int>{0, 2}));
-  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 440),
-            (std::vector<int>{0, 2}));
-  // Recomputing all three is checkpointing the stage: not offered.
-  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 441), std::nullopt);
-  EXPECT_EQ(stage_memory(table, settings, 0, 0, 3, false, {0, 2}).total_bytes, plain - 440);
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 1), std::vector<int>{0});
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 120), std::vector<int>{0});
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 121),
+            (std::vector<int>{0, 1}));
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 888),
+            (std::vector<int>{0, 1}));
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 889), std::nullopt);
+  EXPECT_EQ(stage_memory(table, settings, 0, 0, 3, false, {0, 1}).total_bytes, plain - 888);
+  // Layers 0 and 1 alone: recomputing both is checkpointing the stage, not offered.
+  const int64_t pair = stage_memory(table, settings, 0, 0, 2, false).total_bytes;
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 2, pair - 120), std::vector<int>{0});
+  EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 2, pair - 121), std::nullopt);
 }
 
 PlanningContext one_device(const Profile& profile, int64_t memory_bytes) {
@@ -119,9 +126,9 @@ PlanningContext one_device(const Profile& profile, int64_t memory_bytes) {
   return context;
 }
 
-// A device 1 byte short of the plain stage: the search recomputes layer 2 alone, which costs
-// its forward (1 ms at b = 2) per micro-batch instead of the whole forward (7 ms) and lowers
-// the peak by 320 bytes; the plan says so and validates.
+// A device 1 byte short of the plain stage: the search recomputes layer 0 alone, which costs
+// its forward (2 ms at b = 2) per micro-batch instead of the whole forward (7 ms) and lowers
+// the peak by 120 bytes; the plan says so and validates.
 TEST(PartialCheckpointTest, TheSearchRecomputesTheFewestLayersInsteadOfTheWholeStage) {
   const Profile profile = testing::three_layer_profile();
   SearchOptions options;
@@ -140,13 +147,13 @@ TEST(PartialCheckpointTest, TheSearchRecomputesTheFewestLayersInsteadOfTheWholeS
   EXPECT_NO_THROW(best.validate("plan.json"));
   ASSERT_EQ(best.stages.size(), 1u);
   EXPECT_FALSE(best.stages[0].checkpoint);
-  EXPECT_EQ(best.stages[0].recompute_layers, std::vector<int>{2});
+  EXPECT_EQ(best.stages[0].recompute_layers, std::vector<int>{0});
   const StagePrediction& stage = best.predictions.stages[0];
-  EXPECT_DOUBLE_EQ(stage.recompute_ms, 1.0);
-  EXPECT_EQ(stage.peak_memory_bytes, plain_bytes - 320);
+  EXPECT_DOUBLE_EQ(stage.recompute_ms, 2.0);
+  EXPECT_EQ(stage.peak_memory_bytes, plain_bytes - 120);
   EXPECT_NEAR(best.predictions.iteration_ms,
-              unconstrained.predictions.iteration_ms + best.num_micro_batches * 1.0, 1e-6);
-  EXPECT_NE(plan_configuration(best).find("stages 0:3r2"), std::string::npos)
+              unconstrained.predictions.iteration_ms + best.num_micro_batches * 2.0, 1e-6);
+  EXPECT_NE(plan_configuration(best).find("stages 0:3r0"), std::string::npos)
       << plan_configuration(best);
   // The whole stage checkpointed is slower, so it ranks after.
   for (size_t idx = 1; idx < tight.plans.size(); ++idx)
