@@ -15,15 +15,16 @@ struct RecomputedLayer : torch::CustomClassHolder {
   bool input_needs_gradient = false;  ///< the forward's input required a gradient
   torch::Tensor leaf;    ///< after recompute(): the recompute's input, `input` as a graph leaf
   torch::Tensor output;  ///< after recompute(): the recompute's output, its backward's root
-  std::vector<torch::Tensor> parameters;  ///< the layer's, whose gradients its backward returns
 };
 
 /// Runs `layer` on `input` without recording its graph, keeping only `input` in `slot`, and
 /// returns its output attached to the autograd graph through one node. That node's backward
-/// needs the graph recompute_layer(...) rebuilds: it differentiates it from the output's
-/// gradient and returns the input's and the parameters' gradients (the engine accumulates the
-/// latter as in any backward), then frees the slot's tensors. The random numbers are the caller's: it seeds
-/// the generators before this and before recompute_layer alike.
+/// needs the graph recompute_layer(...) rebuilds: it runs it from the output's gradient (the
+/// layer's parameters' gradients accumulate into their .grad as in any backward), returns the
+/// input's gradient and frees the slot's tensors. A parameter the layer shares with another
+/// layer of the stage would be accumulated twice in one backward (StageRuntime refuses it). The
+/// random numbers are the caller's: it seeds the generators before this and before recompute_layer
+/// alike.
 torch::Tensor forward_keeping_input(models::Layer& layer, const torch::Tensor& input,
                                     const c10::intrusive_ptr<RecomputedLayer>& slot);
 

@@ -89,6 +89,29 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
   }
   flatten_parameters();
   find_tied_gradients();
+  check_recomputed_ties(plan);
+}
+
+// A recomputed layer accumulates its parameters' gradients in its own backward: one it shares
+// with another layer of the rank would be accumulated twice in one backward, and the overlapped
+// all-reduce, counting accumulations, would start its bucket early.
+void StageRuntime::check_recomputed_ties(const Plan& plan) const {
+  for (const models::TiedParameter& tie : model_.ties) {
+    std::vector<const models::TiedParameter::User*> here;
+    for (const models::TiedParameter::User& user : tie.users)
+      if (position_of(layer_indices_, user.layer) >= 0) here.push_back(&user);
+    if (here.size() < 2) continue;
+    for (const StagePlan& range : plan.stages)
+      for (int layer_idx : range.recompute_layers)
+        for (const models::TiedParameter::User* user : here)
+          PIPEPLAN_CHECK(user->layer != layer_idx, "stages[", &range - plan.stages.data(),
+                         "].recompute_layers: layer ", layer_idx, " shares its parameter ",
+                         quote(user->name), " with layer ",
+                         (here.front() == user ? here.back() : here.front())->layer,
+                         " of the same stage: expected layers that share no parameter with "
+                         "another layer of their stage (its gradient would be accumulated twice "
+                         "in one backward)");
+  }
 }
 
 // A parameter tied between layers of one chunk is one tensor (build_layers shares it); between

@@ -187,6 +187,8 @@ class StageRuntime {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> tied_copies() const;
   void flatten_parameters();
   void find_tied_gradients();
+  // Refuses a recomputed layer sharing a parameter with another layer of this rank.
+  void check_recomputed_ties(const Plan& plan) const;
 
   const models::Model& model_;
   int stage_idx_;

@@ -156,6 +156,8 @@ class LayerTable {
   }
   /// Buffer bytes (e.g. batch-norm statistics) of the stage's layers.
   int64_t buffer_bytes(int first, int last) const { return buffers_[last] - buffers_[first]; }
+  /// The profile's tied parameters (TiedProfile: the layers sharing each).
+  const std::vector<TiedProfile>& ties() const { return ties_; }
   /// A_s(b): Σ retained_bytes − Σ over internal boundaries i of
   /// min(saved_output_bytes[i], saved_input_bytes[i+1]) (storage counted by both layers).
   int64_t retained_bytes(int first, int last) const {

@@ -88,7 +88,17 @@ std::vector<int> recompute_order(const LayerTable& table, int first, int last) {
   // Not the model's last layer: its profile includes the loss, whose graph the executor keeps
   // outside the recomputed layer, so recomputing it frees less than its retained bytes say.
   const int end = std::min(last, table.num_layers() - 1);
+  // Nor a layer sharing a parameter with another of the stage, which the executor refuses.
+  std::vector<bool> shares(static_cast<size_t>(last - first));
+  for (const TiedProfile& tie : table.ties()) {
+    const auto within = std::count_if(tie.layers.begin(), tie.layers.end(),
+                                      [&](int layer) { return layer >= first && layer < last; });
+    if (within < 2) continue;
+    for (int layer : tie.layers)
+      if (layer >= first && layer < last) shares[static_cast<size_t>(layer - first)] = true;
+  }
   for (int layer_idx = first; layer_idx < end; ++layer_idx) {
+    if (shares[static_cast<size_t>(layer_idx - first)]) continue;
     const int64_t freed = table.layer(layer_idx).retained_bytes - table.boundary_bytes(layer_idx);
     if (freed <= 0) continue;
     // A layer too fast to time frees its bytes for nothing: it comes first.

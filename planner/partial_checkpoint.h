@@ -40,7 +40,8 @@ int64_t recompute_ns(const LayerTable& table, const std::vector<int>& recomputed
 /// The layers of [first, last) worth recomputing, best first: those whose retained bytes exceed
 /// their input (recomputing them frees something), by (retained_i − X_i) / fwd_i descending;
 /// ties by layer index. Never the model's last layer, whose profile includes the loss that the
-/// executor keeps beside it.
+/// executor keeps beside it, nor a layer sharing a parameter with another layer of the range
+/// (the executor refuses it: its gradient would be accumulated twice in one backward).
 std::vector<int> recompute_order(const LayerTable& table, int first, int last);
 
 /// The fewest layers in recompute_order's order whose recompute makes stage `stage_idx`

@@ -273,25 +273,30 @@ TEST_F(TorchScriptTrainTest, SerialTiedGptTrainsAlikeWithZero1AndOverlap) {
                          final_parameters(whole, 1, /*step=*/3), "tied_gpt parameters");
 }
 
-// The tied weight used by the embedding and by the head, which the stage recomputes, with two
-// replicas overlapping one bucket's all-reduce with the backward: the recomputed head returns its
-// use of the weight to the engine, which sums both uses into one accumulation, so the bucket
-// starts once every gradient is in; the same losses and parameters as one process.
-TEST_F(TorchScriptTrainTest, SerialTiedGptRecomputingTheHeadTrainsAlikeWithOverlap) {
+// The tied weight used by the embedding and by the head: a stage holding both may not recompute
+// either (the recompute's backward would accumulate the weight's gradient apart from the other
+// use); refused in one line naming both layers, while recomputing a block of it trains alike.
+TEST_F(TorchScriptTrainTest, SerialTiedGptRefusesRecomputingALayerThatSharesItsWeight) {
   TestPlanSpec spec;
   spec.model = file("tied_gpt.pt");
   const TrainRun whole = train_new(make_test_plan(spec), "whole", /*steps=*/3);
   expect_success(whole.exits);
+  spec.recompute_positions = {{6}};
+  const TrainRun refused = train_new(make_test_plan(spec), "recompute-head", /*steps=*/3);
+  ASSERT_EQ(refused.exits.size(), 1u);
+  expect_one_line_error(refused.exits[0], 2,
+                        "stages[0].recompute_layers: layer 6 shares its parameter");
+  EXPECT_NE(refused.exits[0].stderr_text.find("with layer 0 of the same stage"), std::string::npos)
+      << refused.exits[0].stderr_text;
   spec.dp = 2;
   spec.num_micro_batches /= 2;
-  spec.recompute_positions = {{6}};
+  spec.recompute_positions = {{2}};
   Plan plan = make_test_plan(spec);
   plan.data_parallel = {/*overlap=*/true, kDefaultBucketBytes, /*zero=*/0};
-  const TrainRun split = train_new(plan, "recompute-head", /*steps=*/3);
+  const TrainRun split = train_new(plan, "recompute-block", /*steps=*/3);
   expect_success(split.exits);
-  ASSERT_EQ(step_losses(whole.log).size(), 3u);
   expect_same_losses(step_losses(split.log), step_losses(whole.log), kLossRelativeTolerance,
-                     "tied_gpt dp=2 head recomputed");
+                     "tied_gpt dp=2 block recomputed");
   expect_same_parameters(final_parameters(split, 1, /*step=*/3),
                          final_parameters(whole, 1, /*step=*/3), "tied_gpt parameters");
 }

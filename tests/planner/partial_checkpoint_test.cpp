@@ -110,6 +110,12 @@ TEST(PartialCheckpointTest, TakesTheFewestLayersThatFitBestFirst) {
             (std::vector<int>{0, 1}));
   EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 3, plain - 889), std::nullopt);
   EXPECT_EQ(stage_memory(table, settings, 0, 0, 3, false, {0, 1}).total_bytes, plain - 888);
+  // A parameter layers 0 and 1 share: neither is recomputed where both are in the stage.
+  Profile tied = testing::three_layer_profile();
+  tied.ties = {TiedProfile{{0, 1}, /*param_count=*/100}};
+  const LayerTable tied_table(tied, /*micro_batch_size=*/2, OptimizerKind::kSgd);
+  EXPECT_EQ(recompute_order(tied_table, 0, 3), std::vector<int>{});
+  EXPECT_EQ(recompute_order(tied_table, 1, 3), std::vector<int>{1});
   // Layers 0 and 1 alone: recomputing both is checkpointing the stage, not offered.
   const int64_t pair = stage_memory(table, settings, 0, 0, 2, false).total_bytes;
   EXPECT_EQ(fewest_recomputed_layers(table, settings, 0, 0, 2, pair - 120), std::vector<int>{0});
