@@ -39,11 +39,9 @@ struct Scenario {
 
 std::string split_of(const Plan& plan) {
   std::string text;
-  for (const StagePlan& stage : plan.stages) {
-    text += detail::concat(text.empty() ? "" : ",", stage.last, stage.checkpoint ? "c" : "");
-    for (size_t idx = 0; idx < stage.recompute_layers.size(); ++idx)  // partial: "r3.5"
-      text += detail::concat(idx == 0 ? "r" : ".", stage.recompute_layers[idx]);
-  }
+  for (const StagePlan& stage : plan.stages)
+    text += detail::concat(text.empty() ? "" : ",", stage.last, stage.checkpoint ? "c" : "",
+                           recompute_marker(stage.recompute_layers));
   return text;
 }
 

@@ -1,7 +1,6 @@
 // The autograd node of a layer recomputed on its own (partial checkpointing).
 #include "executor/layer_recompute.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "common/error.h"
@@ -54,12 +53,7 @@ torch::Tensor forward_keeping_input(models::Layer& layer, const torch::Tensor& i
   slot->input_needs_gradient = input.requires_grad();
   const torch::Tensor anchor =
       torch::empty({0}, input.options().dtype(torch::kFloat32).requires_grad(true));
-  torch::Tensor output = RecomputedLayerFunction::apply(input, anchor, slot, &layer);
-  // Autocast caches its low-precision copies of the weights whatever the grad mode: a weight this
-  // layer shares with a later one, cast here without a graph, would reach that layer without
-  // one (pytorch #112583).
-  at::autocast::clear_cache();
-  return output;
+  return RecomputedLayerFunction::apply(input, anchor, slot, &layer);
 }
 
 void recompute_layer(models::Layer& layer, RecomputedLayer& slot) {

@@ -22,7 +22,9 @@ struct RecomputedLayer : torch::CustomClassHolder {
 /// needs the graph recompute_layer(...) rebuilds: it runs it from the output's gradient (the
 /// layer's parameters' gradients accumulate into their .grad as in any backward), returns the
 /// input's gradient and frees the slot's tensors. A parameter the layer shares with another
-/// layer of the stage would be accumulated twice in one backward (StageRuntime refuses it). The
+/// layer of the stage would be accumulated twice in one backward, and under autocast its
+/// low-precision copy, cached here without a graph, would reach that layer without one
+/// (pytorch #112583): StageRuntime refuses such plans. The
 /// random numbers are the caller's: it seeds the generators before this and before recompute_layer
 /// alike.
 torch::Tensor forward_keeping_input(models::Layer& layer, const torch::Tensor& input,

@@ -128,9 +128,7 @@ void stage_rows(std::string* out, const StageComparison& s, size_t stage_idx) {
     for (const auto& [first, last] : s.chunks)
       layers += detail::concat(layers.empty() ? "" : "+", "[", first, ",", last, ")");
   }
-  // Partial checkpointing: the layers recomputed, as plan_configuration writes them ("r2.4").
-  for (size_t idx = 0; idx < s.recompute_layers.size(); ++idx)
-    layers += detail::concat(idx == 0 ? " r" : ".", s.recompute_layers[idx]);
+  if (!s.recompute_layers.empty()) layers += " " + recompute_marker(s.recompute_layers);
   row(out, label, "peak memory " + layers,
       format_size(static_cast<int64_t>(s.peak_memory_bytes.predicted)),
       format_size(static_cast<int64_t>(s.peak_memory_bytes.measured)),

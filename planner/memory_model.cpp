@@ -76,10 +76,7 @@ MemoryTerms stage_memory(const LayerTable& table, const MemorySettings& settings
   if (!recomputed.empty()) {
     PIPEPLAN_ASSERT(!checkpoint && deferred == 0,
                     "partial checkpointing of a checkpointed or zb-h1 stage");
-    const RecomputedActivations partial = recomputed_activations(table, first, last, recomputed);
-    terms.activation_bytes_per_micro_batch = partial.per_micro_batch_bytes;
-    terms.activations_bytes = terms.in_flight * terms.activation_bytes_per_micro_batch;
-    terms.recompute_bytes = partial.recompute_bytes;
+    set_recomputed_terms(recomputed_activations(table, first, last, recomputed), &terms);
   }
   terms.deferred_gradients_bytes = deferred_gradient_bytes(table, settings, stage_idx, first, last);
   terms.transient_bytes = table.transient_bytes(first, last);

@@ -66,6 +66,12 @@ class RecomputeSet {
 
 }  // namespace
 
+void set_recomputed_terms(const RecomputedActivations& kept, MemoryTerms* terms) {
+  terms->activation_bytes_per_micro_batch = kept.per_micro_batch_bytes;
+  terms->activations_bytes = terms->in_flight * kept.per_micro_batch_bytes;
+  terms->recompute_bytes = kept.recompute_bytes;
+}
+
 RecomputedActivations recomputed_activations(const LayerTable& table, int first, int last,
                                              const std::vector<int>& recomputed) {
   RecomputeSet set(table, first, last);
@@ -127,9 +133,7 @@ std::optional<std::vector<int>> fewest_recomputed_layers(const LayerTable& table
   for (size_t count = 1; count <= most; ++count) {
     set.add(order[count - 1]);
     MemoryTerms terms = plain;
-    terms.activation_bytes_per_micro_batch = set.bytes().per_micro_batch_bytes;
-    terms.activations_bytes = terms.in_flight * terms.activation_bytes_per_micro_batch;
-    terms.recompute_bytes = set.bytes().recompute_bytes;
+    set_recomputed_terms(set.bytes(), &terms);
     if (terms.sum_of_terms() > device_memory_bytes) continue;
     std::vector<int> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(count));
     std::sort(chosen.begin(), chosen.end());

@@ -29,6 +29,10 @@ struct RecomputedActivations {
   int64_t recompute_bytes = 0;
 };
 
+/// Puts `kept` into the terms of a stage that recomputes some of its layers: the activations per
+/// micro-batch, their ℓ_s in flight and the recompute (total_bytes left to the caller).
+void set_recomputed_terms(const RecomputedActivations& kept, MemoryTerms* terms);
+
 /// RecomputedActivations of layers [first, last) with `recomputed` (in any order, each once;
 /// empty: A_s(b) and 0).
 RecomputedActivations recomputed_activations(const LayerTable& table, int first, int last,

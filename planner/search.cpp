@@ -548,12 +548,10 @@ class Search {
     std::string key = detail::concat(c.dp, "/", c.pp, "/", c.micro_batch_size, "/",
                                      to_string(c.schedule), "/", c.virtual_stages, "/",
                                      to_string(c.layout), "/z", c.zero, "/");
-    for (size_t idx = 0; idx < split.boundaries.size(); ++idx) {
+    for (size_t idx = 0; idx < split.boundaries.size(); ++idx)
       key += detail::concat(split.boundaries[idx],
-                            idx < split.checkpoint.size() && split.checkpoint[idx] ? "c" : "");
-      for (int layer : split.recomputed_of(idx)) key += detail::concat("r", layer);
-      key += ",";
-    }
+                            idx < split.checkpoint.size() && split.checkpoint[idx] ? "c" : "",
+                            recompute_marker(split.recomputed_of(idx)), ",");
     return key;
   }
 

@@ -81,6 +81,13 @@ OptimizerSettings OptimizerSettings::defaults_for(OptimizerKind kind) {
 
 std::string plan_hash(const Plan& plan) { return content_hash(to_json(plan).dump()); }
 
+std::string recompute_marker(const std::vector<int>& recompute_layers) {
+  std::string text;
+  for (size_t idx = 0; idx < recompute_layers.size(); ++idx)
+    text += detail::concat(idx == 0 ? "r" : ".", recompute_layers[idx]);
+  return text;
+}
+
 std::string plan_configuration(const Plan& plan) {
   std::string text = detail::concat("dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
                                     " m=", plan.num_micro_batches, " ", to_string(plan.schedule),
@@ -91,9 +98,7 @@ std::string plan_configuration(const Plan& plan) {
   for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
     const StagePlan& stage = plan.stages[stage_idx];
     text += detail::concat(stage_idx == 0 ? "" : ",", stage.first, ":", stage.last,
-                           stage.checkpoint ? "c" : "");
-    for (size_t idx = 0; idx < stage.recompute_layers.size(); ++idx)
-      text += detail::concat(idx == 0 ? "r" : ".", stage.recompute_layers[idx]);
+                           stage.checkpoint ? "c" : "", recompute_marker(stage.recompute_layers));
   }
   return text;
 }

@@ -189,6 +189,9 @@ Plan read_plan(const std::string& path);
 void write_plan(const std::string& path, const Plan& plan);
 /// content_hash of the canonical JSON: identifies the plan a run came from.
 std::string plan_hash(const Plan& plan);
+/// Partial checkpointing's marker for a stage's recomputed layers, as plan_configuration and
+/// compare write it: "r3.4" for layers 3 and 4, "" for none.
+std::string recompute_marker(const std::vector<int>& recompute_layers);
 /// The configuration a run depends on, as one line: "dp=1 pp=2 b=4 m=4 1f1b stages
 /// 0:2,2:5c" (c: checkpointed; "2:5r3.4": layers 3 and 4 recomputed). Two plans with equal lines
 /// run the same actions on the same layers.
