@@ -286,8 +286,11 @@ std::string checkpoint_step_dir(const std::string& dir, int64_t step) {
   return (fs::path(dir) / name).string();
 }
 
-std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx) {
-  return (fs::path(checkpoint_step_dir(dir, step)) / ("stage-" + std::to_string(stage_idx) + ".pt"))
+std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx,
+                                  int tp_rank) {
+  const std::string tp = tp_rank > 0 ? "-tp-" + std::to_string(tp_rank) : "";
+  return (fs::path(checkpoint_step_dir(dir, step)) /
+          ("stage-" + std::to_string(stage_idx) + tp + ".pt"))
       .string();
 }
 
@@ -300,18 +303,18 @@ std::string checkpoint_shard_path(const std::string& dir, int64_t step, int stag
 
 std::string save_stage_checkpoint(const std::string& dir, int64_t step,
                                   const std::string& plan_hash, StageRuntime& stage,
-                                  const runtime::FlatOptimizer* optimizer) {
+                                  const runtime::FlatOptimizer* optimizer, int tp_rank) {
   return write_checkpoint_file(
-      dir, checkpoint_stage_path(dir, step, stage.stage()),
+      dir, checkpoint_stage_path(dir, step, stage.stage(), tp_rank),
       [&](auto&& visit) { for_each_checkpoint_tensor(stage, optimizer, visit); },
       FileMeta{plan_hash, stage.stage(), /*replica=*/-1, step});
 }
 
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
                            const std::string& expected_checksum, StageRuntime& stage,
-                           runtime::FlatOptimizer* optimizer) {
+                           runtime::FlatOptimizer* optimizer, int tp_rank) {
   read_checkpoint_file(
-      checkpoint_stage_path(dir, step, stage.stage()),
+      checkpoint_stage_path(dir, step, stage.stage(), tp_rank),
       [&](auto&& visit) { for_each_checkpoint_tensor(stage, optimizer, visit); },
       FileMeta{plan_hash, stage.stage(), /*replica=*/-1, step}, expected_checksum);
 }
@@ -353,6 +356,10 @@ void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest&
     json["zero"] = m.zero;
   }
   if (m.zero == 1) json["shard_checksums"] = m.shard_checksums;
+  if (m.tp > 1) {
+    json["tp"] = m.tp;
+    json["tp_checksums"] = m.tp_checksums;
+  }
   if (!m.model_hash.empty()) {
     json["model_name"] = m.model_name;
     json["model_hash"] = m.model_hash;
@@ -412,6 +419,14 @@ void check_manifest(const JsonReader& r, int64_t step, const CheckpointManifest&
   if (!shards_complete)
     r.fail("shard_checksums", detail::concat("expected ", shard_rows, " rows of dp=", m.dp,
                                              " checksums for zero=", m.zero, kFix));
+  const size_t tp_rows = m.tp > 1 ? static_cast<size_t>(m.pp) : 0;
+  bool tp_complete = m.tp_checksums.size() == tp_rows;
+  for (size_t stage_idx = 0; stage_idx < m.tp_checksums.size() && tp_complete; ++stage_idx)
+    tp_complete = static_cast<int>(m.tp_checksums[stage_idx].size()) == m.tp &&
+                  m.tp_checksums[stage_idx][0] == m.stage_checksums[stage_idx];
+  if (!tp_complete)
+    r.fail("tp_checksums", detail::concat("expected ", tp_rows, " rows of tp=", m.tp,
+                                          " checksums, each row's first the stage's", kFix));
 }
 
 }  // namespace
@@ -452,6 +467,13 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
     for (const Json& row : r.at("shard_checksums"))
       m.shard_checksums.push_back(checksums(r, "shard_checksums", row));
   }
+  if (r.has("tp")) {  // optional: 1 when absent
+    m.tp = r.int_in("tp", 2, kMaxDevices);
+    if (!r.at("tp_checksums").is_array())
+      r.reject("tp_checksums", r.at("tp_checksums"), "expected an array of arrays");
+    for (const Json& row : r.at("tp_checksums"))
+      m.tp_checksums.push_back(checksums(r, "tp_checksums", row));
+  }
   if (r.has("model_hash")) {
     m.model_name = r.string("model_name");
     m.model_hash = r.string("model_hash");
@@ -462,6 +484,10 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
 
 void load_stage_weights_by_name(const std::string& dir, int64_t step,
                                 const CheckpointManifest& manifest, StageRuntime& stage) {
+  PIPEPLAN_CHECK(manifest.tp == 1, "checkpoint ", quote(checkpoint_step_dir(dir, step)),
+                 " was saved with tp=", manifest.tp,
+                 ": each tensor-parallel rank's stage file holds only its shards, and joining "
+                 "them for another split is not built; resume it with its own plan");
   std::vector<torch::serialize::InputArchive> archives(manifest.stage_checksums.size());
   std::vector<std::string> paths;
   for (size_t stage_idx = 0; stage_idx < archives.size(); ++stage_idx) {

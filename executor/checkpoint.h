@@ -4,6 +4,8 @@
 //   DIR/step-00000010/stage-1.pt        ...
 //   DIR/step-00000010/checkpoint.json   written by rank 0 after a barrier: the step is complete
 //   DIR/step-00000010/stage-1-shard-0.pt  ZeRO-1: replica 0 of stage 1's optimizer shard
+//   DIR/step-00000010/stage-1-tp-1.pt     tensor parallelism: tp rank 1 of stage 1 (rank 0's is
+//                                         stage-1.pt)
 //
 // A stage file holds the stage's parameters and buffers per layer ("layer3.fc.weight",
 // "buffer3.running_mean"), the flat optimizer state ("optimizer.momentum", ...) and the plan
@@ -13,8 +15,8 @@
 // manifest holds what every rank needs to continue: the step, the optimizer's step count, the fp16
 // loss scale, the last loss, the test accuracies so far, every stage file's checksum, and a
 // checksum of itself. Resuming and serving (pipeplan infer) verify all of them, so a flipped
-// byte, a stage file of another step or an edited manifest is refused naming the file. Random numbers need no state: they are
-// derived from (seed, step, micro-batch, layer).
+// byte, a stage file of another step or an edited manifest is refused naming the file. Random
+// numbers need no state: they are derived from (seed, step, micro-batch, layer).
 #pragma once
 
 #include <torch/torch.h>
@@ -54,6 +56,11 @@ struct CheckpointManifest {
   int zero = 0;
   /// ZeRO-1 (zero = 1): per stage, per replica, the checksum of its shard file; else empty.
   std::vector<std::vector<std::string>> shard_checksums;
+  /// Tensor parallelism (optional keys, written when tp > 1): the group size the stage files
+  /// were cut for (1 when absent), and per stage the checksum of each tp rank's file (rank 0's
+  /// is stage_checksums' entry).
+  int tp = 1;
+  std::vector<std::vector<std::string>> tp_checksums;
   /// The model's name and content hash (ModelRef: name and configuration) the weights belong
   /// to (optional keys; "" in manifests from before they were written).
   std::string model_name;
@@ -62,8 +69,9 @@ struct CheckpointManifest {
 
 /// "DIR/step-00000010".
 std::string checkpoint_step_dir(const std::string& dir, int64_t step);
-/// "DIR/step-00000010/stage-1.pt".
-std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx);
+/// "DIR/step-00000010/stage-1.pt"; of tensor-parallel rank 2 above 0, "stage-1-tp-2.pt".
+std::string checkpoint_stage_path(const std::string& dir, int64_t step, int stage_idx,
+                                  int tp_rank = 0);
 /// "DIR/step-00000010/stage-1-shard-0.pt": replica 0's optimizer shard of stage 1 (ZeRO-1).
 std::string checkpoint_shard_path(const std::string& dir, int64_t step, int stage_idx, int replica);
 
@@ -73,16 +81,18 @@ std::string checkpoint_shard_path(const std::string& dir, int64_t step, int stag
 /// (common/files.h). Returns the checksum of the tensors written, for the manifest. Throws
 /// Error(kRuntime) naming the file and errno when it cannot write (a full disk); the temporary
 /// file is then removed and earlier checkpoints are untouched.
+/// With tensor parallelism each tp rank writes the file of its `tp_rank`: its shards, under the
+/// whole parameters' names.
 std::string save_stage_checkpoint(const std::string& dir, int64_t step,
                                   const std::string& plan_hash, StageRuntime& stage,
-                                  const runtime::FlatOptimizer* optimizer);
+                                  const runtime::FlatOptimizer* optimizer, int tp_rank = 0);
 /// Loads the stage file of `step` into `stage` and `optimizer` (null: no optimizer state) after
 /// checking that it is a regular file (a FIFO would block the load), made for this plan, stage and
 /// step, and that its tensors hash to `expected_checksum` (the manifest's record). Throws
 /// Error(kBadInput) naming the file otherwise, or when it is unreadable or corrupt.
 void load_stage_checkpoint(const std::string& dir, int64_t step, const std::string& plan_hash,
                            const std::string& expected_checksum, StageRuntime& stage,
-                           runtime::FlatOptimizer* optimizer);
+                           runtime::FlatOptimizer* optimizer, int tp_rank = 0);
 /// ZeRO-1: writes (as save_stage_checkpoint does) the state of `optimizer`, replica `replica`'s
 /// shard of stage `stage_idx`, to its shard file; returns the checksum of its tensors.
 std::string save_optimizer_shard(const std::string& dir, int64_t step, const std::string& plan_hash,
@@ -102,7 +112,7 @@ void write_checkpoint_manifest(const std::string& dir, const CheckpointManifest&
 /// corrupt: its checksum does not match (checked first), a value is none a run writes (a step
 /// beyond total_steps, more optimizer or clean steps than steps, a loss scale that is no power of
 /// two, an accuracy outside [0, 1], a checksum of another form), its step is not its folder's,
-/// or it lists no checksum per stage.
+/// or it lists no checksum per stage (and with tp > 1, per stage and tp rank).
 CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step);
 /// The newest step with a manifest in `dir`, or 0 when there is none (or no folder). Entries
 /// that are not "step-" and decimal digits (a stray "step-abc") are ignored.

@@ -205,6 +205,7 @@ struct Comm::Impl {
   std::vector<StartedBucket> buckets;
   int bucket_tag = 0;          // the ring's tags: one per started bucket, the same on every replica
   std::vector<GroupPtr> ties;  // by tie; null where this rank does not sum it
+  GroupPtr tp;                 // the stage's tensor-parallel group; null without one
   int prev_rank = -1;
   int next_rank = -1;
   std::vector<PostedRecv> posted[2];  // [0] activations, [1] gradients
@@ -299,18 +300,22 @@ void Comm::Impl::create_groups(const Plan& plan,
   stage = me.stage;
   virtual_stages = plan.virtual_stages;
   world = make_group("world", env.rank, env.world_size, /*on_host=*/true, kWorldGroupThreads);
-  const std::string replica = "r" + std::to_string(me.replica);
+  // Tensor parallelism: tp rank r's pipeline, replicas and ties are groups of their own.
+  const std::string tp_suffix = plan.tp() > 1 ? "t" + std::to_string(me.tp_rank) : "";
+  const std::string replica = "r" + std::to_string(me.replica) + tp_suffix;
   const bool wraps = plan.virtual_stages > 1;
-  if (me.stage > 0 || wraps) prev_rank = rank_of(plan, (me.stage + pp - 1) % pp, me.replica);
-  if (me.stage < pp - 1 || wraps) next_rank = rank_of(plan, (me.stage + 1) % pp, me.replica);
+  if (me.stage > 0 || wraps)
+    prev_rank = rank_of(plan, (me.stage + pp - 1) % pp, me.replica, me.tp_rank);
+  if (me.stage < pp - 1 || wraps)
+    next_rank = rank_of(plan, (me.stage + 1) % pp, me.replica, me.tp_rank);
   if (me.stage > 0) connect_edge(replica + "/s" + std::to_string(me.stage - 1), true);
   if (me.stage < pp - 1) connect_edge(replica + "/s" + std::to_string(me.stage), false);
   if (wraps && me.stage == 0) connect_edge(replica + "/wrap", true);
   if (wraps && me.stage == pp - 1) connect_edge(replica + "/wrap", false);
   if (plan.dp > 1) {
     dp_size = plan.dp;
-    dp = make_group("dp/s" + std::to_string(me.stage), me.replica, plan.dp, /*on_host=*/false,
-                    kDpGroupThreads);
+    dp = make_group("dp/s" + std::to_string(me.stage) + tp_suffix, me.replica, plan.dp,
+                    /*on_host=*/false, kDpGroupThreads);
     warm_up_all_reduce(dp, "the replicas of stage " + std::to_string(me.stage));
   }
   for (size_t tie = 0; tie < tie_stages.size(); ++tie) {
@@ -322,6 +327,11 @@ void Comm::Impl::create_groups(const Plan& plan,
                              static_cast<int>(mine - stages.begin()),
                              static_cast<int>(stages.size()), /*on_host=*/false, kDpGroupThreads);
     warm_up_all_reduce(ties.back(), "the stages that hold tied parameter " + std::to_string(tie));
+  }
+  if (plan.tp() > 1) {
+    tp = make_group("tp/s" + std::to_string(me.stage) + "r" + std::to_string(me.replica),
+                    me.tp_rank, plan.tp(), /*on_host=*/false, kEdgeGroupThreads);
+    warm_up_all_reduce(tp, "the tensor-parallel group of stage " + std::to_string(me.stage));
   }
 }
 
@@ -489,6 +499,19 @@ void Comm::sum_over_tie(size_t tie, const torch::Tensor& gradient) {
 }
 
 bool Comm::sums_tie(size_t tie) const { return tie < impl_->ties.size() && impl_->ties[tie]; }
+
+void Comm::tp_all_reduce(torch::Tensor& tensor) {
+  Impl& d = *impl_;
+  if (!d.tp) return;
+  PIPEPLAN_ASSERT(tensor.is_contiguous(), "tensor-parallel all-reduce of a strided tensor");
+  std::vector<at::Tensor> tensors{d.stages_via_host() ? tensor.to(torch::kCPU) : tensor};
+  wait_work(d.tp->allreduce(tensors), d.device_wait_timeout(), [&] {
+    return detail::concat("rank ", d.env.rank,
+                          ": summing a split layer's output or gradient "
+                          "over its tensor-parallel group");
+  });
+  if (d.stages_via_host()) tensor.copy_(tensors[0]);
+}
 
 void Comm::start_world_sum(const torch::Tensor& values) {
   Impl& d = *impl_;

@@ -45,9 +45,13 @@ struct LinkTimings {
 ///   dp      the replicas of this rank's stage: the gradient buckets' all-reduces (ZeRO-1:
 ///           reduce-scatters) and ZeRO-1's parameter all-gathers;
 ///   ties    per tied parameter held by several stages, those stages of this replica: the sum
-///           of its gradient.
+///           of its gradient;
+///   tp      with tensor parallelism, the tp ranks running this stage of this replica: the
+///           split layers' all-reduces (models/tensor_parallel.h).
+/// With tensor parallelism each tp rank r of a stage has its own pipeline (the edges to rank r of
+/// the neighbouring stages), dp group (rank r of every replica) and tie groups.
 /// Every group does one tiny operation when created, in an order without cycles (world, the
-/// edges in pipeline order with the wrap edge last, dp, ties in model order), so that lazily
+/// edges in pipeline order with the wrap edge last, dp, ties in model order, tp), so that lazily
 /// initialised NCCL communicators never wait on a peer that is blocked in the schedule. Transfers
 /// of one group are told apart by a tag from the chunk and micro-batch. Not thread-safe.
 class Comm {
@@ -98,6 +102,10 @@ class Comm {
   void sum_over_tie(size_t tie, const torch::Tensor& gradient);
   /// Whether sum_over_tie(tie, ...) sums with other stages here (this stage and another hold it).
   bool sums_tie(size_t tie) const;
+
+  /// Sums `tensor` (contiguous, on this rank's device) in place over this rank's tensor-parallel
+  /// group and waits for it; no-op without tensor parallelism.
+  void tp_all_reduce(torch::Tensor& tensor);
 
   /// Starts summing the CPU float64 tensor `values` element-wise over all ranks, in place.
   /// One sum at a time; every rank must start the same sums in the same order.

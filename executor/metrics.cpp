@@ -332,7 +332,7 @@ Measurements combine_measurements(const Plan& plan, std::vector<RankMeasurement>
     m.allreduce_ms += r.allreduce_ms / static_cast<double>(ranks.size());
     m.optimizer_ms += r.optimizer_ms / static_cast<double>(ranks.size());
     StageMeasurement& s = m.stages.at(static_cast<size_t>(r.stage));
-    s.add(r, 1.0 / plan.dp);
+    s.add(r, 1.0 / (plan.dp * plan.tp()));  // the mean over the stage's ranks
     s.peak_memory_bytes = std::max(s.peak_memory_bytes, r.peak_memory_bytes);
   }
   // One stage is no pipeline: its idle time (waiting at the all-reduce) is no bubble, as in the

@@ -37,13 +37,16 @@ void check_plan_matches_model(const Plan& plan, const models::Model& model,
       ": stages[0].input_sample_shape: ", format_shape(first.input_sample_shape), " ",
       first.input_dtype, " is not the model's input ", format_shape(ref.input_shape), " ",
       ref.input_dtype, "; re-create the plan for this model");
+  models::check_tensor_parallel(model, plan.tp(), document + ": tensor_parallel.tp");
 }
 
 void check_world(const Plan& plan, const RendezvousEnv& env, const std::string& document) {
   const int needed = static_cast<int>(plan.ranks.size());
+  const std::string tp = plan.tp() > 1 ? detail::concat(", tp=", plan.tp()) : std::string();
   PIPEPLAN_CHECK(env.world_size == needed, "WORLD_SIZE=", env.world_size, " but ", document,
-                 " needs dp*pp=", needed, " ranks (dp=", plan.dp, ", pp=", plan.pp, "); start ",
-                 needed, " ranks, e.g. pipeplan launch --nproc ", needed, " -- pipeplan train ...");
+                 " needs ", plan.tp() > 1 ? "dp*tp*pp=" : "dp*pp=", needed, " ranks (dp=", plan.dp,
+                 tp, ", pp=", plan.pp, "); start ", needed, " ranks, e.g. pipeplan launch --nproc ",
+                 needed, " -- pipeplan train ...");
 }
 
 torch::Device rank_device(const Plan& plan, const RendezvousEnv& env, const std::string& document) {

@@ -49,12 +49,16 @@ void RankSession::build_stage() {
   if (device_.is_cuda()) device_guard_.emplace(device_);
   tracker_ = std::make_shared<runtime::MemoryTracker>();
   tracking_ = std::make_unique<runtime::MemoryTrackingScope>(tracker_);
-  stage_ = std::make_unique<StageRuntime>(model_, plan_, stage_idx(), device_, options_.seed);
+  tp_group_ = c10::make_intrusive<models::TensorParallelGroup>(tp_rank(), plan_.tp());
+  stage_ =
+      std::make_unique<StageRuntime>(model_, plan_, stage_idx(), device_, options_.seed, tp_group_);
 }
 
 void RankSession::connect() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
   comm_ = Comm::connect(env_, plan_, device_, timeout, tie_stages(model_, plan_));
+  Comm* comm = comm_.get();
+  tp_group_->set_all_reduce([comm](torch::Tensor& tensor) { comm->tp_all_reduce(tensor); });
 }
 
 void RankSession::start_interpreter(int warmup_steps, std::optional<TrainingParts> training) {
@@ -98,6 +102,7 @@ double RankSession::test_accuracy(int64_t step) {
   stage_->set_training(mode_ == PlanMode::kTraining);
   torch::Tensor counts =
       torch::tensor({static_cast<double>(correct), static_cast<double>(total)}, torch::kFloat64);
+  if (tp_rank() > 0) counts.zero_();  // the group's ranks count the same predictions
   comm_->world_sum(counts);
   return counts[0].item<double>() / std::max(counts[1].item<double>(), 1.0);
 }

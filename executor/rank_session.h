@@ -70,6 +70,8 @@ class RankSession {
   /// This rank's replica in [0, dp) and stage in [0, pp).
   int replica() const { return plan_.ranks[env_.rank].replica; }
   int stage_idx() const { return plan_.ranks[env_.rank].stage; }
+  /// This rank's place in its stage's tensor-parallel group, in [0, tp).
+  int tp_rank() const { return plan_.ranks[env_.rank].tp_rank; }
 
   /// The (input, target) of the samples at `indices` of `split`, on this rank's device.
   std::pair<torch::Tensor, torch::Tensor> load(Split split,
@@ -101,6 +103,9 @@ class RankSession {
   std::shared_ptr<runtime::MemoryTracker> tracker_;
   std::unique_ptr<runtime::MemoryTrackingScope> tracking_;
   std::unique_ptr<StageRuntime> stage_;
+  // This rank's tensor-parallel group: its split layers hold it from build_stage() on; connect()
+  // gives it the group's all-reduce.
+  models::TensorParallelGroupPtr tp_group_;
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<Interpreter> interpreter_;

@@ -54,7 +54,8 @@ std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan&
 }
 
 StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int stage_idx,
-                           const torch::Device& device, uint64_t seed)
+                           const torch::Device& device, uint64_t seed,
+                           const models::TensorParallelGroupPtr& tp_group)
     : model_(model),
       stage_idx_(stage_idx),
       split_backward_(plan.schedule == Schedule::kZeroBubbleH1),
@@ -78,7 +79,8 @@ StageRuntime::StageRuntime(const models::Model& model, const Plan& plan, int sta
     chunk.output_sample_shape = range.output_sample_shape;
     chunk.output_dtype =
         boundary_dtype(range.output_dtype, "stages[" + std::to_string(index) + "].output_dtype");
-    for (models::LayerPtr& layer : models::build_layers(model, range.first, range.last, seed)) {
+    for (models::LayerPtr& layer :
+         models::build_layers(model, range.first, range.last, seed, tp_group)) {
       layer->to(device_);
       layers_.push_back(std::move(layer));
     }

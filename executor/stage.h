@@ -49,9 +49,11 @@ std::vector<std::vector<int>> tie_stages(const models::Model& model, const Plan&
 /// the weights alone. The micro-batch's activations live until its W.
 class StageRuntime {
  public:
-  /// Builds only this stage's layers (build_layers with `seed`, chunk by chunk) on `device`.
+  /// Builds only this stage's layers (build_layers with `seed`, chunk by chunk) on `device`; with
+  /// a tensor-parallel `tp_group` of more than one rank, the shards of the layers that split.
   StageRuntime(const models::Model& model, const Plan& plan, int stage_idx,
-               const torch::Device& device, uint64_t seed);
+               const torch::Device& device, uint64_t seed,
+               const models::TensorParallelGroupPtr& tp_group = {});
 
   /// This pipeline stage's position in [0, pp) and its number of chunks (V; 1 unless
   /// interleaved-1f1b).

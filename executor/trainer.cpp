@@ -78,6 +78,7 @@ class Trainer {
   const Recorder& recorder() const { return session_.recorder(); }
   bool is_rank0() const { return session_.is_rank0(); }
   int replica() const { return session_.replica(); }
+  int tp_rank() const { return session_.tp_rank(); }
   int stage_idx() const { return session_.stage_idx(); }
   // ZeRO-1: each replica steps and checkpoints its own shard of the optimizer state.
   bool sharded() const { return plan_.dp > 1 && plan_.data_parallel.zero == 1; }
@@ -187,9 +188,14 @@ void Trainer::resume() {
       "; resume with the same flags");
   PIPEPLAN_CHECK(m.pp == plan_.pp, where, " has ", m.pp, " stages, this plan ", plan_.pp,
                  "; use its plan or another --checkpoint-dir");
-  load_stage_checkpoint(options_.checkpoint_dir, step, session_.plan_hash(),
-                        m.stage_checksums.at(static_cast<size_t>(stage_idx())), stage(),
-                        sharded() ? nullptr : optimizer_.get());
+  PIPEPLAN_CHECK(m.tp == plan_.tp(), where, " was saved with tp=", m.tp,
+                 ", this plan has tp=", plan_.tp(), "; use its plan or another --checkpoint-dir");
+  const size_t stage_at = static_cast<size_t>(stage_idx());
+  const std::string& checksum = plan_.tp() > 1
+                                    ? m.tp_checksums.at(stage_at).at(static_cast<size_t>(tp_rank()))
+                                    : m.stage_checksums.at(stage_at);
+  load_stage_checkpoint(options_.checkpoint_dir, step, session_.plan_hash(), checksum, stage(),
+                        sharded() ? nullptr : optimizer_.get(), tp_rank());
   if (sharded())
     load_optimizer_shard(
         options_.checkpoint_dir, step, session_.plan_hash(), stage_idx(), replica(),
@@ -259,7 +265,8 @@ void Trainer::run_step(int64_t step) {
   const StepTiming timing = recorder().end_step();
   StepValues values;
   values.step = step;
-  values.loss_sum = outcome.loss_sum;
+  // Every rank of a tensor-parallel group computes the same loss: count it once.
+  values.loss_sum = tp_rank() == 0 ? outcome.loss_sum : 0.0;
   values.loss_finite = outcome.loss_finite;
   values.gradients_finite = outcome.gradients_finite;
   values.iteration_ms = timing.iteration_ms;
@@ -343,10 +350,15 @@ void Trainer::save_checkpoint(int64_t step) {
   flush_reports();
   average_buffers(step);
   const std::string checksum_key = detail::concat("checkpoint/", step, "/stage-");
+  const auto stage_key = [&](int stage, int tp_rank_idx) {
+    return detail::concat(checksum_key, stage, tp_rank_idx > 0 ? "-tp-" : "",
+                          tp_rank_idx > 0 ? std::to_string(tp_rank_idx) : "");
+  };
   if (replica() == 0)
-    comm().store_set(checksum_key + std::to_string(stage_idx()),
-                     save_stage_checkpoint(options_.checkpoint_dir, step, session_.plan_hash(),
-                                           stage(), sharded() ? nullptr : optimizer_.get()));
+    comm().store_set(
+        stage_key(stage_idx(), tp_rank()),
+        save_stage_checkpoint(options_.checkpoint_dir, step, session_.plan_hash(), stage(),
+                              sharded() ? nullptr : optimizer_.get(), tp_rank()));
   const auto shard_key = [&](int stage, int replica_idx) {
     return detail::concat(checksum_key, stage, "-shard-", replica_idx);
   };
@@ -379,7 +391,13 @@ void Trainer::save_checkpoint(int64_t step) {
       m.shard_checksums.back().push_back(comm().store_get(shard_key(stage, replica_idx)));
   }
   for (int stage_idx = 0; stage_idx < plan_.pp; ++stage_idx)
-    m.stage_checksums.push_back(comm().store_get(checksum_key + std::to_string(stage_idx)));
+    m.stage_checksums.push_back(comm().store_get(stage_key(stage_idx, /*tp_rank_idx=*/0)));
+  m.tp = plan_.tp();
+  for (int stage_idx = 0; stage_idx < plan_.pp && m.tp > 1; ++stage_idx) {
+    m.tp_checksums.emplace_back();
+    for (int tp_rank_idx = 0; tp_rank_idx < m.tp; ++tp_rank_idx)
+      m.tp_checksums.back().push_back(comm().store_get(stage_key(stage_idx, tp_rank_idx)));
+  }
   write_checkpoint_manifest(options_.checkpoint_dir, m, kCheckpointsKept);
 }
 

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "models/config.h"
@@ -25,7 +28,8 @@ torch::nn::LayerNorm make_layer_norm(int64_t hidden, BlockInit init) {
 
 }  // namespace
 
-TransformerBlock::TransformerBlock(const BlockShape& shape) : shape_(shape) {
+TransformerBlock::TransformerBlock(const BlockShape& shape, TensorParallelGroupPtr group)
+    : shape_(shape), group_(std::move(group)), local_heads_(shape.heads) {
   PIPEPLAN_ASSERT(shape.heads > 0 && shape.hidden % shape.heads == 0, "hidden ", shape.hidden,
                   " heads ", shape.heads);
   ln_1_ = register_module("ln_1", make_layer_norm(shape.hidden, shape.init));
@@ -35,6 +39,18 @@ TransformerBlock::TransformerBlock(const BlockShape& shape) : shape_(shape) {
   fc1_ = register_module("fc1", make_linear(shape.hidden, shape.mlp_dim));
   fc2_ = register_module("fc2", make_linear(shape.mlp_dim, shape.hidden));
   init_weights();
+  if (group_ && group_->size() > 1) keep_shard();
+}
+
+void TransformerBlock::keep_shard() {
+  const int tp = group_->size();
+  PIPEPLAN_ASSERT(shape_.heads % tp == 0 && shape_.mlp_dim % tp == 0, "heads ", shape_.heads,
+                  " mlp_dim ", shape_.mlp_dim, " tp ", tp);
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters())
+    item.value().set_data(
+        block_parameter_shard(item.key(), item.value(), shape_, group_->rank(), tp).clone());
+  local_heads_ = shape_.heads / tp;
 }
 
 void TransformerBlock::init_weights() {
@@ -61,13 +77,21 @@ void TransformerBlock::init_weights() {
   for (const torch::nn::Linear& fc : {in_proj_, out_proj_, fc1_, fc2_}) init::zeros_(fc->bias);
 }
 
-torch::Tensor TransformerBlock::attention(const torch::Tensor& input) {
+torch::Tensor TransformerBlock::row_parallel(const torch::Tensor& input,
+                                             torch::nn::Linear& linear) {
+  if (!group_ || group_->size() == 1) return linear->forward(input);
+  return reduce_from_tensor_parallel(torch::linear(input, linear->weight), group_) + linear->bias;
+}
+
+torch::Tensor TransformerBlock::attention(const torch::Tensor& normalised) {
+  const torch::Tensor input = group_ ? copy_to_tensor_parallel(normalised, group_) : normalised;
   const int64_t batch = input.size(0);
   const int64_t tokens = input.size(1);
   const int64_t head_dim = shape_.hidden / shape_.heads;
-  // [B, T, 3h] -> [3, B, heads, T, head_dim]: q, k, v are consecutive h-wide slices of in_proj.
+  // [B, T, 3h] -> [3, B, heads, T, head_dim]: q, k, v are consecutive h-wide slices of in_proj
+  // (of this rank's heads when split).
   const torch::Tensor qkv = in_proj_->forward(input)
-                                .view({batch, tokens, 3, shape_.heads, head_dim})
+                                .view({batch, tokens, 3, local_heads_, head_dim})
                                 .permute({2, 0, 3, 1, 4});
   const torch::Tensor query = qkv[0] * (1.0 / std::sqrt(static_cast<double>(head_dim)));
   torch::Tensor scores = torch::matmul(query, qkv[1].transpose(-2, -1));  // [B, heads, T, T]
@@ -77,12 +101,40 @@ torch::Tensor TransformerBlock::attention(const torch::Tensor& input) {
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
   const torch::Tensor mixed = torch::matmul(torch::softmax(scores, -1), qkv[2]);
-  return out_proj_->forward(mixed.transpose(1, 2).reshape({batch, tokens, shape_.hidden}));
+  return row_parallel(mixed.transpose(1, 2).reshape({batch, tokens, local_heads_ * head_dim}),
+                      out_proj_);
+}
+
+torch::Tensor TransformerBlock::mlp(const torch::Tensor& normalised) {
+  const torch::Tensor input = group_ ? copy_to_tensor_parallel(normalised, group_) : normalised;
+  return row_parallel(torch::gelu(fc1_->forward(input)), fc2_);
 }
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& input) {
   const torch::Tensor attended = input + attention(ln_1_->forward(input));
-  return attended + fc2_->forward(torch::gelu(fc1_->forward(ln_2_->forward(attended))));
+  return attended + mlp(ln_2_->forward(attended));
+}
+
+torch::Tensor block_parameter_shard(const std::string& name, const torch::Tensor& whole,
+                                    const BlockShape& shape, int tp_rank, int tp) {
+  PIPEPLAN_ASSERT(
+      tp >= 1 && tp_rank >= 0 && tp_rank < tp && shape.heads % tp == 0 && shape.mlp_dim % tp == 0,
+      "shard ", tp_rank, " of ", tp);
+  const int64_t heads = shape.heads / tp;
+  const int64_t head_dim = shape.hidden / shape.heads;
+  const int64_t width = shape.mlp_dim / tp;
+  if (name == "in_proj.weight" || name == "in_proj.bias") {
+    // Rows [3, heads, head_dim]: this rank's heads of each of q, k and v.
+    const torch::Tensor split = whole.view({3, shape.heads, head_dim, -1});
+    return split.narrow(1, tp_rank * heads, heads)
+        .reshape(whole.dim() == 1 ? std::vector<int64_t>{3 * heads * head_dim}
+                                  : std::vector<int64_t>{3 * heads * head_dim, shape.hidden});
+  }
+  if (name == "out_proj.weight")
+    return whole.narrow(1, tp_rank * heads * head_dim, heads * head_dim);
+  if (name == "fc1.weight" || name == "fc1.bias") return whole.narrow(0, tp_rank * width, width);
+  if (name == "fc2.weight") return whole.narrow(1, tp_rank * width, width);
+  return whole;  // layer norms, out_proj.bias, fc2.bias
 }
 
 int64_t transformer_block_param_count(int64_t hidden, int64_t mlp_dim) {
@@ -98,6 +150,10 @@ LayerSpec transformer_block_spec(int64_t block_idx, const BlockShape& shape) {
   spec.kind = "block";
   spec.param_count = transformer_block_param_count(shape.hidden, shape.mlp_dim);
   spec.build = [shape] { return std::make_shared<TransformerBlock>(shape); };
+  spec.tp_divides = {{"heads", shape.heads}, {"mlp_dim", shape.mlp_dim}};
+  spec.build_shard = [shape](const TensorParallelGroupPtr& group) {
+    return std::make_shared<TransformerBlock>(shape, group);
+  };
   return spec;
 }
 

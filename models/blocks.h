@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "models/model.h"
+#include "models/tensor_parallel.h"
 
 namespace pipeplan::models {
 
@@ -30,18 +31,32 @@ struct BlockShape {
 /// Pre-LN transformer block on [B, T, hidden]: x + out_proj(attention(in_proj(ln_1(x)))), then
 /// x + fc2(gelu(fc1(ln_2(x)))). Attention is written out as matmuls (LibTorch 1.13 has no
 /// scaled_dot_product_attention); in_proj holds q, k and v as torchvision's MultiheadAttention.
+///
+/// Split over a tensor-parallel group of t ranks (Megatron-LM), rank r holds heads
+/// [r·heads/t, (r+1)·heads/t) of q, k and v (in_proj's rows, column-parallel) and the matching
+/// columns of out_proj (row-parallel), and rows [r·mlp_dim/t, ...) of fc1 with the matching
+/// columns of fc2; the layer norms and the biases of out_proj and fc2 stay whole. Each half of
+/// the block runs f (models/tensor_parallel.h) on its normalised input and g on the row-parallel
+/// product before the whole bias: two all-reduces in the forward, two in the backward.
 class TransformerBlock : public Layer {
  public:
-  /// Builds and initialises the block as `shape.init` says.
-  explicit TransformerBlock(const BlockShape& shape);
+  /// Builds and initialises the block as `shape.init` says; with a `group` of more than one
+  /// rank, keeps only that rank's shard of the whole block's initial weights.
+  explicit TransformerBlock(const BlockShape& shape, TensorParallelGroupPtr group = {});
   /// [B, T, hidden] -> [B, T, hidden]; T may be any length (no positional state here).
   torch::Tensor forward(const torch::Tensor& input) override;
 
  private:
   torch::Tensor attention(const torch::Tensor& input);
+  torch::Tensor mlp(const torch::Tensor& input);
+  // `linear`'s product, summed over the group (when split) before its whole bias.
+  torch::Tensor row_parallel(const torch::Tensor& input, torch::nn::Linear& linear);
   void init_weights();
+  void keep_shard();
 
   BlockShape shape_;
+  TensorParallelGroupPtr group_;  // null or of size 1: whole
+  int64_t local_heads_ = 0;       // heads of this rank's shard
   torch::nn::LayerNorm ln_1_{nullptr};
   torch::nn::Linear in_proj_{nullptr};
   torch::nn::Linear out_proj_{nullptr};
@@ -54,7 +69,14 @@ class TransformerBlock : public Layer {
 /// out_proj (h·h + h), MLP (h·m + m + m·h + h).
 int64_t transformer_block_param_count(int64_t hidden, int64_t mlp_dim);
 
-/// LayerSpec "block<block_idx>" of kind "block" that builds a TransformerBlock of `shape`.
+/// The part of the whole block's parameter `name` ("in_proj.weight", ...) that member
+/// `tp_rank` of a tensor-parallel group of `tp` holds (a view of `whole`; `whole` itself for
+/// the parameters that stay whole). tp must divide shape.heads and shape.mlp_dim.
+torch::Tensor block_parameter_shard(const std::string& name, const torch::Tensor& whole,
+                                    const BlockShape& shape, int tp_rank, int tp);
+
+/// LayerSpec "block<block_idx>" of kind "block" that builds a TransformerBlock of `shape`, whole
+/// or (build_shard) split by heads and MLP width.
 LayerSpec transformer_block_spec(int64_t block_idx, const BlockShape& shape);
 
 /// Appends the `layers` transformer blocks of a checked GPT or ViT `config` (hidden, heads,

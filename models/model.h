@@ -11,6 +11,7 @@
 
 #include "common/json.h"
 #include "common/model_ref.h"
+#include "models/tensor_parallel.h"
 
 namespace pipeplan::models {
 
@@ -59,6 +60,13 @@ struct LayerSpec {
   /// The live set after the layer, when known before building (TorchScript models; checked by
   /// a forward when the model is made); empty for zoo models, whose profile records it.
   std::vector<LiveTensor> live_out = {};
+  /// Tensor parallelism: what a group's size must divide for the layer to split ({"heads", 12},
+  /// {"mlp_dim", 3072}); empty where the layer runs whole on every rank of its group.
+  std::vector<std::pair<std::string, int64_t>> tp_divides = {};
+  /// Builds the layer's shard for `group`'s rank: initialised whole from the global torch RNG
+  /// as `build` does, then sliced, so that the shards together hold one process's weights.
+  /// Unset where the layer does not split.
+  std::function<LayerPtr(const TensorParallelGroupPtr& group)> build_shard = {};
 };
 
 /// A parameter several layers use (tied weights: a GPT's token embedding and its output head).
@@ -113,7 +121,15 @@ int64_t parameter_count(const Model& model);
 /// Builds layers [first, last). Layer i's parameters and buffers depend only on (seed, i), not on
 /// the range it is built in. Reseeds the global torch RNG before each layer. A TorchScript
 /// model's weights come from its file whatever the seed; only [first, last) stay in memory.
-std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed);
+/// With a tensor-parallel `group` of more than one rank, each layer that splits is built as its
+/// shard (LayerSpec::build_shard), the others whole.
+std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed,
+                                   const TensorParallelGroupPtr& group = {});
+
+/// Checks that a tensor-parallel group of `tp` ranks can split every layer of `model` that
+/// splits (LayerSpec::tp_divides); throws Error(kBadInput) "<field>: <tp>: ..." naming the layer
+/// and the count it does not divide.
+void check_tensor_parallel(const Model& model, int tp, const std::string& field);
 
 /// Runs `layers` one after another.
 torch::Tensor forward_layers(const std::vector<LayerPtr>& layers, torch::Tensor input);

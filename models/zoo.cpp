@@ -75,16 +75,27 @@ int64_t parameter_count(const Model& model) {
   return total;
 }
 
-std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed) {
+std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint64_t seed,
+                                   const TensorParallelGroupPtr& group) {
   PIPEPLAN_ASSERT(0 <= first && first <= last && last <= static_cast<int>(model.layers.size()),
                   "layer range [", first, ", ", last, ")");
   if (model.build_range) return model.build_range(first, last);
   std::vector<LayerPtr> layers;
   for (int layer_idx = first; layer_idx < last; ++layer_idx) {
     torch::manual_seed(mix_seed(seed, static_cast<uint64_t>(layer_idx)));
-    layers.push_back(model.layers[layer_idx].build());
+    const LayerSpec& spec = model.layers[layer_idx];
+    const bool shard = group && group->size() > 1 && spec.build_shard;
+    layers.push_back(shard ? spec.build_shard(group) : spec.build());
   }
   return layers;
+}
+
+void check_tensor_parallel(const Model& model, int tp, const std::string& field) {
+  for (const LayerSpec& spec : model.layers)
+    for (const auto& [what, count] : spec.tp_divides)
+      PIPEPLAN_CHECK(count % tp == 0, field, ": ", tp, ": does not divide ", what, " = ", count,
+                     " of layer ", quote(spec.name), " of model ", quote(model.name),
+                     "; expected a divisor of ", count, " (the layer splits by its ", what, ")");
 }
 
 torch::Tensor forward_layers(const std::vector<LayerPtr>& layers, torch::Tensor input) {

@@ -110,8 +110,9 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
   // The configuration first: a message naming what differs says more than a hash does.
   const std::string of_plan = detail::concat(" of ", quote(plan_path), " (", plan_configuration(plan),
                                              "): the run ran another configuration");
-  PIPEPLAN_CHECK(run.world_size == plan.dp * plan.pp, run_path, ": world_size: ", run.world_size,
-                 ": expected dp*pp = ", plan.dp * plan.pp, of_plan);
+  const int ranks = static_cast<int>(plan.ranks.size());
+  PIPEPLAN_CHECK(run.world_size == ranks, run_path, ": world_size: ", run.world_size,
+                 plan.tp() > 1 ? ": expected dp*tp*pp = " : ": expected dp*pp = ", ranks, of_plan);
   PIPEPLAN_CHECK(static_cast<int>(run.measured.stages.size()) == plan.pp, run_path,
                  ": measured.stages: ", run.measured.stages.size(), " entries: expected pp = ",
                  plan.pp, of_plan);

@@ -89,12 +89,11 @@ std::string recompute_marker(const std::vector<int>& recompute_layers) {
 }
 
 std::string plan_configuration(const Plan& plan) {
-  std::string text = detail::concat("dp=", plan.dp, " pp=", plan.pp, " b=", plan.micro_batch_size,
-                                    " m=", plan.num_micro_batches, " ", to_string(plan.schedule),
-                                    plan.virtual_stages > 1
-                                        ? detail::concat(" v=", plan.virtual_stages)
-                                        : std::string(),
-                                    " stages ");
+  std::string text = detail::concat(
+      "dp=", plan.dp, plan.tp() > 1 ? detail::concat(" tp=", plan.tp()) : "", " pp=", plan.pp,
+      " b=", plan.micro_batch_size, " m=", plan.num_micro_batches, " ", to_string(plan.schedule),
+      plan.virtual_stages > 1 ? detail::concat(" v=", plan.virtual_stages) : std::string(),
+      " stages ");
   for (size_t stage_idx = 0; stage_idx < plan.stages.size(); ++stage_idx) {
     const StagePlan& stage = plan.stages[stage_idx];
     text += detail::concat(stage_idx == 0 ? "" : ",", stage.first, ":", stage.last,
@@ -103,10 +102,11 @@ std::string plan_configuration(const Plan& plan) {
   return text;
 }
 
-int rank_of(const Plan& plan, int stage, int replica) {
+int rank_of(const Plan& plan, int stage, int replica, int tp_rank) {
   for (const RankAssignment& assignment : plan.ranks)
-    if (assignment.stage == stage && assignment.replica == replica) return assignment.rank;
-  PIPEPLAN_ASSERT(false, "no rank for stage ", stage, " replica ", replica);
+    if (assignment.stage == stage && assignment.replica == replica && assignment.tp_rank == tp_rank)
+      return assignment.rank;
+  PIPEPLAN_ASSERT(false, "no rank for stage ", stage, " replica ", replica, " tp rank ", tp_rank);
 }
 
 }  // namespace pipeplan

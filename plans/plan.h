@@ -119,6 +119,17 @@ struct StagePlan {
   std::string output_dtype = "float32";
 };
 
+/// Tensor parallelism (Megatron-LM's split): each stage's transformer blocks are cut over tp
+/// consecutive ranks of one node, attention by heads and the MLP by its inner width; every other
+/// layer runs whole on each of them (plan.json's optional "tensor_parallel" object, written only
+/// when tp > 1 so that other plans keep their hashes).
+struct TensorParallelSettings {
+  int tp = 1;  ///< ranks per tensor-parallel group: 1 (none), or the group's size
+  /// How the vocabulary embedding and the output head run: "replicated" (whole on every rank
+  /// of the group; the only one built).
+  std::string vocabulary = "replicated";
+};
+
 /// Where one rank runs.
 struct RankAssignment {
   int rank = 0;
@@ -127,6 +138,7 @@ struct RankAssignment {
   int node = 0;        ///< rank / devices_per_node
   int local_rank = 0;  ///< rank % devices_per_node
   std::string device = "cpu";  ///< "cpu" or "cuda:N"
+  int tp_rank = 0;             ///< its place in its stage's tensor-parallel group, in [0, tp)
 };
 
 /// A whole plan.json.
@@ -157,6 +169,9 @@ struct Plan {
   std::optional<Calibration> calibration;
   /// The gradient all-reduce's overlap and buckets, and ZeRO-1 (meaningful with dp > 1).
   DataParallelSettings data_parallel = {};
+  /// Tensor parallelism; tp = 1 when the plan has none. Ranks are ordered tp innermost, then
+  /// replica, then stage (Megatron-LM's order): a tensor-parallel group is tp consecutive ranks.
+  TensorParallelSettings tensor_parallel = {};
   /// Training, or inference (optional key "mode", written only for inference so that training
   /// plans keep their hashes). An inference plan runs forward passes only: each request of
   /// global_batch samples is split over the dp replicas into num_micro_batches micro-batches of
@@ -165,19 +180,22 @@ struct Plan {
   /// predicts no backward, recompute, all-reduce or optimizer step.
   PlanMode mode = PlanMode::kTraining;
 
+  /// Ranks per tensor-parallel group (tensor_parallel.tp).
+  int tp() const { return tensor_parallel.tp; }
+
   /// Meaning, not only syntax (plan_validate.cpp): sizes within common/limits.h (at most
   /// kMaxDevices devices, kMaxMicroBatches micro-batches, kMaxBatchSize samples);
-  /// dp·pp = devices = ranks; pp·V <= num_layers stages (V = virtual_stages: 1, or >= 2 with
-  /// interleaved-1f1b, pp >= 2 and num_micro_batches a multiple of pp), contiguous, non-empty, covering
-  /// [0, num_layers); each stage receives what the previous one sends (the first: the model's
-  /// input), non-empty shapes of at most kMaxBytes per micro-batch, known dtypes;
-  /// global_batch = dp · num_micro_batches · micro_batch_size; each (stage, replica) on exactly
-  /// one rank, on a device of the cluster's kind; node and local_rank follow from the rank and
-  /// devices_per_node; optimizer hyperparameters in range; predictions finite, within
-  /// kMaxTimeMs (per micro-batch) or kMaxIterationMs (per iteration), and consistent (compute
-  /// = micro-batches × per-micro-batch times, memory total = sum of its terms = peak,
-  /// samples/s = global batch / iteration); a calibration covers the model's layers. Throws
-  /// Error(kBadInput) "<document>: <field>: <value>: <what is expected>".
+  /// dp·tp·pp = devices = ranks, a tensor-parallel group within one node, training only; pp·V <=
+  /// num_layers stages (V = virtual_stages: 1, or >= 2 with interleaved-1f1b, pp >= 2 and
+  /// num_micro_batches a multiple of pp), contiguous, non-empty, covering [0, num_layers); each
+  /// stage receives what the previous one sends (the first: the model's input), non-empty shapes of
+  /// at most kMaxBytes per micro-batch, known dtypes; global_batch = dp · num_micro_batches ·
+  /// micro_batch_size; each (stage, replica) on exactly one rank, on a device of the cluster's
+  /// kind; node and local_rank follow from the rank and devices_per_node; optimizer hyperparameters
+  /// in range; predictions finite, within kMaxTimeMs (per micro-batch) or kMaxIterationMs (per
+  /// iteration), and consistent (compute = micro-batches × per-micro-batch times, memory total =
+  /// sum of its terms = peak, samples/s = global batch / iteration); a calibration covers the
+  /// model's layers. Throws Error(kBadInput) "<document>: <field>: <value>: <what is expected>".
   void validate(std::string_view document) const;
 };
 
@@ -192,12 +210,13 @@ std::string plan_hash(const Plan& plan);
 /// Partial checkpointing's marker for a stage's recomputed layers, as plan_configuration and
 /// compare write it: "r3.4" for layers 3 and 4, "" for none.
 std::string recompute_marker(const std::vector<int>& recompute_layers);
-/// The configuration a run depends on, as one line: "dp=1 pp=2 b=4 m=4 1f1b stages
+/// The configuration a run depends on, as one line ("tp=2 " after dp with tensor parallelism):
+/// "dp=1 pp=2 b=4 m=4 1f1b stages
 /// 0:2,2:5c" (c: checkpointed; "2:5r3.4": layers 3 and 4 recomputed). Two plans with equal lines
 /// run the same actions on the same layers.
 std::string plan_configuration(const Plan& plan);
-/// The rank running `stage` of `replica`.
-int rank_of(const Plan& plan, int stage, int replica);
+/// The rank running `stage` of `replica` as member `tp_rank` of its tensor-parallel group.
+int rank_of(const Plan& plan, int stage, int replica, int tp_rank = 0);
 /// The index in plan.stages of local chunk `chunk` of pipeline stage `stage`: chunk · pp + stage
 /// (just `stage` when virtual_stages is 1).
 inline int chunk_index(int pp, int stage, int chunk) { return chunk * pp + stage; }

@@ -82,9 +82,13 @@ StagePlan stage_from(const JsonReader& r) {
   return s;
 }
 
-Json rank_json(const RankAssignment& a) {
-  return Json{{"rank", a.rank}, {"stage", a.stage}, {"replica", a.replica},
-              {"node", a.node}, {"local_rank", a.local_rank}, {"device", a.device}};
+// "tp_rank" only in plans with tensor parallelism (`tensor_parallel`), so that others keep their
+// hashes.
+Json rank_json(const RankAssignment& a, bool tensor_parallel) {
+  Json json{{"rank", a.rank}, {"stage", a.stage},           {"replica", a.replica},
+            {"node", a.node}, {"local_rank", a.local_rank}, {"device", a.device}};
+  if (tensor_parallel) json["tp_rank"] = a.tp_rank;
+  return json;
 }
 
 RankAssignment rank_from(const JsonReader& r) {
@@ -92,6 +96,7 @@ RankAssignment rank_from(const JsonReader& r) {
   a.rank = r.int_in("rank", 0, kMaxDevices - 1);
   a.stage = r.int_in("stage", 0, kMaxDevices - 1);
   a.replica = r.int_in("replica", 0, kMaxDevices - 1);
+  if (r.has("tp_rank")) a.tp_rank = r.int_in("tp_rank", 0, kMaxDevices - 1);  // optional: 0
   a.node = r.int_in("node", 0, kMaxDevices - 1);
   a.local_rank = r.int_in("local_rank", 0, kMaxDevices - 1);
   a.device = r.string("device");
@@ -245,24 +250,26 @@ Json to_json(const MemoryTerms& memory) {
 
 Json to_json(const Plan& plan) {
   Json json{{"schema", kPlanSchema},
-              {"tool_version", plan.tool_version},
-              {"profile", {{"path", plan.profile_path}, {"hash", plan.profile_hash}}},
-              {"model", to_json(plan.model)},
-              {"cluster", cluster_json(plan.cluster)},
-              {"global_batch", plan.global_batch},
-              {"dp", plan.dp},
-              {"pp", plan.pp},
-              {"micro_batch_size", plan.micro_batch_size},
-              {"num_micro_batches", plan.num_micro_batches},
-              {"schedule", to_string(plan.schedule)},
-              {"precision", to_string(plan.precision)},
-              {"optimizer", optimizer_json(plan.optimizer)},
-              {"partition", plan.partition},
-              {"virtual_stages", plan.virtual_stages},
-              {"stages", json_array(plan.stages, stage_json)},
-              {"ranks", json_array(plan.ranks, rank_json)},
-              {"predictions", predictions_json(plan.predictions)},
-              {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
+            {"tool_version", plan.tool_version},
+            {"profile", {{"path", plan.profile_path}, {"hash", plan.profile_hash}}},
+            {"model", to_json(plan.model)},
+            {"cluster", cluster_json(plan.cluster)},
+            {"global_batch", plan.global_batch},
+            {"dp", plan.dp},
+            {"pp", plan.pp},
+            {"micro_batch_size", plan.micro_batch_size},
+            {"num_micro_batches", plan.num_micro_batches},
+            {"schedule", to_string(plan.schedule)},
+            {"precision", to_string(plan.precision)},
+            {"optimizer", optimizer_json(plan.optimizer)},
+            {"partition", plan.partition},
+            {"virtual_stages", plan.virtual_stages},
+            {"stages", json_array(plan.stages, stage_json)},
+            {"ranks",
+             json_array(plan.ranks,
+                        [&plan](const RankAssignment& a) { return rank_json(a, plan.tp() > 1); })},
+            {"predictions", predictions_json(plan.predictions)},
+            {"calibration", plan.calibration ? to_json(*plan.calibration) : Json(nullptr)}};
   // Optional: written only for interleaved-1f1b, so that other plans keep their hashes.
   if (plan.virtual_stages == 1) json.erase("virtual_stages");
   if (plan.mode != PlanMode::kTraining) json["mode"] = to_string(plan.mode);  // optional too
@@ -270,6 +277,8 @@ Json to_json(const Plan& plan) {
     json["data_parallel"] = {{"overlap", plan.data_parallel.overlap},
                              {"bucket_bytes", plan.data_parallel.bucket_bytes},
                              {"zero", plan.data_parallel.zero}};
+  if (plan.tp() > 1)  // optional: absent means tp 1
+    json["tensor_parallel"] = {{"tp", plan.tp()}, {"vocabulary", plan.tensor_parallel.vocabulary}};
   return json;
 }
 
@@ -301,6 +310,11 @@ Plan plan_from_json(const Json& json, const std::string& document) {
     plan.data_parallel.overlap = dp.boolean("overlap");
     plan.data_parallel.bucket_bytes = dp.integer_in("bucket_bytes", kMinBucketBytes, kMaxBytes);
     plan.data_parallel.zero = dp.int_in("zero", 0, 1);
+  }
+  if (r.has("tensor_parallel")) {  // optional: tp 1 when absent
+    const JsonReader tp = r.object("tensor_parallel");
+    plan.tensor_parallel.tp = tp.int_in("tp", 1, kMaxDevices);
+    plan.tensor_parallel.vocabulary = tp.string("vocabulary");
   }
   for (const JsonReader& stage : r.objects("stages")) plan.stages.push_back(stage_from(stage));
   for (const JsonReader& rank : r.objects("ranks")) plan.ranks.push_back(rank_from(rank));

@@ -53,6 +53,28 @@ void validate_virtual_stages(const Plan& plan, std::string_view document) {
                  " micro-batches times chunks)");
 }
 
+// A tensor-parallel group lies within one node (its all-reduces run on every layer), trains (no
+// inference plan splits yet) and keeps the vocabulary whole.
+void validate_tensor_parallel(const Plan& plan, std::string_view document) {
+  const TensorParallelSettings& settings = plan.tensor_parallel;
+  if (settings.tp == 1) return;
+  PIPEPLAN_CHECK(plan.cluster.devices_per_node % settings.tp == 0, document,
+                 ": tensor_parallel.tp: ", settings.tp,
+                 ": expected a divisor of cluster.devices_per_node = ",
+                 plan.cluster.devices_per_node, " (a tensor-parallel group never spans nodes)");
+  PIPEPLAN_CHECK(settings.vocabulary == "replicated", document,
+                 ": tensor_parallel.vocabulary: ", quote(settings.vocabulary),
+                 ": expected 'replicated' (the embedding and head run whole on every rank of "
+                 "the group; a vocabulary split is not built)");
+  PIPEPLAN_CHECK(plan.data_parallel.zero == 0, document,
+                 ": data_parallel.zero: ", plan.data_parallel.zero,
+                 ": expected 0 with tensor_parallel.tp = ", settings.tp,
+                 " (ZeRO-1 beside tensor parallelism is not built)");
+  PIPEPLAN_CHECK(plan.mode == PlanMode::kTraining, document, ": tensor_parallel.tp: ", settings.tp,
+                 ": expected 1 in an inference plan (tensor-parallel serving is not "
+                 "built)");
+}
+
 // Buckets of at least kMinBucketBytes; ZeRO-1 shards over two replicas or more.
 void validate_data_parallel(const Plan& plan, std::string_view document) {
   const DataParallelSettings& settings = plan.data_parallel;
@@ -111,9 +133,13 @@ void validate_sizes(const Plan& plan, std::string_view document) {
   PIPEPLAN_CHECK(plan.pp >= 1 && plan.pp <= plan.model.num_layers, document, ": pp: ", plan.pp,
                  ": expected an integer in [1, ", plan.model.num_layers,
                  "] (at most one stage per layer, model.num_layers)");
-  const int64_t devices = int64_t{plan.dp} * plan.pp;
-  PIPEPLAN_CHECK(plan.cluster.devices == devices, document, ": cluster.devices: ",
-                 plan.cluster.devices, ": expected dp*pp = ", devices);
+  const int tp = plan.tp();
+  PIPEPLAN_CHECK(tp >= 1 && tp <= kMaxDevices, document, ": tensor_parallel.tp: ", tp,
+                 ": expected an integer in [1, ", kMaxDevices, "]");
+  const int64_t devices = int64_t{plan.dp} * tp * plan.pp;
+  PIPEPLAN_CHECK(plan.cluster.devices == devices, document,
+                 ": cluster.devices: ", plan.cluster.devices,
+                 tp > 1 ? ": expected dp*tp*pp = " : ": expected dp*pp = ", devices);
   PIPEPLAN_CHECK(devices <= kMaxDevices, document, ": cluster.devices: ", devices,
                  ": expected at most ", kMaxDevices, " devices");
   PIPEPLAN_CHECK(plan.micro_batch_size >= 1 && plan.micro_batch_size <= kMaxBatchSize, document,
@@ -128,6 +154,7 @@ void validate_sizes(const Plan& plan, std::string_view document) {
                  " (at most ", kMaxPipelineMicroBatches, " micro-batches times stages)");
   validate_virtual_stages(plan, document);
   validate_data_parallel(plan, document);
+  validate_tensor_parallel(plan, document);
   const int64_t batch = plan.dp * int64_t{plan.num_micro_batches} * plan.micro_batch_size;
   PIPEPLAN_CHECK(plan.global_batch == batch, document, ": global_batch: ", plan.global_batch,
                  ": expected dp*num_micro_batches*micro_batch_size = ", batch);
@@ -268,6 +295,17 @@ void validate_rank(const Plan& plan, size_t rank, std::string_view document) {
                  ": expected a stage in [0, ", plan.pp, ")");
   PIPEPLAN_CHECK(a.replica >= 0 && a.replica < plan.dp, where, "replica: ", a.replica,
                  ": expected a replica in [0, ", plan.dp, ")");
+  const int tp = plan.tp();
+  PIPEPLAN_CHECK(a.tp_rank == static_cast<int>(rank) % tp, where, "tp_rank: ", a.tp_rank,
+                 ": expected rank % tp = ", static_cast<int>(rank) % tp,
+                 " (a tensor-parallel group is tp consecutive ranks)");
+  if (a.tp_rank > 0) {
+    const RankAssignment& group_first = plan.ranks[rank - static_cast<size_t>(a.tp_rank)];
+    PIPEPLAN_CHECK(a.stage == group_first.stage && a.replica == group_first.replica, where,
+                   "stage: ", a.stage, " of replica ", a.replica, ": expected stage ",
+                   group_first.stage, " of replica ", group_first.replica, " as rank ",
+                   group_first.rank, " (the ranks of a tensor-parallel group run one stage)");
+  }
   const int per_node = plan.cluster.devices_per_node;
   PIPEPLAN_CHECK(a.node == static_cast<int>(rank) / per_node, where, "node: ", a.node,
                  ": expected rank / devices_per_node = ", static_cast<int>(rank) / per_node);
@@ -282,15 +320,17 @@ void validate_rank(const Plan& plan, size_t rank, std::string_view document) {
 }
 
 void validate_ranks(const Plan& plan, std::string_view document) {
-  PIPEPLAN_CHECK(static_cast<int64_t>(plan.ranks.size()) == int64_t{plan.dp} * plan.pp, document,
-                 ": ranks: ", plan.ranks.size(), " ranks: expected dp*pp = ",
-                 int64_t{plan.dp} * plan.pp);
-  std::set<std::pair<int, int>> placed;
+  const int64_t ranks = int64_t{plan.dp} * plan.tp() * plan.pp;
+  PIPEPLAN_CHECK(
+      static_cast<int64_t>(plan.ranks.size()) == ranks, document, ": ranks: ", plan.ranks.size(),
+      plan.tp() > 1 ? " ranks: expected dp*tp*pp = " : " ranks: expected dp*pp = ", ranks);
+  std::set<std::tuple<int, int, int>> placed;
   for (size_t rank = 0; rank < plan.ranks.size(); ++rank) {
     validate_rank(plan, rank, document);
     const RankAssignment& a = plan.ranks[rank];
-    PIPEPLAN_CHECK(placed.insert({a.stage, a.replica}).second, document, ": ranks[", rank,
-                   "]: stage ", a.stage, " of replica ", a.replica,
+    PIPEPLAN_CHECK(placed.insert({a.stage, a.replica, a.tp_rank}).second, document, ": ranks[",
+                   rank, "]: stage ", a.stage, " of replica ", a.replica,
+                   plan.tp() > 1 ? detail::concat(" tp rank ", a.tp_rank) : std::string(),
                    ": expected each stage of each replica on one rank (it is placed twice)");
   }
 }

@@ -45,7 +45,8 @@ std::vector<std::vector<Action>> expand_schedule(const Plan& plan) {
         stage_actions(plan.schedule, plan.pp, assignment.stage, plan.num_micro_batches,
                       replica_actions(plan), plan.virtual_stages);
     for (Action& action : actions)
-      if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
+      if (action.peer >= 0)
+        action.peer = rank_of(plan, action.peer, assignment.replica, assignment.tp_rank);
     per_rank[assignment.rank] = std::move(actions);
   }
   return per_rank;
@@ -110,7 +111,8 @@ std::vector<std::vector<Action>> expand_forward_only(const Plan& plan, int num_m
       }
     }
     for (Action& action : actions)
-      if (action.peer >= 0) action.peer = rank_of(plan, action.peer, assignment.replica);
+      if (action.peer >= 0)
+        action.peer = rank_of(plan, action.peer, assignment.replica, assignment.tp_rank);
   }
   return per_rank;
 }

@@ -138,11 +138,12 @@ Plan make_test_plan(const TestPlanSpec& spec) {
   plan.profile_path = "none";
   plan.profile_hash = "none";
   plan.model = models::model_ref(model);
-  plan.cluster.devices = spec.dp * spec.pp;
+  plan.cluster.devices = spec.dp * spec.tp * spec.pp;
   plan.cluster.device_memory_bytes = int64_t{1} << 30;
   plan.cluster.devices_per_node = plan.cluster.devices;  // all ranks on this machine
   plan.dp = spec.dp;
   plan.pp = spec.pp;
+  plan.tensor_parallel.tp = spec.tp;
   plan.micro_batch_size = spec.micro_batch_size;
   plan.num_micro_batches = spec.num_micro_batches;
   plan.global_batch = spec.dp * spec.num_micro_batches * spec.micro_batch_size;
@@ -165,8 +166,10 @@ Plan make_test_plan(const TestPlanSpec& spec) {
     stage.output_dtype = outputs[stage.last - 1].second;
     plan.stages.push_back(stage);
   }
-  for (int rank = 0; rank < spec.dp * spec.pp; ++rank)
-    plan.ranks.push_back({rank, rank % spec.pp, rank / spec.pp, 0, rank, "cpu"});
+  for (int rank = 0; rank < plan.cluster.devices; ++rank) {
+    const int group = rank / spec.tp;  // tp innermost
+    plan.ranks.push_back({rank, group % spec.pp, group / spec.pp, 0, rank, "cpu", rank % spec.tp});
+  }
   plan.predictions.stages.resize(static_cast<size_t>(spec.pp));
   if (spec.virtual_stages > 1)
     for (StagePrediction& stage : plan.predictions.stages)
@@ -254,7 +257,7 @@ void train(TrainRun* run, const Plan& plan, int steps, std::vector<std::string> 
                                 std::to_string(kTrainSeed), "--log", run->log,
                                 "--checkpoint-dir", run->checkpoints, "-o", run->run_json};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  const int world = plan.dp * plan.pp;
+  const int world = static_cast<int>(plan.ranks.size());
   run->exits = run_ranks(world == 1 ? 0 : world, args, env);
 }
 

@@ -20,6 +20,7 @@ struct TestPlanSpec {
   std::vector<std::string> model_args;  ///< "KEY=VALUE" overrides of the model's configuration
   int dp = 1;
   int pp = 1;
+  int tp = 1;  ///< ranks per tensor-parallel group
   int64_t micro_batch_size = 4;
   int num_micro_batches = 4;
   Schedule schedule = Schedule::kOneFOneB;
@@ -39,8 +40,8 @@ struct TestPlanSpec {
 TestPlanSpec split_spec(int dp, int pp, Schedule schedule = Schedule::kOneFOneB);
 
 /// A valid plan for `spec` on CPU: stages (pp·V chunks under interleaved-1f1b) split as evenly as
-/// layers allow, boundary shapes and dtypes found by running the model once, rank = replica·pp +
-/// stage, predictions all zero.
+/// layers allow, boundary shapes and dtypes found by running the model once, rank =
+/// (replica·pp + stage)·tp + tp rank, predictions all zero.
 Plan make_test_plan(const TestPlanSpec& spec);
 
 /// How one rank process ended.
@@ -86,7 +87,7 @@ struct TrainRun {
 TrainRun in_dir(const std::string& dir);
 
 /// Writes `plan` into `run->dir` and trains it for `steps` on synthetic data with kTrainSeed on
-/// its dp·pp ranks (one process without rendezvous variables when that is 1).
+/// its dp·tp·pp ranks (one process without rendezvous variables when that is 1).
 void train(TrainRun* run, const Plan& plan, int steps, std::vector<std::string> extra_args = {},
            const std::map<std::string, std::string>& env = {});
 

@@ -235,6 +235,67 @@ TEST(PlanTest, RecomputeLayersRoundTripAndAreChecked) {
             std::string::npos);
 }
 
+// A plan of dp = 2 replicas of pp = 2 stages, each stage split over `tp` ranks, tp innermost.
+Plan tensor_parallel_plan(int tp, int devices_per_node) {
+  Plan plan = testing::make_test_plan(/*dp=*/2, /*pp=*/2, /*num_micro_batches=*/2,
+                                      Schedule::kOneFOneB, devices_per_node);
+  plan.tensor_parallel.tp = tp;
+  plan.cluster.devices = 4 * tp;
+  plan.ranks.clear();
+  for (int rank = 0; rank < 4 * tp; ++rank) {
+    RankAssignment assignment;
+    assignment.rank = rank;
+    assignment.tp_rank = rank % tp;
+    assignment.stage = (rank / tp) % 2;
+    assignment.replica = rank / tp / 2;
+    assignment.node = rank / devices_per_node;
+    assignment.local_rank = rank % devices_per_node;
+    plan.ranks.push_back(assignment);
+  }
+  return plan;
+}
+
+TEST(PlanTest, TensorParallelKeysRoundTripAndAreChecked) {
+  const Plan plain = testing::make_test_plan(2, 2, 2, Schedule::kOneFOneB);
+  EXPECT_FALSE(to_json(plain).contains("tensor_parallel"));
+  EXPECT_FALSE(to_json(plain).at("ranks").at(0).contains("tp_rank"));
+  const Plan plan = tensor_parallel_plan(/*tp=*/2, /*devices_per_node=*/4);
+  EXPECT_NO_THROW(plan.validate("plan.json"));
+  const Plan back = plan_from_json(Json::parse(to_json(plan).dump()), "plan.json");
+  EXPECT_EQ(back.tp(), 2);
+  EXPECT_EQ(back.tensor_parallel.vocabulary, "replicated");
+  ASSERT_EQ(back.ranks.size(), 8u);
+  EXPECT_EQ(back.ranks[5].tp_rank, 1);
+  EXPECT_EQ(rank_of(back, /*stage=*/0, /*replica=*/1, /*tp_rank=*/1), 5);
+  EXPECT_EQ(plan_configuration(back), "dp=2 tp=2 pp=2 b=2 m=2 1f1b stages 0:1,1:2");
+  EXPECT_NE(plan_hash(back), plan_hash(plain));
+  const auto refusal = [](const Plan& bad) { return error_of([&] { bad.validate("plan.json"); }); };
+  EXPECT_EQ(refusal(tensor_parallel_plan(/*tp=*/4, /*devices_per_node=*/6)),
+            "plan.json: tensor_parallel.tp: 4: expected a divisor of "
+            "cluster.devices_per_node = 6 (a tensor-parallel group never spans nodes)");
+  Plan devices = plan;
+  devices.cluster.devices = 4;
+  EXPECT_EQ(refusal(devices), "plan.json: cluster.devices: 4: expected dp*tp*pp = 8");
+  Plan shuffled = plan;
+  std::swap(shuffled.ranks[1].tp_rank, shuffled.ranks[2].tp_rank);
+  EXPECT_EQ(refusal(shuffled),
+            "plan.json: ranks[1].tp_rank: 0: expected rank % tp = 1 (a tensor-parallel group is "
+            "tp consecutive ranks)");
+  Plan split = plan;
+  std::swap(split.ranks[1].stage, split.ranks[3].stage);
+  EXPECT_EQ(refusal(split),
+            "plan.json: ranks[1].stage: 1 of replica 0: expected stage 0 of replica 0 as rank 0 "
+            "(the ranks of a tensor-parallel group run one stage)");
+  Plan vocabulary = plan;
+  vocabulary.tensor_parallel.vocabulary = "split";
+  EXPECT_NE(refusal(vocabulary).find("tensor_parallel.vocabulary: 'split': expected 'replicated'"),
+            std::string::npos);
+  Plan zero = plan;
+  zero.data_parallel.zero = 1;
+  EXPECT_NE(refusal(zero).find("data_parallel.zero: 1: expected 0 with tensor_parallel.tp = 2"),
+            std::string::npos);
+}
+
 TEST(PlanTest, ConfigurationNamesEverythingARunDependsOn) {
   const Plan plan = full_plan();
   EXPECT_EQ(plan_configuration(plan), "dp=2 pp=2 b=2 m=3 gpipe stages 0:1,1:3c");

@@ -1,0 +1,162 @@
+// Tensor parallelism in the executor: transformer blocks split over tp ranks train as one
+// process does, alone, beside pipeline stages and beside replicas, and resume exactly.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "executor/checkpoint.h"
+#include "models/blocks.h"
+#include "models/model.h"
+#include "plans/plan.h"
+#include "tests/executor/train_harness.h"
+
+namespace pipeplan::testing {
+namespace {
+
+constexpr int kSteps = 3;
+constexpr double kLossRelativeTolerance = 1e-5;
+
+// The block shape of a zoo transformer's configuration.
+models::BlockShape block_shape(const Plan& plan) {
+  const Json& config = plan.model.config;
+  models::BlockShape shape;
+  shape.hidden = config.at("hidden").get<int64_t>();
+  shape.heads = config.at("heads").get<int64_t>();
+  shape.mlp_dim = config.at("mlp_dim").get<int64_t>();
+  return shape;
+}
+
+// What tp rank `tp_rank` of a group of `tp` should hold of one process's parameters `whole`
+// ("layerN.NAME"): the blocks' shards, every other layer whole.
+std::map<std::string, torch::Tensor> shards_of(const std::map<std::string, torch::Tensor>& whole,
+                                               const Plan& plan, int tp_rank, int tp) {
+  const models::Model model = models::make_model_from_config(plan.model.name, plan.model.config);
+  std::map<std::string, torch::Tensor> shards;
+  for (const auto& [name, tensor] : whole) {
+    const size_t dot = name.find('.');
+    const int layer_idx = std::stoi(name.substr(5, dot - 5));  // after "layer"
+    const bool splits = model.layers.at(static_cast<size_t>(layer_idx)).kind == "block";
+    shards[name] = splits ? models::block_parameter_shard(name.substr(dot + 1), tensor,
+                                                          block_shape(plan), tp_rank, tp)
+                          : tensor;
+  }
+  return shards;
+}
+
+// The parameters of tp rank `tp_rank` at the checkpoint of `step`, from all `pp` stage files.
+std::map<std::string, torch::Tensor> rank_parameters(const TrainRun& run, int pp, int tp_rank,
+                                                     int64_t step) {
+  std::map<std::string, torch::Tensor> all;
+  for (int stage = 0; stage < pp; ++stage)
+    for (auto& [name, tensor] : executor::read_checkpoint_parameters(
+             executor::checkpoint_stage_path(run.checkpoints, step, stage, tp_rank)))
+      all[name] = tensor;
+  return all;
+}
+
+struct Case {
+  std::string model;
+  int dp, tp, pp, virtual_stages;
+  Schedule schedule;
+};
+
+// tp = 2 alone, beside two stages under each schedule, and beside two replicas: the losses and
+// every tp rank's parameters after kSteps equal one process's (its parameters cut the same way).
+TEST(SerialTensorParallelTest, SplitBlocksTrainAsOneProcess) {
+  const std::vector<Case> cases = {
+      {"gpt_tiny", 1, 2, 1, 1, Schedule::kOneFOneB},
+      {"gpt_tiny", 1, 2, 2, 1, Schedule::kOneFOneB},
+      {"gpt_tiny", 1, 2, 2, 1, Schedule::kGpipe},
+      {"gpt_tiny", 1, 2, 2, 1, Schedule::kZeroBubbleH1},
+      {"gpt_tiny", 1, 2, 2, 2, Schedule::kInterleaved1F1B},
+      {"gpt_tiny", 2, 2, 1, 1, Schedule::kOneFOneB},
+      {"vit_tiny", 1, 2, 2, 1, Schedule::kOneFOneB},
+  };
+  std::map<std::string, TrainRun> references;
+  for (const Case& test : cases) {
+    TestPlanSpec reference_spec;
+    reference_spec.model = test.model;
+    reference_spec.num_micro_batches = 4;
+    if (references.count(test.model) == 0) {
+      references[test.model] = train_new(make_test_plan(reference_spec), "reference", kSteps);
+      expect_success(references[test.model]);
+    }
+    const TrainRun& reference = references[test.model];
+    TestPlanSpec spec = reference_spec;
+    spec.dp = test.dp;
+    spec.tp = test.tp;
+    spec.pp = test.pp;
+    spec.virtual_stages = test.virtual_stages;
+    spec.schedule = test.schedule;
+    spec.num_micro_batches = reference_spec.num_micro_batches / test.dp;
+    const Plan plan = make_test_plan(spec);
+    const std::string what = test.model + " " + plan_configuration(plan);
+    const TrainRun run = train_new(plan, "tensor-parallel", kSteps);
+    expect_success(run);
+    expect_same_losses(step_losses(run.log), step_losses(reference.log), kLossRelativeTolerance,
+                       what);
+    const std::map<std::string, torch::Tensor> whole = final_parameters(reference, 1, kSteps);
+    for (int tp_rank = 0; tp_rank < test.tp; ++tp_rank)
+      expect_same_parameters(rank_parameters(run, test.pp, tp_rank, kSteps),
+                             shards_of(whole, plan, tp_rank, test.tp),
+                             what + " tp rank " + std::to_string(tp_rank));
+  }
+}
+
+// The shards really are halves: a block's split weights on tp rank 1 are not rank 0's.
+TEST(SerialTensorParallelTest, EachRankHoldsItsOwnShard) {
+  TestPlanSpec spec;
+  spec.model = "gpt_tiny";
+  spec.tp = 2;
+  const Plan plan = make_test_plan(spec);
+  const TrainRun run = train_new(plan, "shards", /*steps=*/1);
+  expect_success(run);
+  const auto first = rank_parameters(run, 1, /*tp_rank=*/0, 1);
+  const auto second = rank_parameters(run, 1, /*tp_rank=*/1, 1);
+  const models::BlockShape shape = block_shape(plan);
+  EXPECT_EQ(first.at("layer1.fc1.weight").size(0), shape.mlp_dim / 2);
+  EXPECT_EQ(first.at("layer1.in_proj.weight").size(0), 3 * shape.hidden / 2);
+  EXPECT_FALSE(torch::equal(first.at("layer1.fc1.weight"), second.at("layer1.fc1.weight")));
+  EXPECT_TRUE(torch::equal(first.at("layer1.ln_1.weight"), second.at("layer1.ln_1.weight")));
+  EXPECT_TRUE(torch::equal(first.at("layer0.token.weight"), second.at("layer0.token.weight")));
+}
+
+// A run stopped after a checkpoint resumes from each tp rank's own file to the same numbers.
+TEST(SerialTensorParallelTest, ResumingReproducesTheUninterruptedRun) {
+  TestPlanSpec spec;
+  spec.model = "gpt_tiny";
+  spec.tp = 2;
+  spec.pp = 2;
+  const Plan plan = make_test_plan(spec);
+  const int steps = 4;
+  const TrainRun full = train_new(plan, "uninterrupted", steps);
+  expect_success(full);
+  TrainRun broken = in_dir(fresh_dir("interrupted"));
+  train(&broken, plan, steps, {"--checkpoint-every", "2"}, {{"PIPEPLAN_TEST_FAIL_AT_STEP", "4"}});
+  for (const RankExit& exit : broken.exits) expect_one_line_error(exit, 1, "before step 4");
+  train(&broken, plan, steps, {"--checkpoint-every", "2", "--resume"});
+  expect_success(broken);
+  expect_same_losses(step_losses(broken.log), step_losses(full.log), 0, "resumed");
+  for (int tp_rank = 0; tp_rank < 2; ++tp_rank)
+    expect_same_parameters(rank_parameters(broken, 2, tp_rank, steps),
+                           rank_parameters(full, 2, tp_rank, steps), "resumed");
+}
+
+// A group size that does not divide the heads is refused before any rank waits, naming both.
+TEST(SerialTensorParallelTest, RefusesAGroupThatDoesNotDivideTheHeads) {
+  TestPlanSpec spec;
+  spec.model = "gpt_tiny";
+  spec.tp = 3;  // gpt_tiny has 4 heads
+  const Plan plan = make_test_plan(spec);
+  const TrainRun run = train_new(plan, "indivisible", /*steps=*/1);
+  ASSERT_EQ(run.exits.size(), 3u);
+  for (const RankExit& exit : run.exits)
+    expect_one_line_error(exit, 2, "tensor_parallel.tp: 3: does not divide heads = 4");
+}
+
+}  // namespace
+}  // namespace pipeplan::testing
