@@ -1,6 +1,8 @@
 // Synthetic profiles: per-layer numbers from a GPT block's FLOP and byte counts, jittered.
 #include "bench/synthetic_profile.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -18,6 +20,14 @@ constexpr double kBackwardInputShare = 0.5;
 constexpr int64_t kBytesPerActivationElement = 2;  // bf16 activations
 constexpr int64_t kRetainedElementsPerToken = 17;  // × hidden: a block's saved tensors
 constexpr int64_t kTransientElementsPerToken = 8;  // × hidden: the MLP's wide hidden
+// Tensor parallelism: the share of a block's compute that runs whole on every rank of a group
+// (layer norms, residual adds, biases), the slow-down per doubling of tp of the rest (smaller
+// matmuls), and the elements per token of the retained bytes that stay whole (the two layer
+// norms' inputs, the residual stream).
+constexpr double kReplicatedComputeShare = 0.1;
+constexpr double kSplitSlowdownPerDoubling = 0.05;
+constexpr int64_t kWholeRetainedElementsPerToken = 4;
+constexpr int64_t kHeadDim = 64;
 constexpr double kInterconnectBytesPerS = 100e9;
 constexpr double kInterconnectLatencyMs = 0.02;
 
@@ -61,6 +71,39 @@ LayerProfile block(const SyntheticModel& model, int index, const std::vector<int
   return layer;
 }
 
+// `whole`'s shard at `tp` (synthetic_profile's header says how it scales).
+LayerProfile shard(const LayerProfile& whole, int tp) {
+  LayerProfile part = whole;
+  part.tp = tp;
+  part.tp_shards.clear();
+  const double split_share = 1.0 / tp * (1 + kSplitSlowdownPerDoubling * std::log2(tp));
+  const double compute_share =
+      kReplicatedComputeShare + (1 - kReplicatedComputeShare) * split_share;
+  part.param_count = whole.param_count / tp;
+  part.param_bytes = part.param_count * 4;
+  for (auto& [optimizer, ms] : part.optimizer_step_ms) ms /= tp;
+  const auto scaled = [&](double ms) {
+    return kLaunchOverheadMs + (ms - kLaunchOverheadMs) * compute_share;
+  };
+  for (LayerPoint& p : part.points) {
+    p.fwd_ms = scaled(p.fwd_ms);
+    p.bwd_ms = scaled(p.bwd_ms);
+    p.fwd_ms_p90 = p.fwd_ms * 1.05;
+    p.bwd_ms_p90 = p.bwd_ms * 1.05;
+    p.bwd_input_ms = scaled(*p.bwd_input_ms);
+    p.bwd_weight_ms = scaled(*p.bwd_weight_ms);
+    const int64_t tokens_x_hidden = p.output_bytes / kBytesPerActivationElement;
+    const int64_t whole_bytes =
+        tokens_x_hidden * kWholeRetainedElementsPerToken * kBytesPerActivationElement;
+    p.retained_bytes = whole_bytes + (p.retained_bytes - whole_bytes) / tp;
+    p.saved_output_bytes = std::min(p.saved_output_bytes, p.retained_bytes - p.saved_input_bytes);
+    p.fwd_transient_bytes /= tp;
+    p.bwd_transient_bytes /= tp;
+  }
+  part.fits = fit_points(part.points);
+  return part;
+}
+
 }  // namespace
 
 Profile synthetic_profile(const SyntheticModel& model) {
@@ -83,8 +126,15 @@ Profile synthetic_profile(const SyntheticModel& model) {
   link.bandwidth_bytes_per_s = kInterconnectBytesPerS;
   profile.interconnect = InterconnectProfile{"nccl", 2, link, link};
   std::mt19937_64 rng(model.seed);
-  for (int idx = 0; idx < model.num_layers; ++idx)
-    profile.layers.push_back(block(model, idx, profile.settings.batch_sizes, rng));
+  profile.settings.tp_sizes = model.tp_sizes;
+  for (int idx = 0; idx < model.num_layers; ++idx) {
+    LayerProfile layer = block(model, idx, profile.settings.batch_sizes, rng);
+    if (layer.kind == "block" && !model.tp_sizes.empty()) {
+      layer.tp_divides = {{"heads", model.hidden / kHeadDim}, {"mlp_dim", 4 * model.hidden}};
+      for (int tp : model.tp_sizes) layer.tp_shards.push_back(shard(layer, tp));
+    }
+    profile.layers.push_back(std::move(layer));
+  }
   profile.validate("synthetic profile");
   return profile;
 }

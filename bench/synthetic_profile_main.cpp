@@ -13,9 +13,11 @@ namespace pipeplan::bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: synthetic_profile --layers N [--hidden H] [--sequence S] [--seed S] -o FILE\n"
+    "usage: synthetic_profile --layers N [--hidden H] [--sequence S] [--seed S] [--no-tp]\n"
+    "                         -o FILE\n"
     "Writes the synthetic GPT-like profile (bench/synthetic_profile.h) of N layers\n"
-    "(embedding + blocks + head) of width H (default 2048) as profile.json.\n";
+    "(embedding + blocks + head) of width H (default 2048) as profile.json, each block\n"
+    "with its tensor-parallel shards at 2, 4 and 8 unless --no-tp.\n";
 
 struct Options {
   SyntheticModel model;
@@ -35,6 +37,10 @@ Options parse(int argc, char** argv) {
   bool layers_given = false;
   for (int idx = 1; idx < argc; ++idx) {
     const std::string_view flag = argv[idx];
+    if (flag == "--no-tp") {
+      options.model.tp_sizes.clear();
+      continue;
+    }
     PIPEPLAN_CHECK(idx + 1 < argc, flag, ": missing value (see --help)");
     const char* value = argv[++idx];
     if (flag == "--layers") {

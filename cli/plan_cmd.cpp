@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "planner/calibration.h"
 #include "planner/search.h"
+#include "planner/tensor_parallel.h"
 #include "plans/profile.h"
 #include "plans/run.h"
 
@@ -40,6 +41,7 @@ struct PlanOptions {
   std::optional<std::string> bucket_size;
   std::optional<int> pp;
   std::optional<int> dp;
+  std::optional<int> tp;
   std::optional<int64_t> micro_batch_size;
   std::string checkpoint = "auto";
   std::string partition = "optimal";
@@ -144,6 +146,7 @@ SearchOptions make_search_options(const PlanOptions& o, const Profile& profile) 
   }
   options.pp = o.pp;
   options.dp = o.dp;
+  options.tp = o.tp;
   options.micro_batch_size = o.micro_batch_size;
   if (o.schedule != "auto" && !o.inference)
     options.schedules = {parse_schedule(o.schedule, "--schedule")};
@@ -198,9 +201,11 @@ std::string schedule_text(const Plan& plan) {
              : to_string(plan.schedule);
 }
 
-// The dp column: "2", or with ZeRO-1 "2/z1".
+// The dp column: "2", with ZeRO-1 "2/z1", with tensor parallelism "2x2" (dp x tp).
 std::string dp_text(const Plan& plan) {
-  return plan.data_parallel.zero == 1 ? detail::concat(plan.dp, "/z1") : std::to_string(plan.dp);
+  const std::string tp = plan.tp() > 1 ? detail::concat("x", plan.tp()) : "";
+  return plan.data_parallel.zero == 1 ? detail::concat(plan.dp, tp, "/z1")
+                                      : detail::concat(plan.dp, tp);
 }
 
 // The bubble column: "-" for one stage, which has no pipeline and so no bubble.
@@ -239,6 +244,17 @@ void print_table(const SearchResult& result) {
                 bubble_text(plan).c_str(),
                 format_size(plan.predictions.peak_memory_bytes()).c_str());
   }
+}
+
+// With several tensor-parallel sizes searched: the best plan of each, so that the choice of tp
+// shows.
+void print_best_per_tp(const SearchResult& result) {
+  if (result.best_per_tp.empty()) return;
+  std::printf("best plan per tensor-parallel size:\n");
+  for (const Plan& plan : result.best_per_tp)
+    std::printf("  tp=%-3d %13.3f ms %11.1f samples/s  %s\n", plan.tp(),
+                plan.predictions.iteration_ms, plan.predictions.samples_per_s,
+                plan_configuration(plan).c_str());
 }
 
 void print_rejections(const SearchResult& result) {
@@ -280,7 +296,12 @@ int run_plan(const PlanOptions& o) {
   if (calibration)
     context.notes.push_back(detail::concat("models calibrated from ", calibration->run_path,
                                            " (plan.calibration lists the corrections)"));
-  const SearchResult result = search(context, make_search_options(o, profile));
+  PIPEPLAN_CHECK(!calibration || o.tp.value_or(1) == 1, "--tp: ", o.tp.value_or(1),
+                 ": expected 1 with --calibrate (a calibration corrects whole layers, not "
+                 "shards)");
+  SearchOptions options = make_search_options(o, profile);
+  if (calibration) options.tp = 1;
+  const SearchResult result = search_tensor_parallel(context, options);
   print_rejections(result);
   std::optional<int64_t> micro_batch_size;
   if (!result.plans.empty()) micro_batch_size = result.plans.front().micro_batch_size;
@@ -295,6 +316,7 @@ int run_plan(const PlanOptions& o) {
     return 1;
   }
   print_table(result);
+  print_best_per_tp(result);
   for (const std::string& note : result.plans.front().predictions.notes)
     std::printf("note: %s\n", note.c_str());
   check_stream_written(stdout, "standard output");  // before the plan: a failure writes none
@@ -337,6 +359,9 @@ Runner add_plan_command(CLI::App& app) {
                   "Gradient bytes per all-reduce bucket (default 25MiB, as PyTorch DDP)");
   sub->add_option("--pp", o->pp, "Fix the number of stages");
   sub->add_option("--dp", o->dp, "Fix the number of replicas");
+  sub->add_option("--tp", o->tp,
+                  "Fix the ranks of a tensor-parallel group (default: 1 and each size the "
+                  "profile measured shards at that divides the devices per node)");
   sub->add_option("--micro-batch-size", o->micro_batch_size, "Fix the micro-batch size");
   sub->add_option("--checkpoint", o->checkpoint,
                   "auto (none, all, or where a stage does not fit: under gpipe and 1f1b the "

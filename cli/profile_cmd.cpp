@@ -52,6 +52,7 @@ struct ProfileFlags {
   std::string model;
   std::vector<std::string> model_args;
   std::string batch_sizes = default_batch_sizes();
+  std::string tp_sizes = "2,4,8";
   std::string output;
   bool no_comm = false;
   profiler::ProfileOptions options;
@@ -187,6 +188,10 @@ struct RemoveOnExit {
 int run_profile(ProfileFlags& flags) {
   profiler::ProfileOptions& options = flags.options;
   options.batch_sizes = parse_positive_list(flags.batch_sizes, "--batch-sizes");
+  options.tp_sizes.clear();
+  if (flags.tp_sizes != "none")
+    for (int64_t tp : parse_positive_list(flags.tp_sizes, "--tp-sizes"))
+      options.tp_sizes.push_back(static_cast<int>(std::min<int64_t>(tp, kMaxDevices + 1)));
   options.validate();
   PIPEPLAN_CHECK(options.co_located <= executor::max_local_processes(), "--co-located: ",
                  options.co_located, " processes are too many here; give ",
@@ -232,6 +237,11 @@ Runner add_profile_command(CLI::App& app) {
   sub->add_option("--device", options.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--batch-sizes", flags->batch_sizes,
                   "Micro-batch sizes to measure, comma-separated")
+      ->capture_default_str();
+  sub->add_option("--tp-sizes", flags->tp_sizes,
+                  "Tensor-parallel group sizes to measure the transformer blocks' shards at, "
+                  "comma-separated, or none (sizes that do not divide the heads and MLP width "
+                  "are skipped)")
       ->capture_default_str();
   sub->add_option("--precision", options.precision, "fp32, or amp-bf16 / amp-fp16 (CUDA autocast)")
       ->capture_default_str();

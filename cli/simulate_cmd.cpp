@@ -30,8 +30,9 @@ void print_ranks(const Plan& plan, const SimulationResult& result, double iterat
   std::printf("%6s %6s %8s %5s %12s %12s %7s\n", "rank", "stage", "replica", "node", "busy_ms",
               "idle_ms", "idle");
   for (const RankAssignment& rank : plan.ranks) {
-    const double busy = result.busy_ms[rank.rank];
-    const double idle = result.idle_ms[rank.rank];
+    const int played = rank.rank / plan.tp();  // the simulator plays one rank per tp group
+    const double busy = result.busy_ms[played];
+    const double idle = result.idle_ms[played];
     std::printf("%6d %6d %8d %5d %12.3f %12.3f %6.1f%%\n", rank.rank, rank.stage, rank.replica,
                 rank.node, busy, idle, iteration_ms > 0 ? idle / iteration_ms * 100 : 0.0);
   }

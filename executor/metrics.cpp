@@ -131,6 +131,7 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.rank = assignment.rank;
   m.stage = assignment.stage;
   m.replica = assignment.replica;
+  m.tp_rank = assignment.tp_rank;
   m.device = assignment.device;
   // Means, not medians: a stage pays for its slow actions too (on a shared CPU a few take
   // several times the typical time), and the simulator needs what an action costs on average.

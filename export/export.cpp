@@ -11,7 +11,7 @@ namespace {
 
 const char kPipeliningRefusals[] =
     "a layer that is no module path (a merged 'a..b' layer, a whole 'forward'), a parameter tied "
-    "across stages, some layers of a stage recomputed (recompute_layers)";
+    "across stages, some layers of a stage recomputed (recompute_layers), tensor parallelism";
 
 }  // namespace
 
@@ -27,18 +27,19 @@ const std::vector<ExportFormatInfo>& export_formats() {
        "torchtitan v0.2.2 (torchtitan/config/job_config.py)",
        "TOML: [parallelism] pipeline_parallel_degree, module_fqns_per_model_part, "
        "pipeline_parallel_schedule (zb-h1: pipeline_parallel_schedule_csv), "
-       "pipeline_parallel_microbatch_size, data_parallel_replicate_degree; [training] "
+       "pipeline_parallel_microbatch_size, data_parallel_replicate_degree, "
+       "tensor_parallel_degree; [training] "
        "local_batch_size, global_batch_size; [activation_checkpoint] mode",
        "inference plans, ZeRO-1, amp precision, checkpointing on some stages only or of some "
        "layers of a stage, FQNs deeper than 'child' or 'list.item', zb-h1 without "
-       "--schedule-csv, and torch-pipelining's refusals"},
+       "--schedule-csv, and torch-pipelining's refusals except tensor parallelism"},
       {ExportFormat::kMegatron, "megatron",
        "Megatron-LM core_v0.14.0 (megatron/training/arguments.py)",
        "a bash array of pretrain_gpt.py arguments: --pipeline-model-parallel-size, "
        "--pipeline-model-parallel-layout (E t L tokens; V is its stage count over pp), "
        "--num-layers, "
        "--micro-batch-size, --global-batch-size, recompute flags, --use-distributed-optimizer "
-       "(ZeRO-1), --bf16/--fp16",
+       "(ZeRO-1), --tensor-model-parallel-size, --bf16/--fp16",
        "gpipe and zb-h1, inference plans, a model that is not embedding + one repeated decoder "
        "layer kind + output layers, embedding or output layers split over stages, checkpointing on "
        "some stages only or of some layers of a stage, ties other than embedding-output"},
@@ -49,12 +50,13 @@ const std::vector<ExportFormatInfo>& export_formats() {
        "PipelineModule subclass), pipeline.activation_checkpoint_interval, zero_optimization, "
        "bf16/fp16",
        "schedules other than 1f1b (DeepSpeed trains 1F1B only), inference plans, checkpointing "
-       "on some stages only or of some layers of a stage, a parameter tied across stages"},
+       "on some stages only or of some layers of a stage, a parameter tied across stages, "
+       "tensor parallelism"},
       {ExportFormat::kVllm, "vllm",
        "vLLM main at 001f69f (VLLM_PP_LAYER_PARTITION in vllm/envs.py, get_pp_indices in "
        "vllm/distributed/utils.py)",
        "a shell fragment: VLLM_PP_LAYER_PARTITION (decoder layers per stage), "
-       "--pipeline-parallel-size, --data-parallel-size, --dtype",
+       "--pipeline-parallel-size, --tensor-parallel-size, --data-parallel-size, --dtype",
        "training plans, a model that is not a decoder stack, embedding layers off the first "
        "stage or output layers off the last"},
   };

@@ -131,7 +131,7 @@ std::string megatron_args(const ExportContext& ctx, const DecoderStack& stack, b
       "  --pipeline-model-parallel-size ", plan.pp, "\n  --pipeline-model-parallel-layout '",
       megatron_layout(stack), "'\n  --num-layers ", stack.end_decoder - stack.first_decoder,
       "\n  --micro-batch-size ", plan.micro_batch_size, "\n  --global-batch-size ",
-      plan.global_batch, "\n  --tensor-model-parallel-size 1\n");
+      plan.global_batch, "\n  --tensor-model-parallel-size ", plan.tp(), "\n");
   // Megatron's uniform method checkpoints runs of N decoder layers from each stage's first:
   // N = the most layers of a stage makes every stage one run that keeps only its input.
   const int max_decoder_layers = *std::max_element(stack.decoder_layers_per_chunk.begin(),
@@ -161,12 +161,17 @@ std::string megatron_document(const ExportContext& ctx) {
   const bool checkpoint_all = uniform_checkpointing(ctx, "Megatron-LM's --recompute-method");
   const bool tied = ties_embedding_with_output(ctx, stack);
   return header_comment(ctx) +
-         detail::concat("# layout: E embedding, t decoder layer (", quote(stack.decoder_kind),
-                        "), L output layer and loss; stages split by |\n# data parallel ", plan.dp,
-                        " is implied: start ", plan.dp * plan.pp,
-                        " ranks (torchrun --nproc-per-node ...) with these arguments\n"
-                        "PIPEPLAN_MEGATRON_ARGS=(\n",
-                        megatron_args(ctx, stack, checkpoint_all, tied), ")\n");
+         detail::concat(
+             "# layout: E embedding, t decoder layer (", quote(stack.decoder_kind),
+             "), L output layer and loss; stages split by |\n# data parallel ", plan.dp,
+             " is implied: start ", plan.dp * plan.tp() * plan.pp,
+             " ranks (torchrun --nproc-per-node ...) with these arguments\n",
+             plan.tp() > 1 ? "# Megatron-LM's tensor parallelism splits the embedding and the "
+                             "output layer by the\n# vocabulary too, where the plan kept them "
+                             "whole on each rank: they take 1/tp of the\n# memory the plan "
+                             "predicted for them.\n"
+                           : "",
+             "PIPEPLAN_MEGATRON_ARGS=(\n", megatron_args(ctx, stack, checkpoint_all, tied), ")\n");
 }
 
 std::string deepspeed_document(const ExportContext& ctx) {
@@ -178,6 +183,10 @@ std::string deepspeed_document(const ExportContext& ctx) {
                         to_string(plan.schedule),
                         ": DeepSpeed's PipelineEngine runs its 1F1B TrainSchedule only, one "
                         "stage per rank (plan with --schedule 1f1b)");
+  PIPEPLAN_EXPORT_CHECK(ctx, plan.tp() == 1, "tensor_parallel.tp = ", plan.tp(),
+                        ": DeepSpeed's pipeline configuration has no tensor-parallel degree (its "
+                        "PipelineModule takes one from a Megatron-style topology the model "
+                        "builds; plan with --tp 1, or export to megatron)");
   check_ties_within_chunks(ctx, "DeepSpeed without TiedLayerSpec");
   const bool checkpoint_all =
       uniform_checkpointing(ctx, "DeepSpeed's activation_checkpoint_interval");
@@ -229,7 +238,8 @@ std::string vllm_document(const ExportContext& ctx) {
                         plan.num_micro_batches, " micro-batches of ", plan.micro_batch_size,
                         " have no flag.\nexport VLLM_PP_LAYER_PARTITION=", partition,
                         "\nPIPEPLAN_VLLM_ARGS=(\n  --pipeline-parallel-size ", plan.pp,
-                        "\n  --data-parallel-size ", plan.dp, "\n  --dtype ", dtype,
+                        "\n  --tensor-parallel-size ", plan.tp(), "\n  --data-parallel-size ",
+                        plan.dp, "\n  --dtype ", dtype,
                         "\n)\n# vllm serve MODEL \"${PIPEPLAN_VLLM_ARGS[@]}\"\n");
 }
 

@@ -67,6 +67,9 @@ OrderedJson rank_entries(const Plan& plan) {
 }  // namespace
 
 std::string torch_pipelining_document(const ExportContext& ctx) {
+  PIPEPLAN_EXPORT_CHECK(ctx, ctx.plan.tp() == 1, "tensor_parallel.tp = ", ctx.plan.tp(),
+                        ": its stages run the model's own modules whole on one rank each "
+                        "(plan with --tp 1, or export to torchtitan or megatron)");
   check_module_paths(ctx, /*max_depth=*/0, "");
   check_ties_within_chunks(ctx, "torch.distributed.pipelining");
   check_whole_stage_checkpointing(ctx, "this document's \"checkpoint\" flag");
@@ -152,7 +155,13 @@ std::string torchtitan_document(const ExportContext& ctx) {
   toml += detail::concat("pipeline_parallel_microbatch_size = ", plan.micro_batch_size,
                          "\nmodule_fqns_per_model_part = ", model_parts_toml(ctx),
                          "\ndata_parallel_replicate_degree = ", plan.dp,
-                         "\ndata_parallel_shard_degree = 1\ntensor_parallel_degree = 1\n\n");
+                         "\ndata_parallel_shard_degree = 1\ntensor_parallel_degree = ", plan.tp(),
+                         "\n\n");
+  if (plan.tp() > 1)
+    toml +=
+        "# torchtitan's tensor parallelism splits the embedding and the output layer by the\n"
+        "# vocabulary too, where the plan kept them whole on each rank: they take 1/tp of the\n"
+        "# memory the plan predicted for them.\n";
   if (checkpoint_all)
     toml +=
         "# torchtitan's full mode checkpoints each transformer block: a stage keeps every "

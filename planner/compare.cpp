@@ -116,12 +116,17 @@ void check_run_of_plan(const Plan& plan, const std::string& plan_path, const Run
   PIPEPLAN_CHECK(static_cast<int>(run.measured.stages.size()) == plan.pp, run_path,
                  ": measured.stages: ", run.measured.stages.size(), " entries: expected pp = ",
                  plan.pp, of_plan);
+  const auto tp_text = [&plan](int tp_rank) {
+    return plan.tp() > 1 ? detail::concat(" tp rank ", tp_rank) : std::string();
+  };
   for (const RankMeasurement& rank : run.measured.ranks) {
     const RankAssignment& planned = plan.ranks[rank.rank];
-    PIPEPLAN_CHECK(rank.stage == planned.stage && rank.replica == planned.replica, run_path,
-                   ": measured.ranks[", rank.rank, "]: stage ", rank.stage, " of replica ",
-                   rank.replica, ": expected stage ", planned.stage, " of replica ",
-                   planned.replica, of_plan);
+    PIPEPLAN_CHECK(rank.stage == planned.stage && rank.replica == planned.replica &&
+                       rank.tp_rank == planned.tp_rank,
+                   run_path, ": measured.ranks[", rank.rank, "]: stage ", rank.stage,
+                   " of replica ", rank.replica, tp_text(rank.tp_rank), ": expected stage ",
+                   planned.stage, " of replica ", planned.replica, tp_text(planned.tp_rank),
+                   of_plan);
   }
   const std::vector<StepTimes>& steps = run.measured.step_times;
   for (size_t idx = 0; idx < steps.size(); ++idx)
@@ -189,8 +194,13 @@ StepReplay replay_steps(const Plan& plan, const Run& run) {
   std::vector<double> replayed, measured;
   const size_t num_ranks = run.measured.ranks.size();
   std::vector<std::vector<double>> replayed_idle(num_ranks), measured_idle(num_ranks);
+  // A tensor-parallel group's ranks wait on each other at every split layer: the simulator plays
+  // one rank per group (simulation_input), the group's rank 0 with its measured times.
+  const size_t tp = static_cast<size_t>(plan.tp());
   for (size_t idx = 0; idx < steps.size(); ++idx) {
-    input.rank_times = steps[idx].ranks;
+    input.rank_times.clear();
+    for (size_t rank = 0; rank < steps[idx].ranks.size(); rank += tp)
+      input.rank_times.push_back(steps[idx].ranks[rank]);
     const SimulationResult result = simulate(input, SimulationOptions{/*record_timeline=*/false});
     replayed.push_back(result.iteration_ms);
     measured.push_back(steps[idx].iteration_ms);
@@ -202,7 +212,7 @@ StepReplay replay_steps(const Plan& plan, const Run& run) {
         for (double ms : *times) busy_ms += ms;
       const double iteration_ms = steps[idx].iteration_ms;
       replayed_idle[rank].push_back(
-          result.iteration_ms > 0 ? result.idle_ms[rank] / result.iteration_ms : 0);
+          result.iteration_ms > 0 ? result.idle_ms[rank / tp] / result.iteration_ms : 0);
       measured_idle[rank].push_back(iteration_ms > 0 ? std::max(0.0, 1 - busy_ms / iteration_ms)
                                                      : 0);
     }

@@ -180,11 +180,12 @@ void record_timing(const SimulationInput& input, const SimulationResult& result,
   p.bubble_fraction = plan->pp == 1 ? 0 : result.bubble_fraction;
   for (const RankAssignment& assignment : plan->ranks) {
     StagePrediction& stage = p.stages[assignment.stage];
-    stage.busy_ms = result.busy_ms[assignment.rank];
-    stage.idle_ms = result.idle_ms[assignment.rank];
+    const int played = assignment.rank / plan->tp();  // one played rank per tp group
+    stage.busy_ms = result.busy_ms[played];
+    stage.idle_ms = result.idle_ms[played];
     // The mean-times play's wait at the all-reduce (equal over a stage's replicas).
     if (plan->dp > 1 && !result.allreduce_ms.empty())
-      stage.allreduce_exposed_ms = result.allreduce_ms[assignment.rank];
+      stage.allreduce_exposed_ms = result.allreduce_ms[played];
   }
 }
 

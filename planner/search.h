@@ -24,6 +24,9 @@ enum class InferenceObjective {
 struct SearchOptions {
   std::optional<int> pp;
   std::optional<int> dp;
+  /// Ranks per tensor-parallel group (--tp; search_tensor_parallel): unset searches 1 and the
+  /// profile's tp_sizes. search() itself plans one size, the one its context's profile is for.
+  std::optional<int> tp;
   std::optional<int64_t> micro_batch_size;
   /// zb-h1 is searched only when the profile has the B/W split (Profile::has_backward_split),
   /// unless it is the only schedule asked for (then such a profile is refused).
@@ -68,6 +71,9 @@ struct SearchResult {
   int evaluated = 0;   ///< partitioned
   int simulated = 0;
   int pruned = 0;  ///< not evaluated or not simulated: their bound could not reach the top K
+  /// search_tensor_parallel over several tp sizes: the best plan of each size that has a
+  /// feasible one, by ascending tp; else empty.
+  std::vector<Plan> best_per_tp;
 };
 
 /// Candidates are every (dp, pp) with dp · pp = devices, pp <= layers and dp dividing the

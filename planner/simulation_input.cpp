@@ -58,9 +58,13 @@ SimulationInput simulation_input(const Plan& plan) {
             c.fwd_ms, c.bwd_ms, c.recompute_ms, 0, 0, p.fwd_cv, p.bwd_cv, 0};
       }
   }
+  // One simulated rank per tensor-parallel group (its ranks run in lockstep): group g is ranks
+  // g·tp .. g·tp + tp − 1, played as rank g.
+  const int tp = plan.tp();
   in.ranks.assign(plan.dp, std::vector<int>(plan.pp, 0));
   for (const RankAssignment& assignment : plan.ranks)
-    in.ranks[assignment.replica][assignment.stage] = assignment.rank;
+    if (assignment.tp_rank == 0)
+      in.ranks[assignment.replica][assignment.stage] = assignment.rank / tp;
   const LinkCosts links = link_costs(plan.cluster);
   const int num_chunks = static_cast<int>(plan.stages.size());
   in.activation_ms.assign(plan.dp, std::vector<double>(std::max(num_chunks - 1, 0), 0));
@@ -70,8 +74,8 @@ SimulationInput simulation_input(const Plan& plan) {
     const int64_t bytes =
         activation_bytes(stage.output_sample_shape, stage.output_dtype, plan.micro_batch_size);
     for (int replica = 0; replica < plan.dp; ++replica) {
-      const bool inter_node = plan.ranks[in.ranks[replica][boundary % plan.pp]].node !=
-                              plan.ranks[in.ranks[replica][(boundary + 1) % plan.pp]].node;
+      const bool inter_node = plan.ranks[in.ranks[replica][boundary % plan.pp] * tp].node !=
+                              plan.ranks[in.ranks[replica][(boundary + 1) % plan.pp] * tp].node;
       const double ms = transfer_ms(bytes, links.bandwidth(inter_node), links.latency_ms);
       in.activation_ms[replica][boundary] = ms;
       in.gradient_ms[replica][boundary] = ms;

@@ -84,16 +84,20 @@ LayerFits fits_from(const JsonReader& reader) {
 }
 
 Json layer_json(const LayerProfile& layer) {
-  return Json{{"index", layer.index},
-              {"name", layer.name},
-              {"kind", layer.kind},
-              {"param_count", layer.param_count},
-              {"param_bytes", layer.param_bytes},
-              {"buffer_bytes", layer.buffer_bytes},
-              {"output_dtype", layer.output_dtype},
-              {"optimizer_step_ms", layer.optimizer_step_ms},
-              {"points", json_array(layer.points, point_json)},
-              {"fits", fits_json(layer.fits)}};
+  Json json{{"index", layer.index},
+            {"name", layer.name},
+            {"kind", layer.kind},
+            {"param_count", layer.param_count},
+            {"param_bytes", layer.param_bytes},
+            {"buffer_bytes", layer.buffer_bytes},
+            {"output_dtype", layer.output_dtype},
+            {"optimizer_step_ms", layer.optimizer_step_ms},
+            {"points", json_array(layer.points, point_json)},
+            {"fits", fits_json(layer.fits)}};
+  if (layer.tp > 1) json["tp"] = layer.tp;  // shards only
+  if (!layer.tp_divides.empty()) json["tp_divides"] = layer.tp_divides;
+  if (!layer.tp_shards.empty()) json["tp_shards"] = json_array(layer.tp_shards, layer_json);
+  return json;
 }
 
 LayerProfile layer_from(const JsonReader& reader) {
@@ -112,6 +116,15 @@ LayerProfile layer_from(const JsonReader& reader) {
   layer.points.reserve(points.size());
   for (const JsonReader& point : points) layer.points.push_back(point_from(point));
   layer.fits = fits_from(reader.object("fits"));
+  if (reader.has("tp")) layer.tp = reader.int_in("tp", 2, kMaxDevices);  // optional: 1
+  if (reader.has("tp_divides")) {                                        // optional: does not split
+    const JsonReader divides = reader.object("tp_divides");
+    for (auto it = divides.json().begin(); it != divides.json().end(); ++it)
+      layer.tp_divides[it.key()] = divides.integer_in(it.key(), 1, kMaxBytes);
+  }
+  if (reader.has("tp_shards"))  // optional: none
+    for (const JsonReader& shard : reader.objects("tp_shards"))
+      layer.tp_shards.push_back(layer_from(shard));
   return layer;
 }
 
@@ -147,10 +160,15 @@ InterconnectProfile interconnect_from(const JsonReader& link) {
 }
 
 Json settings_json(const ProfileSettings& settings) {
-  return Json{{"device", settings.device},       {"batch_sizes", settings.batch_sizes},
-              {"precision", settings.precision}, {"warmup", settings.warmup},
-              {"repeats", settings.repeats},     {"co_located", settings.co_located},
-              {"seed", settings.seed}};
+  Json json{{"device", settings.device},
+            {"batch_sizes", settings.batch_sizes},
+            {"precision", settings.precision},
+            {"warmup", settings.warmup},
+            {"repeats", settings.repeats},
+            {"co_located", settings.co_located},
+            {"seed", settings.seed}};
+  if (!settings.tp_sizes.empty()) json["tp_sizes"] = settings.tp_sizes;
+  return json;
 }
 
 ProfileSettings settings_from(const JsonReader& reader) {
@@ -162,6 +180,9 @@ ProfileSettings settings_from(const JsonReader& reader) {
   settings.repeats = reader.int_in("repeats", 1, std::numeric_limits<int>::max());
   settings.co_located = reader.int_in("co_located", 1, kMaxDevices);
   settings.seed = static_cast<uint64_t>(reader.integer_at_least("seed", 0));
+  if (reader.has("tp_sizes"))  // optional: none
+    for (int64_t tp : reader.integers_in("tp_sizes", 2, kMaxDevices))
+      settings.tp_sizes.push_back(static_cast<int>(tp));
   return settings;
 }
 

@@ -154,6 +154,17 @@ struct LayerProfile {
   std::map<std::string, double> optimizer_step_ms;
   std::vector<LayerPoint> points;  ///< one per profiled batch size, ascending
   LayerFits fits;
+  /// The tensor-parallel group size this record was measured split for: 1 for the whole layer;
+  /// in tp_shards, the size whose shard (rank 0's) it holds.
+  int tp = 1;
+  /// What a tensor-parallel group's size must divide for the layer to split ({"heads": 12,
+  /// "mlp_dim": 3072}); empty for a layer that does not split (optional key "tp_divides").
+  std::map<std::string, int64_t> tp_divides;
+  /// A layer that splits (a transformer block): its shard measured at each size of
+  /// settings.tp_sizes, ascending, with the same index, name and kind, the shard's parameters
+  /// and its own points and fits (optional key "tp_shards", written when not empty). The
+  /// all-reduces a split layer runs are not in these times (the profiler sums nothing).
+  std::vector<LayerProfile> tp_shards;
 };
 
 /// A communication operation timed over message sizes: time = latency + bytes / bandwidth.
@@ -214,6 +225,10 @@ struct ProfileSettings {
   int repeats = 0;     ///< timed passes (forwards, backwards) per chain of layers and batch size
   int co_located = 1;  ///< processes that measured at once (sharing cores or one GPU)
   uint64_t seed = 0;   ///< seed of the layer weights and the random input batch
+  /// Tensor-parallel group sizes at which every splitting layer was measured split, ascending,
+  /// each at least 2 and dividing every count such a layer splits (optional key, written when
+  /// not empty; empty when no layer splits or with --tp-sizes none).
+  std::vector<int> tp_sizes;
 };
 
 /// A parameter several layers use (the model's tied weights): counted in the param_count and

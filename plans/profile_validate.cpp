@@ -41,6 +41,11 @@ void validate_settings(const Profile& profile, std::string_view document) {
     PIPEPLAN_CHECK(sizes[idx] > sizes[idx - 1], document, ": settings.batch_sizes[", idx, "]: ",
                    sizes[idx], ": expected batch sizes in strictly ascending order");
   parse_precision(profile.settings.precision, detail::concat(document, ": settings.precision"));
+  const std::vector<int>& tp_sizes = profile.settings.tp_sizes;
+  for (size_t idx = 0; idx < tp_sizes.size(); ++idx)
+    PIPEPLAN_CHECK(tp_sizes[idx] >= 2 && (idx == 0 || tp_sizes[idx] > tp_sizes[idx - 1]), document,
+                   ": settings.tp_sizes[", idx, "]: ", tp_sizes[idx],
+                   ": expected group sizes of at least 2 in strictly ascending order");
   const std::string& kind = profile.device.kind;
   PIPEPLAN_CHECK(kind == "cpu" || kind == "cuda", document, ": device.kind: ", quote(kind),
                  ": expected 'cpu' or 'cuda'");
@@ -213,6 +218,44 @@ void validate_layer(const Profile& profile, size_t layer_idx, std::string_view d
   validate_fits(layer, where);
 }
 
+// A splitting layer's shards: one per size of settings.tp_sizes, in order, each a valid record
+// of the same layer measured as the whole one was (the same optional measurements).
+void validate_shards(const Profile& profile, size_t layer_idx, std::string_view document) {
+  const LayerProfile& layer = profile.layers[layer_idx];
+  const std::string where = detail::concat(document, ": layers[", layer_idx, "]");
+  PIPEPLAN_CHECK(layer.tp == 1, where, ".tp: ", layer.tp,
+                 ": expected 1 (a whole layer; shards are in tp_shards)");
+  if (layer.tp_shards.empty()) return;
+  const std::vector<int>& sizes = profile.settings.tp_sizes;
+  PIPEPLAN_CHECK(layer.tp_shards.size() == sizes.size(), where,
+                 ".tp_shards: ", layer.tp_shards.size(),
+                 " shards: expected one per settings.tp_sizes (", sizes.size(), ")");
+  for (size_t shard_idx = 0; shard_idx < sizes.size(); ++shard_idx) {
+    const LayerProfile& shard = layer.tp_shards[shard_idx];
+    const std::string at = detail::concat(where, ".tp_shards[", shard_idx, "]");
+    PIPEPLAN_CHECK(shard.tp == sizes[shard_idx], at, ".tp: ", shard.tp,
+                   ": expected settings.tp_sizes[", shard_idx, "] = ", sizes[shard_idx]);
+    PIPEPLAN_CHECK(shard.index == layer.index && shard.name == layer.name &&
+                       shard.kind == layer.kind && shard.tp_shards.empty(),
+                   at, ": ", quote(shard.name), ": expected a shard of layer ", quote(layer.name),
+                   " (same index, name and kind, no shards of its own)");
+    PIPEPLAN_CHECK(shard.points.size() == layer.points.size(), at, ".points: ", shard.points.size(),
+                   " points: expected one per batch size (", layer.points.size(), ")");
+    for (size_t point_idx = 0; point_idx < shard.points.size(); ++point_idx) {
+      const LayerPoint& point = shard.points[point_idx];
+      const LayerPoint& whole = layer.points[point_idx];
+      PIPEPLAN_CHECK(point.batch_size == whole.batch_size &&
+                         point.bwd_input_ms.has_value() == whole.bwd_input_ms.has_value() &&
+                         point.inference_fwd_ms.has_value() == whole.inference_fwd_ms.has_value(),
+                     at, ".points[", point_idx, "]: batch size ", point.batch_size,
+                     ": expected the whole layer's batch size ", whole.batch_size,
+                     " and its optional measurements");
+      validate_point(shard, point_idx, at, at + ".output_dtype");
+    }
+    validate_fits(shard, at);
+  }
+}
+
 }  // namespace
 
 void Profile::validate(std::string_view document) const {
@@ -222,8 +265,10 @@ void Profile::validate(std::string_view document) const {
                  layers.size(), " records: expected one per layer of the model (",
                  model.num_layers, ", model.num_layers)");
   validate_optional_measurements(*this, document);
-  for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx)
+  for (size_t layer_idx = 0; layer_idx < layers.size(); ++layer_idx) {
     validate_layer(*this, layer_idx, document);
+    validate_shards(*this, layer_idx, document);
+  }
   for (size_t tie_idx = 0; tie_idx < ties.size(); ++tie_idx) {
     const TiedProfile& tie = ties[tie_idx];
     const std::string where = detail::concat(document, ": ties[", tie_idx, "]");

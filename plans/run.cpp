@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "common/error.h"
@@ -72,6 +73,7 @@ Json to_json(const RankMeasurement& r) {
             {"device", r.device},
             {"peak_memory_bytes", r.peak_memory_bytes},
             {"cuda_allocator_peak_bytes", r.cuda_allocator_peak_bytes}};
+  if (r.tp_rank > 0) json["tp_rank"] = r.tp_rank;  // optional: 0 when absent
   for (const auto& [key, field] : kTimeFields) json[key] = r.*field;
   write_optional_times(r, &json);
   json["iteration_ms"] = r.iteration_ms;
@@ -83,6 +85,7 @@ RankMeasurement rank_measurement_from_json(const JsonReader& reader) {
   r.rank = reader.int_in("rank", 0, kMaxDevices - 1);
   r.stage = reader.int_in("stage", 0, kMaxDevices - 1);
   r.replica = reader.int_in("replica", 0, kMaxDevices - 1);
+  if (reader.has("tp_rank")) r.tp_rank = reader.int_in("tp_rank", 1, kMaxDevices - 1);
   r.device = reader.string("device");
   r.peak_memory_bytes = reader.byte_count("peak_memory_bytes");
   r.cuda_allocator_peak_bytes = reader.byte_count("cuda_allocator_peak_bytes");
@@ -197,7 +200,7 @@ void validate_ranks(const Run& run, std::string_view document) {
   PIPEPLAN_CHECK(stages >= 1 && run.world_size % stages == 0, document, ": measured.stages: ",
                  stages, " entries: expected a divisor of world_size = ", run.world_size);
   const int replicas = run.world_size / stages;
-  std::set<std::pair<int, int>> placed;
+  std::set<std::tuple<int, int, int>> placed;
   for (size_t rank = 0; rank < m.ranks.size(); ++rank) {
     const RankMeasurement& r = m.ranks[rank];
     const std::string where = detail::concat(document, ": measured.ranks[", rank, "].");
@@ -206,8 +209,10 @@ void validate_ranks(const Run& run, std::string_view document) {
     PIPEPLAN_CHECK(r.stage < stages && r.replica < replicas, where, "stage: stage ", r.stage,
                    " of replica ", r.replica, ": expected a stage below ", stages,
                    " and a replica below ", replicas, " (measured.stages, world_size)");
-    PIPEPLAN_CHECK(placed.insert({r.stage, r.replica}).second, where, "stage: stage ", r.stage,
-                   " of replica ", r.replica, ": expected on one rank only");
+    PIPEPLAN_CHECK(placed.insert({r.stage, r.replica, r.tp_rank}).second, where, "stage: stage ",
+                   r.stage, " of replica ", r.replica,
+                   r.tp_rank > 0 ? detail::concat(" tp rank ", r.tp_rank) : std::string(),
+                   ": expected on one rank only");
     validate_times(r, where);
     PIPEPLAN_CHECK(in_range(r.iteration_ms, kMaxIterationMs), where, "iteration_ms: ",
                    r.iteration_ms, ": expected a time in ms in [0, ", kMaxIterationMs, "]");

@@ -48,6 +48,7 @@ struct RankMeasurement : MeasuredTimes {
   int rank = 0;
   int stage = 0;
   int replica = 0;
+  int tp_rank = 0;  ///< its place in its tensor-parallel group (key written when above 0)
   std::string device = "cpu";
   int64_t peak_memory_bytes = 0;          ///< allocator-reported peak (CPU + CUDA) over the run
   int64_t cuda_allocator_peak_bytes = 0;  ///< CUDA caching allocator's peak; 0 on CPU

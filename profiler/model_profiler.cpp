@@ -52,11 +52,13 @@ struct ChainContext {
   const BarrierFn& barrier;
 };
 
-// Builds the chain's layers on the device in training mode, and their profiles' static facts.
+// Builds the chain's layers on the device in training mode, and their profiles' static facts;
+// with a tensor-parallel `group`, the shards of the layers that split.
 std::vector<models::LayerPtr> build_chain(const ChainContext& context, const LayerChain& chain,
-                                          std::vector<LayerProfile>& profiles) {
+                                          std::vector<LayerProfile>& profiles,
+                                          const models::TensorParallelGroupPtr& group) {
   std::vector<models::LayerPtr> layers =
-      models::build_layers(context.model, chain.first, chain.last, context.options.seed);
+      models::build_layers(context.model, chain.first, chain.last, context.options.seed, group);
   for (size_t offset = 0; offset < layers.size(); ++offset) {
     layers[offset]->to(context.profiler.settings().device);
     layers[offset]->train();
@@ -64,18 +66,22 @@ std::vector<models::LayerPtr> build_chain(const ChainContext& context, const Lay
     profile.index = chain.first + static_cast<int>(offset);
     profile.name = context.model.layers[profile.index].name;
     profile.kind = context.model.layers[profile.index].kind;
+    for (const auto& [what, count] : context.model.layers[profile.index].tp_divides)
+      profile.tp_divides[what] = count;
     describe_layer(*layers[offset], profile);
     profiles.push_back(profile);
   }
   return layers;
 }
 
-// Builds, measures and releases one chain; replaces the activations by its last layer's outputs.
+// Builds, measures and releases one chain (with a tensor-parallel `group`, its split layers'
+// shards); replaces the activations by its last layer's outputs.
 std::vector<LayerProfile> profile_chain(const ChainContext& context, const LayerChain& chain,
-                                        Activations& activations) {
+                                        Activations& activations,
+                                        const models::TensorParallelGroupPtr& group = {}) {
   const int num_layers = static_cast<int>(context.model.layers.size());
   std::vector<LayerProfile> profiles;
-  const std::vector<models::LayerPtr> built = build_chain(context, chain, profiles);
+  const std::vector<models::LayerPtr> built = build_chain(context, chain, profiles, group);
   std::vector<models::Layer*> layers;
   for (const models::LayerPtr& layer : built) layers.push_back(layer.get());
   const bool ends_model = chain.last == num_layers;
@@ -119,6 +125,54 @@ void time_optimizer_steps(const ChainContext& context, std::vector<LayerProfile>
               : 0.0;
 }
 
+// The sizes of `requested` at which every layer of `model` that splits can split, ascending;
+// none when no layer splits.
+std::vector<int> usable_tp_sizes(const models::Model& model, std::vector<int> requested) {
+  const bool any_splits = std::any_of(
+      model.layers.begin(), model.layers.end(),
+      [](const models::LayerSpec& spec) { return static_cast<bool>(spec.build_shard); });
+  std::sort(requested.begin(), requested.end());
+  requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
+  std::vector<int> usable;
+  for (int tp : requested) {
+    bool divides = true;
+    for (const models::LayerSpec& spec : model.layers)
+      for (const auto& [what, count] : spec.tp_divides) divides = divides && count % tp == 0;
+    if (any_splits && divides) usable.push_back(tp);
+  }
+  return usable;
+}
+
+// The chain measured again at each of the profile's tp sizes, from the inputs it had
+// (`activations`, a copy), its split layers' records added to their `profiles`' tp_shards.
+void profile_chain_shards(const ChainContext& context, const LayerChain& chain,
+                          const Activations& activations, const std::vector<int>& tp_sizes,
+                          std::vector<LayerProfile>& profiles) {
+  const bool splits = std::any_of(
+      context.model.layers.begin() + chain.first, context.model.layers.begin() + chain.last,
+      [](const models::LayerSpec& spec) { return static_cast<bool>(spec.build_shard); });
+  if (!splits) return;
+  for (int tp : tp_sizes) {
+    // Rank 0 of a group with no peers: its all-reduces sum nothing.
+    const auto group = c10::make_intrusive<models::TensorParallelGroup>(/*rank=*/0, tp);
+    group->set_all_reduce([](torch::Tensor&) {});
+    Activations inputs = activations;
+    std::vector<LayerProfile> shards = profile_chain(context, chain, inputs, group);
+    for (size_t offset = 0; offset < shards.size(); ++offset) {
+      LayerProfile& whole = profiles[offset];
+      if (!context.model.layers[whole.index].build_shard) continue;
+      LayerProfile& shard = shards[offset];
+      shard.tp = tp;
+      for (const auto& [optimizer, ms] : whole.optimizer_step_ms)
+        shard.optimizer_step_ms[optimizer] = whole.param_count > 0
+                                                 ? ms * static_cast<double>(shard.param_count) /
+                                                       static_cast<double>(whole.param_count)
+                                                 : 0.0;
+      whole.tp_shards.push_back(std::move(shard));
+    }
+  }
+}
+
 // Now, in UTC, as ISO 8601 ("2025-01-31T12:00:00Z").
 std::string utc_timestamp() {
   const std::time_t now = std::time(nullptr);
@@ -155,6 +209,9 @@ void ProfileOptions::validate() const {
   PIPEPLAN_CHECK(repeats >= 1, "--repeats: ", repeats, " is below 1");
   if (threads) PIPEPLAN_CHECK(*threads >= 1, "--threads: ", *threads, " is below 1");
   PIPEPLAN_CHECK(co_located >= 1, "--co-located: ", co_located, " is below 1");
+  for (int tp : tp_sizes)
+    PIPEPLAN_CHECK(tp >= 2 && tp <= kMaxDevices, "--tp-sizes: ", tp,
+                   " is out of range; expected group sizes from 2 to ", kMaxDevices, " (or none)");
   PIPEPLAN_CHECK(seed <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
                  "--seed: ", seed, " is above 2^63 - 1");
 }
@@ -199,6 +256,7 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   profile.settings.repeats = options.repeats;
   profile.settings.co_located = options.co_located;
   profile.settings.seed = options.seed;
+  profile.settings.tp_sizes = usable_tp_sizes(model, options.tp_sizes);
   profile.device = runtime::describe_device(device);
   // On the CPU a loaded TorchScript file's host bytes count against the device (CUDA: host
   // memory, not the device's).
@@ -209,8 +267,10 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   Activations activations = first_inputs(model, profile.settings.batch_sizes, options.seed, device);
   const ChainContext context{model, options, profiler, progress, barrier};
   for (const LayerChain& chain : split_into_chains(model, options.chain_budget_bytes)) {
+    const Activations chain_inputs = activations;
     std::vector<LayerProfile> chain_profiles = profile_chain(context, chain, activations);
     time_optimizer_steps(context, chain_profiles);
+    profile_chain_shards(context, chain, chain_inputs, profile.settings.tp_sizes, chain_profiles);
     for (LayerProfile& layer : chain_profiles) profile.layers.push_back(std::move(layer));
   }
   for (const models::TiedParameter& tie : model.ties) {

@@ -36,10 +36,14 @@ struct ProfileOptions {
   /// Limit of the training bytes (kTrainingBytesPerParamByte x parameter bytes) of the layers
   /// built and timed together (split_into_chains); not a flag.
   int64_t chain_budget_bytes = kDefaultChainBudgetBytes;
+  /// Tensor-parallel group sizes to measure the splitting layers' shards at (`--tp-sizes`);
+  /// those that do not divide every count such a layer splits are skipped.
+  std::vector<int> tp_sizes = {2, 4, 8};
 
   /// Throws Error(kBadInput) naming the flag: unknown or unavailable device, unknown precision
   /// or one the device cannot run, no batch sizes or one outside [1, kMaxBatchSize], warmup < 0,
-  /// repeats < 1, threads < 1, co_located < 1. Checks only; changes nothing.
+  /// repeats < 1, threads < 1, co_located < 1, a tp size below 2 or above kMaxDevices. Checks
+  /// only; changes nothing.
   void validate() const;
 };
 
@@ -74,7 +78,12 @@ using BarrierFn = std::function<void()>;
 /// of any other chain starts its backward from a random gradient. After a chain is released,
 /// the optimizer step is timed over its parameters in one flat buffer
 /// (LayerProfiler::flat_optimizer_step_ms) and shared among its layers by parameter count.
-/// Applies `threads` and
+/// A chain holding layers that split (LayerSpec::build_shard) is then built and measured again
+/// at each usable size of `tp_sizes` from the same inputs, rank 0's shards in place of those
+/// layers and the group's all-reduces left out (no peer: the planner adds them from the
+/// interconnect's fit); the shards' records go to their layers' tp_shards, with the optimizer
+/// step scaled by their share of the layer's parameters, and the usable sizes to
+/// settings.tp_sizes. Applies `threads` and
 /// keep_freed_cpu_memory() for the rest of the process. With `co_located` > 1, `barrier` is
 /// required; it is called before each chain is measured at each batch size and before its
 /// optimizer steps, so that the co-located processes measure the same work at the same time.

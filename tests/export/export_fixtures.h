@@ -47,6 +47,25 @@ inline Plan chunked_plan(const std::vector<int>& layers_per_chunk, int pp, Sched
   return plan;
 }
 
+/// `plan` with each rank become `tp` consecutive ranks of a tensor-parallel group (as
+/// chunked_plan's, not validated: the exports read no boundary shapes).
+inline Plan with_tensor_parallel(Plan plan, int tp) {
+  plan.tensor_parallel.tp = tp;
+  plan.cluster.devices *= tp;
+  std::vector<RankAssignment> ranks;
+  for (const RankAssignment& group : plan.ranks)
+    for (int tp_rank = 0; tp_rank < tp; ++tp_rank) {
+      RankAssignment rank = group;
+      rank.rank = group.rank * tp + tp_rank;
+      rank.tp_rank = tp_rank;
+      rank.node = rank.rank / plan.cluster.devices_per_node;
+      rank.local_rank = rank.rank % plan.cluster.devices_per_node;
+      ranks.push_back(rank);
+    }
+  plan.ranks = ranks;
+  return plan;
+}
+
 /// The message of the Error(kBadInput) that `export_plan` throws, or "" when it exports.
 inline std::string refusal(const Plan& plan, const ExportModel& model, ExportFormat format,
                            const ExportOptions& options = {}) {

@@ -131,6 +131,25 @@ TEST(MegatronExportTest, LayoutExpandsToThePlansStageLayerCounts) {
   EXPECT_EQ(args.count("--untie-embeddings-and-output-weights"), 1u);
 }
 
+// Megatron-LM and vLLM take the plan's tp; DeepSpeed's pipeline configuration has none.
+TEST(MegatronExportTest, CarriesTensorParallelismAndDeepspeedRefusesIt) {
+  const Plan plan = with_tensor_parallel(
+      chunked_plan({3, 4, 4}, /*pp=*/3, Schedule::kOneFOneB, /*num_micro_batches=*/6), 2);
+  const auto args = megatron_flags(plan, gpt_model(8));
+  EXPECT_EQ(args.at("--tensor-model-parallel-size"), "2");
+  EXPECT_EQ(args.at("--pipeline-model-parallel-size"), "3");
+  const ExportFiles files = export_plan(plan, gpt_model(8), ExportFormat::kMegatron, {});
+  EXPECT_NE(files.document.find("start 6 ranks"), std::string::npos) << files.document;
+  EXPECT_NE(files.document.find("by the\n# vocabulary too"), std::string::npos);
+  EXPECT_EQ(refusal(plan, gpt_model(8), ExportFormat::kDeepspeed)
+                .rfind("deepspeed cannot express tensor_parallel.tp = 2: DeepSpeed's pipeline "
+                       "configuration has no tensor-parallel degree",
+                       0),
+            0u);
+  const Plan plain = chunked_plan({3, 4, 4}, /*pp=*/3, Schedule::kOneFOneB, 6);
+  EXPECT_EQ(megatron_flags(plain, gpt_model(8)).at("--tensor-model-parallel-size"), "1");
+}
+
 TEST(MegatronExportTest, InterleavedLayoutHasPpTimesVStagesInChunkOrder) {
   // 2 stages x 2 chunks; chunk c runs on stage c % 2 as Megatron's layout index v·pp + s.
   const Plan plan = chunked_plan({2, 3, 3, 3}, /*pp=*/2, Schedule::kInterleaved1F1B);

@@ -145,6 +145,16 @@ TEST(TorchtitanExportTest, ModelPartsAreThePlansStagesAndBatchesItsMicroBatches)
   EXPECT_EQ(toml_value(toml, "activation_checkpoint", "mode"), "\"none\"");
 }
 
+// torchtitan takes the plan's tp; torch.distributed.pipelining's stages cannot split a layer.
+TEST(TorchtitanExportTest, CarriesTensorParallelismAndPipeliningRefusesIt) {
+  const Plan plan = with_tensor_parallel(chunked_plan({3, 4, 4}, /*pp=*/3, Schedule::kOneFOneB), 2);
+  const std::string toml = export_plan(plan, gpt_model(8), ExportFormat::kTorchtitan, {}).document;
+  EXPECT_NE(toml.find("\ntensor_parallel_degree = 2\n"), std::string::npos) << toml;
+  EXPECT_EQ(refusal(plan, gpt_model(8), ExportFormat::kTorchPipelining)
+                .rfind("torch-pipelining cannot express tensor_parallel.tp = 2", 0),
+            0u);
+}
+
 TEST(TorchtitanExportTest, ZeroBubbleNamesItsCsv) {
   const Plan plan = chunked_plan({4, 7}, 2, Schedule::kZeroBubbleH1, 4);
   ExportOptions options;

@@ -46,7 +46,7 @@ Profile sample_profile() {
   profile.model.hash = "abc123";
   profile.model.num_layers = 2;
   profile.model.input_shape = {1, 28, 28};
-  profile.settings = ProfileSettings{"cuda:1", {1, 4}, "amp-bf16", 3, 10, 1, 42};
+  profile.settings = ProfileSettings{"cuda:1", {1, 4}, "amp-bf16", 3, 10, 1, 42, {}};
   profile.device = DeviceProfile{"cuda", "NVIDIA H100", 16, 8, 85899345920, 536870912};
   profile.interconnect = InterconnectProfile{
       "nccl", 2, CommProfile{0.01, 1.5e11, 0.001, {{1024, 0.02}, {1048576, 0.03}}},
@@ -485,6 +485,74 @@ TEST(ProfileInferenceTest, ValidateChecksTheInferenceForwardOfAProfileInMemory) 
               p.layers[1].points[1].inference_fwd_ms = std::nan("");
             }).find("mem: layers[1].points[1].inference_fwd_ms: nan: expected a time in ms"),
             std::string::npos);
+}
+
+// sample_profile with layer 1 split at tp 2: its shard half the parameters and times.
+Profile sample_profile_with_shards() {
+  Profile profile = sample_profile();
+  profile.settings.tp_sizes = {2};
+  LayerProfile& whole = profile.layers[1];
+  whole.tp_divides = {{"heads", 4}, {"mlp_dim", 64}};
+  LayerProfile shard = whole;
+  shard.tp = 2;
+  shard.param_count = whole.param_count / 2;
+  shard.param_bytes = whole.param_bytes / 2;
+  for (LayerPoint& point : shard.points) {
+    point.fwd_ms /= 2;
+    point.fwd_ms_p90 /= 2;
+  }
+  shard.fits = fit_points(shard.points);
+  whole.tp_shards.push_back(shard);
+  return profile;
+}
+
+TEST(ProfileTensorParallelTest, ShardsRoundTripAndNoKeysAreWrittenWithout) {
+  const Json plain = to_json(sample_profile());
+  EXPECT_FALSE(plain.at("settings").contains("tp_sizes"));
+  EXPECT_FALSE(plain.at("layers").at(1).contains("tp_shards"));
+  EXPECT_FALSE(plain.at("layers").at(1).contains("tp_divides"));
+  const Profile profile = sample_profile_with_shards();
+  EXPECT_NO_THROW(profile.validate("profile.json"));
+  const Json json = to_json(profile);
+  const Profile back = profile_from_json(json, "profile.json");
+  EXPECT_EQ(to_json(back), json);
+  ASSERT_EQ(back.layers[1].tp_shards.size(), 1u);
+  EXPECT_EQ(back.layers[1].tp_shards[0].tp, 2);
+  EXPECT_EQ(back.layers[1].tp_shards[0].param_count, 50240);
+  EXPECT_EQ(back.layers[1].tp_divides.at("heads"), 4);
+  EXPECT_EQ(back.settings.tp_sizes, std::vector<int>{2});
+  EXPECT_EQ(to_json(parse_profile(json.dump(), "profile.json")), json);
+}
+
+TEST(ProfileTensorParallelTest, ShardsThatDoNotMatchTheirLayerOrTheSizesAreRefused) {
+  const auto refusal = [](const Profile& profile) {
+    return error_of([&] { profile.validate("profile.json"); });
+  };
+  Profile extra_size = sample_profile_with_shards();
+  extra_size.settings.tp_sizes = {2, 4};
+  EXPECT_EQ(refusal(extra_size),
+            "profile.json: layers[1].tp_shards: 1 shards: expected one per settings.tp_sizes (2)");
+  Profile unsorted = sample_profile_with_shards();
+  unsorted.settings.tp_sizes = {2, 2};
+  EXPECT_EQ(refusal(unsorted),
+            "profile.json: settings.tp_sizes[1]: 2: expected group sizes of at least 2 in "
+            "strictly ascending order");
+  Profile wrong_tp = sample_profile_with_shards();
+  wrong_tp.layers[1].tp_shards[0].tp = 4;
+  EXPECT_EQ(refusal(wrong_tp),
+            "profile.json: layers[1].tp_shards[0].tp: 4: expected settings.tp_sizes[0] = 2");
+  Profile renamed = sample_profile_with_shards();
+  renamed.layers[1].tp_shards[0].name = "other";
+  EXPECT_NE(refusal(renamed).find("expected a shard of layer 'head'"), std::string::npos);
+  Profile stale_fit = sample_profile_with_shards();
+  stale_fit.layers[1].tp_shards[0].points[1].fwd_ms *= 3;
+  stale_fit.layers[1].tp_shards[0].points[1].fwd_ms_p90 *= 3;
+  EXPECT_NE(refusal(stale_fit).find("layers[1].tp_shards[0].fits.fwd_ms"), std::string::npos)
+      << refusal(stale_fit);
+  Profile whole_marked = sample_profile_with_shards();
+  whole_marked.layers[0].tp = 2;
+  EXPECT_EQ(refusal(whole_marked),
+            "profile.json: layers[0].tp: 2: expected 1 (a whole layer; shards are in tp_shards)");
 }
 
 TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {

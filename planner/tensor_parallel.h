@@ -1,0 +1,56 @@
+// Tensor parallelism in the planner: the profile as tensor-parallel groups see it, and the
+// search over tp around the dp × pp search.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/search.h"
+#include "plans/profile.h"
+
+namespace pipeplan {
+
+/// All-reduces a split layer runs per micro-batch and pass: g after each half-block in the
+/// forward (a recompute runs them again), f before each in the backward; zb-h1's W runs f's
+/// again on its way to the layer norms' weights.
+inline constexpr int kTensorParallelForwardAllReduces = 2;
+inline constexpr int kTensorParallelBackwardAllReduces = 2;
+
+/// One all-reduce of `bytes` over a tensor-parallel group of `tp` ranks, in ms, from the
+/// profile's two-rank all-reduce fit (a tp group is always inside a node): measured at tp = 2;
+/// for larger groups modelled as a ring, latency · (tp − 1) + 2(tp − 1)/tp · bytes / bandwidth.
+/// 0 without an interconnect profile.
+double tensor_parallel_all_reduce_ms(const Profile& profile, int tp, int64_t bytes);
+
+/// The group sizes the search may use: tp = 1, and each size of profile.settings.tp_sizes that
+/// divides `devices` and `devices_per_node` (a group never spans nodes); `fixed` (--tp) instead
+/// when given, refused naming --tp when the profile has no shards at it or it does not divide
+/// those.
+std::vector<int> tensor_parallel_sizes(const Profile& profile, int devices, int devices_per_node,
+                                       std::optional<int> fixed);
+
+/// `profile` as one rank of a tensor-parallel group of `tp` sees it: each layer with a shard at
+/// tp (LayerProfile::tp_shards) is that shard, its times at every point plus the group's
+/// all-reduces of its output (kTensorParallel*AllReduces: forward and inference forward +2,
+/// backward +2, zb-h1's B +2 and W +2), fits refitted; every other layer whole (replicated on
+/// the group). Memory follows from the shard's parameters and measured bytes. tp = 1: a copy.
+Profile tensor_parallel_profile(const Profile& profile, int tp);
+
+/// The note a plan of tensor-parallel groups of `tp` carries: which layers split, and whether
+/// the all-reduce time was measured (tp = 2) or modelled from the two-rank fit.
+std::string tensor_parallel_note(const Profile& profile, int tp);
+
+/// A plan found for clusters of tp-rank groups (devices / tp devices, each a group) made the
+/// plan of `cluster`'s devices: tensor_parallel.tp set, each rank of the smaller plan become
+/// tp consecutive ranks (tp innermost) with node, local_rank and device recomputed.
+void widen_to_tensor_parallel(Plan* plan, int tp, const Cluster& cluster);
+
+/// search() at each size of tensor_parallel_sizes (options.tp fixes one): each on
+/// tensor_parallel_profile and a cluster of devices / tp groups, its plans widened; the plans of
+/// every size merged best first (top_k), the counts summed, and best_per_tp filled (one entry
+/// per size with a feasible plan) when more than one size was searched. Inference plans search
+/// tp = 1 only (a --tp above 1 is refused).
+SearchResult search_tensor_parallel(const PlanningContext& context, const SearchOptions& options);
+
+}  // namespace pipeplan
