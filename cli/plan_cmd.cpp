@@ -252,9 +252,10 @@ void print_best_per_tp(const SearchResult& result) {
   if (result.best_per_tp.empty()) return;
   std::printf("best plan per tensor-parallel size:\n");
   for (const Plan& plan : result.best_per_tp)
-    std::printf("  tp=%-3d %13.3f ms %11.1f samples/s  %s\n", plan.tp(),
+    std::printf("  tp=%-3d %13.3f ms %11.1f samples/s  dp=%s pp=%d b=%lld m=%d %s\n", plan.tp(),
                 plan.predictions.iteration_ms, plan.predictions.samples_per_s,
-                plan_configuration(plan).c_str());
+                dp_text(plan).c_str(), plan.pp, static_cast<long long>(plan.micro_batch_size),
+                plan.num_micro_batches, schedule_text(plan).c_str());
 }
 
 void print_rejections(const SearchResult& result) {

@@ -143,6 +143,7 @@ RankMeasurement Recorder::summarize(const RankAssignment& assignment) const {
   m.optimizer_ms = mean_of(steps_, &StepTiming::optimizer_ms);
   m.allreduce_ms = mean_of(steps_, &StepTiming::allreduce_ms);
   m.allgather_ms = mean_of(steps_, &StepTiming::allgather_ms);
+  m.tp_allreduce_ms = mean_of(steps_, &StepTiming::tp_allreduce_ms);
   m.recv_wait_ms = mean_of(steps_, &StepTiming::recv_wait_ms);
   m.load_ms = mean_of(steps_, &StepTiming::load_ms);
   m.busy_ms = mean_of(steps_, &StepTiming::busy_ms);

@@ -40,6 +40,7 @@ struct StepTiming {
   double optimizer_ms = 0;
   double allreduce_ms = 0;
   double allgather_ms = 0;  ///< ZeRO-1's parameter all-gather; 0 otherwise
+  double tp_allreduce_ms = 0;  ///< tensor parallelism's all-reduces, inside the compute
   double recv_wait_ms = 0;
   double load_ms = 0;
   /// Mean per micro-batch over the step: m of them add up to the step's compute, which a
@@ -72,6 +73,8 @@ class Recorder {
   /// send or receive, else -1; `chunk` the action's local chunk (interleaved-1f1b), else 0.
   void record(TimelineKind kind, int micro_batch, double start_ms, double end_ms, int peer = -1,
               int chunk = 0);
+  /// Adds one tensor-parallel all-reduce of the current step (it ran inside a compute action).
+  void add_tp_allreduce(double ms) { current_.tp_allreduce_ms += ms; }
   /// Ends the current step and returns its totals.
   StepTiming end_step();
   /// Whether the current step is past the warm-up.

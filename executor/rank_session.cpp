@@ -57,8 +57,13 @@ void RankSession::build_stage() {
 void RankSession::connect() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
   comm_ = Comm::connect(env_, plan_, device_, timeout, tie_stages(model_, plan_));
-  Comm* comm = comm_.get();
-  tp_group_->set_all_reduce([comm](torch::Tensor& tensor) { comm->tp_all_reduce(tensor); });
+  // Timed into the current step once the recorder exists (the all-reduce may run on autograd's
+  // thread while this one waits in the backward: never both at once).
+  tp_group_->set_all_reduce([this](torch::Tensor& tensor) {
+    const double start_ms = recorder_ ? recorder_->now_ms() : 0;
+    comm_->tp_all_reduce(tensor);
+    if (recorder_) recorder_->add_tp_allreduce(recorder_->now_ms() - start_ms);
+  });
 }
 
 void RankSession::start_interpreter(int warmup_steps, std::optional<TrainingParts> training) {

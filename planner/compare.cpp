@@ -52,6 +52,7 @@ StageComparison stage_comparison(const Plan& plan, const Run& run, int stage_idx
   c.allreduce_ms = {plan.data_parallel.overlap ? p.allreduce_exposed_ms : p.allreduce_ms,
                     m.allreduce_ms};
   c.allgather_ms = {p.allgather_ms, m.allgather_ms};
+  c.tp_allreduce_ms = {p.tp_allreduce_ms, m.tp_allreduce_ms};
   c.predicted_allreduce_total_ms = p.allreduce_ms;
   c.busy_ms = {p.busy_ms, m.busy_ms};
   c.idle_ms = {p.idle_ms, m.idle_ms};

@@ -56,6 +56,8 @@ struct StageComparison {
   /// empty otherwise.
   std::vector<std::pair<int, int>> chunks = {};
   Difference allgather_ms = {};  ///< ZeRO-1: gathering the parameters, per iteration
+  /// Tensor parallelism: the split layers' all-reduces, per iteration (part of compute_ms).
+  Difference tp_allreduce_ms = {};
   /// dp > 1: the predicted collectives of the gradients, every bucket summed, whether a
   /// backward hides them or not (the run measures only the exposed part).
   double predicted_allreduce_total_ms = 0;

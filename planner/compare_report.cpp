@@ -29,6 +29,7 @@ const StageTime kStageTimes[] = {
     {"bwd_weight_ms", "W / micro-batch (zb-h1)", &StageComparison::bwd_weight_ms},
     {"recompute_ms", "recompute / micro-batch", &StageComparison::recompute_ms},
     {"compute_ms", "compute / iteration", &StageComparison::compute_ms},
+    {"tp_allreduce_ms", "  of it tp all-reduce", &StageComparison::tp_allreduce_ms},
     {"optimizer_ms", "optimizer / iteration", &StageComparison::optimizer_ms},
     {"allreduce_ms", "all-reduce / iteration", &StageComparison::allreduce_ms},
     {"allgather_ms", "all-gather / iteration", &StageComparison::allgather_ms},

@@ -151,6 +151,32 @@ void widen_to_tensor_parallel(Plan* plan, int tp, const Cluster& cluster) {
   plan->ranks = std::move(ranks);
 }
 
+void set_tensor_parallel_times(Plan* plan, const Profile& profile) {
+  const int tp = plan->tp();
+  if (tp == 1) return;
+  const int backward =
+      kTensorParallelBackwardAllReduces * (plan->schedule == Schedule::kZeroBubbleH1 ? 2 : 1);
+  for (size_t chunk_idx = 0; chunk_idx < plan->stages.size(); ++chunk_idx) {
+    const StagePlan& chunk = plan->stages[chunk_idx];
+    double per_micro_batch_ms = 0;
+    for (int layer_idx = chunk.first; layer_idx < chunk.last; ++layer_idx) {
+      const LayerProfile& layer = profile.layers[layer_idx];
+      if (shard_at(layer, tp) == nullptr) continue;
+      const LayerPoint& point = layer.points.front();
+      const std::vector<int64_t> sample(point.output_shape.begin() + 1, point.output_shape.end());
+      const int64_t bytes = activation_bytes(sample, layer.output_dtype, plan->micro_batch_size);
+      const bool recomputed =
+          chunk.checkpoint ||
+          std::find(chunk.recompute_layers.begin(), chunk.recompute_layers.end(), layer_idx) !=
+              chunk.recompute_layers.end();
+      const int count = kTensorParallelForwardAllReduces * (recomputed ? 2 : 1) + backward;
+      per_micro_batch_ms += count * tensor_parallel_all_reduce_ms(profile, tp, bytes);
+    }
+    plan->predictions.stages[chunk_idx % static_cast<size_t>(plan->pp)].tp_allreduce_ms +=
+        per_micro_batch_ms * plan->num_micro_batches;
+  }
+}
+
 SearchResult search_tensor_parallel(const PlanningContext& context, const SearchOptions& options) {
   context.validate();
   const Profile& profile = *context.profile;
@@ -171,10 +197,22 @@ SearchResult search_tensor_parallel(const PlanningContext& context, const Search
     groups.profile = &view;
     groups.cluster.devices = context.cluster.devices / tp;
     groups.cluster.devices_per_node = context.cluster.devices_per_node / tp;
-    if (tp > 1) groups.notes.push_back(tensor_parallel_note(profile, tp));
-    SearchResult result = search(groups, options);
+    SearchOptions group_options = options;
+    if (tp > 1) {
+      groups.notes.push_back(tensor_parallel_note(profile, tp));
+      // ZeRO-1 beside tensor parallelism is not built (plan validation refuses it).
+      PIPEPLAN_CHECK(!options.tp || options.zero != std::vector<int>{1},
+                     "--zero: 1: expected 0 "
+                     "with --tp ",
+                     tp, " (ZeRO-1 beside tensor parallelism is not built)");
+      group_options.zero = {0};
+    }
+    SearchResult result = search(groups, group_options);
     for (Plan& plan : result.plans) {
-      if (tp > 1) widen_to_tensor_parallel(&plan, tp, context.cluster);
+      if (tp > 1) {
+        widen_to_tensor_parallel(&plan, tp, context.cluster);
+        set_tensor_parallel_times(&plan, profile);
+      }
       plan.validate("plan");
     }
     if (!result.plans.empty()) merged.best_per_tp.push_back(result.plans.front());

@@ -46,6 +46,12 @@ std::string tensor_parallel_note(const Profile& profile, int tp);
 /// tp consecutive ranks (tp innermost) with node, local_rank and device recomputed.
 void widen_to_tensor_parallel(Plan* plan, int tp, const Cluster& cluster);
 
+/// Each stage's predicted tp_allreduce_ms: per micro-batch, every split layer's all-reduces of
+/// its output at the plan's micro-batch size (kTensorParallel*AllReduces, two more under zb-h1
+/// and two more where the layer is recomputed), times the micro-batches, summed over the
+/// stage's chunks. `profile` is the measured one (with shards); no-op for tp 1.
+void set_tensor_parallel_times(Plan* plan, const Profile& profile);
+
 /// search() at each size of tensor_parallel_sizes (options.tp fixes one): each on
 /// tensor_parallel_profile and a cluster of devices / tp groups, its plans widened; the plans of
 /// every size merged best first (top_k), the counts summed, and best_per_tp filled (one entry

@@ -155,6 +155,7 @@ Json stage_prediction_json(const StagePrediction& s) {
     });
   }
   if (s.allgather_ms > 0) json["allgather_ms"] = s.allgather_ms;  // ZeRO-1 only
+  if (s.tp_allreduce_ms > 0) json["tp_allreduce_ms"] = s.tp_allreduce_ms;  // tp > 1 only
   if (s.allreduce_exposed_ms > 0) json["allreduce_exposed_ms"] = s.allreduce_exposed_ms;
   return json;
 }
@@ -179,6 +180,8 @@ StagePrediction stage_prediction_from(const JsonReader& r) {
                            bucket.byte_count("bytes"), bucket.number_in("ready_fraction", 0, 1),
                            bucket.number_in("comm_ms", 0, kMaxIterationMs)});
   if (r.has("allgather_ms")) s.allgather_ms = r.number_in("allgather_ms", 0, kMaxIterationMs);
+  if (r.has("tp_allreduce_ms"))
+    s.tp_allreduce_ms = r.number_in("tp_allreduce_ms", 0, kMaxIterationMs);
   if (r.has("allreduce_exposed_ms"))
     s.allreduce_exposed_ms = r.number_in("allreduce_exposed_ms", 0, kMaxIterationMs);
   s.peak_memory_bytes = r.byte_count("peak_memory_bytes");

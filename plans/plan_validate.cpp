@@ -400,6 +400,12 @@ void validate_buckets(const Plan& plan, const StagePrediction& s, const std::str
   PIPEPLAN_CHECK(s.allgather_ms == 0 || (plan.dp > 1 && plan.data_parallel.zero == 1), where,
                  "allgather_ms: ", s.allgather_ms, ": expected 0 (only ZeRO-1 gathers parameters)");
   check_time(s.allgather_ms, kMaxIterationMs, where + "allgather_ms");
+  PIPEPLAN_CHECK(s.tp_allreduce_ms == 0 ||
+                     (plan.tp() > 1 && s.tp_allreduce_ms <= s.compute_ms * (1 + kRelativeSlack)),
+                 where, "tp_allreduce_ms: ", s.tp_allreduce_ms,
+                 plan.tp() > 1 ? detail::concat(": expected at most compute_ms = ", s.compute_ms,
+                                                " (the all-reduces are part of the compute)")
+                               : std::string(": expected 0 (only tensor parallelism has it)"));
   check_time(s.allreduce_exposed_ms, kMaxIterationMs, where + "allreduce_exposed_ms");
   if (s.buckets.empty()) return;
   double sum = 0;

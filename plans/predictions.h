@@ -103,6 +103,9 @@ struct StagePrediction {
   /// ZeRO-1: gathering the updated parameters after the optimizer step; 0 otherwise (optional
   /// key).
   double allgather_ms = 0;
+  /// Tensor parallelism: the split layers' all-reduces, per iteration, inside compute_ms (in
+  /// fwd_ms, bwd_ms and recompute_ms); 0 with tp 1 (optional key, written when above 0).
+  double tp_allreduce_ms = 0;
   /// Simulated: the time the stage waits at its all-reduce (the part of the collectives no
   /// backward hides), per iteration; what a run measures as its allreduce_ms (optional key).
   double allreduce_exposed_ms = 0;

@@ -32,6 +32,7 @@ const std::pair<const char*, double MeasuredTimes::*> kTimeFields[] = {
 const std::pair<const char*, double MeasuredTimes::*> kOptionalTimeFields[] = {
     {"bwd_weight_ms", &MeasuredTimes::bwd_weight_ms},
     {"allgather_ms", &MeasuredTimes::allgather_ms},
+    {"tp_allreduce_ms", &MeasuredTimes::tp_allreduce_ms},
 };
 
 void write_optional_times(const MeasuredTimes& t, Json* json) {

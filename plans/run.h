@@ -38,6 +38,9 @@ struct MeasuredTimes {
   /// ZeRO-1: gathering the updated parameter shards after the step, per iteration (optional
   /// key); 0 otherwise. Counted in busy_ms as the all-reduce is.
   double allgather_ms = 0;
+  /// Tensor parallelism: the split layers' all-reduces, per iteration, inside compute_ms
+  /// (optional key); 0 otherwise.
+  double tp_allreduce_ms = 0;
 
   /// Adds `weight` times every time of `other` to this one's.
   void add(const MeasuredTimes& other, double weight);

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -196,6 +197,14 @@ TEST(SerialTensorParallelTest, PlannedRunsPeakAsPredicted) {
   expect_success(run_ranks(4, {"train", "--plan", dir + "/plan.json", "--data", "synthetic",
                                "--steps", "6", "-o", dir + "/run.json"}));
   expect_memory_predicted(dir, 2, 5.0);
+  // compare shows the tp all-reduces of each stage, predicted and measured.
+  std::ifstream compare_file(dir + "/compare.json");
+  const Json compare = Json::parse(compare_file);
+  for (int stage = 0; stage < 2; ++stage) {
+    const Json& tp_allreduce = compare.at("stages").at(stage).at("tp_allreduce_ms");
+    EXPECT_GT(tp_allreduce.at("predicted").get<double>(), 0) << tp_allreduce.dump();
+    EXPECT_GT(tp_allreduce.at("measured").get<double>(), 0) << tp_allreduce.dump();
+  }
   std::vector<std::string> indivisible = plan_args;
   indivisible.insert(indivisible.end(), {"--tp", "3"});
   const std::vector<RankExit> refused = run_ranks(0, indivisible);

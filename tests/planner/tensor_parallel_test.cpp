@@ -173,6 +173,23 @@ TEST(TensorParallelTest, SearchPicksTheSizeThatPaysAndWidensItsRanks) {
   ASSERT_FALSE(forced.plans.empty());
   EXPECT_EQ(forced.plans.front().tp(), 2);
   EXPECT_TRUE(forced.best_per_tp.empty());
+  // Each split layer's four all-reduces (six when recomputed) of its 256-float output per
+  // sample, per micro-batch; none predicted at tp 1.
+  const Plan& split = forced.plans.front();
+  std::vector<double> expected(static_cast<size_t>(split.pp), 0.0);
+  for (size_t chunk = 0; chunk < split.stages.size(); ++chunk)
+    for (int layer = split.stages[chunk].first; layer < split.stages[chunk].last; ++layer)
+      if (layer == 1 || layer == 2)
+        expected[chunk % static_cast<size_t>(split.pp)] +=
+            (split.stages[chunk].checkpoint ? 6 : 4) * split.num_micro_batches *
+            tensor_parallel_all_reduce_ms(slow, 2, 256 * 4 * split.micro_batch_size);
+  for (int stage = 0; stage < split.pp; ++stage)
+    EXPECT_NEAR(split.predictions.stages[stage].tp_allreduce_ms, expected[stage], 1e-9)
+        << plan_configuration(split);
+  EXPECT_GT(
+      split.predictions.stages[0].tp_allreduce_ms + split.predictions.stages.back().tp_allreduce_ms,
+      0);
+  EXPECT_EQ(slow_result.best_per_tp[0].predictions.stages[0].tp_allreduce_ms, 0);
   // Half the parameters of the split layers on each rank: less memory than tp = 1's plan of the
   // same split.
   EXPECT_LT(forced.plans.front().predictions.stages[0].memory.parameters_bytes,
