@@ -131,6 +131,10 @@ std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint
 /// and the count it does not divide.
 void check_tensor_parallel(const Model& model, int tp, const std::string& field);
 
+/// Whether a tensor-parallel group of `tp` ranks splits every layer of `model` that splits
+/// (check_tensor_parallel would pass).
+bool tensor_parallel_fits(const Model& model, int tp);
+
 /// Runs `layers` one after another.
 torch::Tensor forward_layers(const std::vector<LayerPtr>& layers, torch::Tensor input);
 

@@ -90,6 +90,13 @@ std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint
   return layers;
 }
 
+bool tensor_parallel_fits(const Model& model, int tp) {
+  for (const LayerSpec& spec : model.layers)
+    for (const auto& [what, count] : spec.tp_divides)
+      if (count % tp != 0) return false;
+  return true;
+}
+
 void check_tensor_parallel(const Model& model, int tp, const std::string& field) {
   for (const LayerSpec& spec : model.layers)
     for (const auto& [what, count] : spec.tp_divides)

@@ -134,12 +134,8 @@ std::vector<int> usable_tp_sizes(const models::Model& model, std::vector<int> re
   std::sort(requested.begin(), requested.end());
   requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
   std::vector<int> usable;
-  for (int tp : requested) {
-    bool divides = true;
-    for (const models::LayerSpec& spec : model.layers)
-      for (const auto& [what, count] : spec.tp_divides) divides = divides && count % tp == 0;
-    if (any_splits && divides) usable.push_back(tp);
-  }
+  for (int tp : requested)
+    if (any_splits && models::tensor_parallel_fits(model, tp)) usable.push_back(tp);
   return usable;
 }
 
