@@ -248,14 +248,28 @@ void print_table(const SearchResult& result) {
 
 // With several tensor-parallel sizes searched: the best plan of each, so that the choice of tp
 // shows.
+// By ascending tp: each size's best plan, or the bound that kept it from being searched.
 void print_best_per_tp(const SearchResult& result) {
-  if (result.best_per_tp.empty()) return;
+  if (result.best_per_tp.empty() && result.unsearched_tp.empty()) return;
   std::printf("best plan per tensor-parallel size:\n");
-  for (const Plan& plan : result.best_per_tp)
-    std::printf("  tp=%-3d %13.3f ms %11.1f samples/s  dp=%s pp=%d b=%lld m=%d %s\n", plan.tp(),
-                plan.predictions.iteration_ms, plan.predictions.samples_per_s,
-                dp_text(plan).c_str(), plan.pp, static_cast<long long>(plan.micro_batch_size),
-                plan.num_micro_batches, schedule_text(plan).c_str());
+  auto plan_at = result.best_per_tp.begin();
+  auto bound_at = result.unsearched_tp.begin();
+  while (plan_at != result.best_per_tp.end() || bound_at != result.unsearched_tp.end()) {
+    if (bound_at == result.unsearched_tp.end() ||
+        (plan_at != result.best_per_tp.end() && plan_at->tp() < bound_at->first)) {
+      const Plan& plan = *plan_at++;
+      std::printf("  tp=%-3d %13.3f ms %11.1f samples/s  dp=%s pp=%d b=%lld m=%d %s\n", plan.tp(),
+                  plan.predictions.iteration_ms, plan.predictions.samples_per_s,
+                  dp_text(plan).c_str(), plan.pp, static_cast<long long>(plan.micro_batch_size),
+                  plan.num_micro_batches, schedule_text(plan).c_str());
+    } else {
+      const auto [tp, bound_ms] = *bound_at++;
+      std::printf(
+          "  tp=%-3d >= %10.3f ms  not searched: no plan of it can enter the top %zu "
+          "(--tp %d plans it)\n",
+          tp, bound_ms, result.plans.size(), tp);
+    }
+  }
 }
 
 void print_rejections(const SearchResult& result) {
@@ -290,7 +304,9 @@ int run_plan(const PlanOptions& o) {
   const std::string profile_hash = hashed.get();
   std::optional<Calibration> calibration;
   if (o.calibrate) calibration = calibration_from(*o.calibrate, measured);
-  const Profile profile = calibration ? calibrated_profile(measured, *calibration) : measured;
+  std::optional<Profile> calibrated;
+  if (calibration) calibrated = calibrated_profile(measured, *calibration);
+  const Profile& profile = calibrated ? *calibrated : measured;
   PlanningContext context = make_context(o, profile, profile_hash);
   context.calibration = calibration;
   if (o.inference) context.mode = PlanMode::kInference;

@@ -190,6 +190,14 @@ class Search {
   SearchResult run() {
     entries_ = enumerate();
     result_.candidates = static_cast<int>(entries_.size());
+    // Sorted by bound: when the least cannot beat the rival, no plan of this search is wanted
+    // but its best, and the bound says enough of that.
+    if (options_.prune && options_.rival_samples_per_s && !entries_.empty() &&
+        !beats_rival(entries_.front().bound_ms)) {
+      result_.pruned = result_.candidates;
+      result_.unsearched_bound_ms = entries_.front().bound_ms;
+      return std::move(result_);
+    }
     splits_.resize(entries_.size());
     for (size_t idx = 0; idx < entries_.size(); ++idx)
       queue_.push({entries_[idx].bound_ms, static_cast<int>(idx), Step::kRefine});
@@ -391,11 +399,35 @@ class Search {
   bool top_full() const { return static_cast<int>(top_.size()) >= options_.top_k; }
 
   // Draws only lengthen an iteration: a bound on the mean-times play bounds the plan's too.
+  // A plan is wanted when it could be this search's best, or could beat the rival and enter
+  // the top K.
   bool could_enter_top(double iteration_bound_ms) const {
-    if (!options_.prune || !top_full()) return true;
-    const double bound_samples_per_s =
-        context_.global_batch / iteration_bound_ms * kMsPerSecond * (1 + kBoundSlack);
-    return bound_samples_per_s >= top_.back().predictions.samples_per_s;
+    if (!options_.prune || top_.empty()) return true;
+    const double bound_samples_per_s = samples_per_s_bound(iteration_bound_ms);
+    if (bound_samples_per_s >= top_.front().predictions.samples_per_s) return true;
+    return beats_rival(iteration_bound_ms) &&
+           (!top_full() || bound_samples_per_s >= top_.back().predictions.samples_per_s);
+  }
+
+  double samples_per_s_bound(double iteration_bound_ms) const {
+    return context_.global_batch / iteration_bound_ms * kMsPerSecond * (1 + kBoundSlack);
+  }
+
+  bool beats_rival(double iteration_bound_ms) const {
+    return !options_.rival_samples_per_s ||
+           samples_per_s_bound(iteration_bound_ms) >= *options_.rival_samples_per_s;
+  }
+
+  // The iteration a play may reach and still be wanted (could_enter_top); infinite: any.
+  double abandon_above_ms() const {
+    constexpr double kAny = std::numeric_limits<double>::infinity();
+    if (!options_.prune || top_.empty()) return kAny;
+    double wanted_ms = top_full() ? top_.back().predictions.iteration_ms : kAny;
+    if (options_.rival_samples_per_s)
+      wanted_ms =
+          std::min(wanted_ms, context_.global_batch / *options_.rival_samples_per_s * kMsPerSecond);
+    wanted_ms = std::max(wanted_ms, top_.front().predictions.iteration_ms);
+    return std::isinf(wanted_ms) ? kAny : wanted_ms + kRankingGapMs;
   }
 
   // Partitions under replica-major placement, and again under stage-major when the rule says
@@ -531,8 +563,7 @@ class Search {
     Plan plan = build_plan(context_, table(candidate), candidate, split, options_.partition.name());
     SimulationOptions options{/*record_timeline=*/false, /*merge_identical_replicas=*/true,
                               /*variability_draws=*/0};
-    if (options_.prune && top_full())
-      options.abandon_above_ms = top_.back().predictions.iteration_ms + kRankingGapMs;
+    options.abandon_above_ms = abandon_above_ms();
     ++result_.simulated;
     if (predict_timing(&plan, options).abandoned) return;
     if (top_full() && !better(plan, top_.back())) return;

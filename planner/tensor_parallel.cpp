@@ -2,6 +2,7 @@
 #include "planner/tensor_parallel.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "common/error.h"
@@ -107,12 +108,20 @@ std::vector<int> tensor_parallel_sizes(const Profile& profile, int devices, int 
 }
 
 Profile tensor_parallel_profile(const Profile& profile, int tp) {
-  Profile view = profile;
-  if (tp == 1) return view;
-  for (LayerProfile& layer : view.layers) {
+  // Every field but the layers, whose shards would be copied only to be dropped.
+  Profile view;
+  view.tool_version = profile.tool_version;
+  view.created_at = profile.created_at;
+  view.model = profile.model;
+  view.settings = profile.settings;
+  view.device = profile.device;
+  view.interconnect = profile.interconnect;
+  view.ties = profile.ties;
+  view.layers.reserve(profile.layers.size());
+  for (const LayerProfile& layer : profile.layers) {
     const LayerProfile* shard = shard_at(layer, tp);
-    if (shard != nullptr) layer = with_all_reduces(profile, *shard, tp);
-    layer.tp_shards.clear();
+    view.layers.push_back(shard != nullptr ? with_all_reduces(profile, *shard, tp) : layer);
+    view.layers.back().tp_shards.clear();
   }
   view.settings.tp_sizes.clear();
   return view;
@@ -192,12 +201,18 @@ SearchResult search_tensor_parallel(const PlanningContext& context, const Search
     // A size the fixed --dp or --pp cannot split is not searched (unless asked for by --tp,
     // when search() names the flag).
     if (tp > 1 && !options.tp && !divides_groups(options, context.cluster.devices / tp)) continue;
-    const Profile view = tensor_parallel_profile(profile, tp);
+    // tp = 1 plans the profile as it is: search() reads no shards.
+    std::optional<Profile> view;
+    if (tp > 1) view = tensor_parallel_profile(profile, tp);
     PlanningContext groups = context;
-    groups.profile = &view;
+    groups.profile = view ? &*view : &profile;
     groups.cluster.devices = context.cluster.devices / tp;
     groups.cluster.devices_per_node = context.cluster.devices_per_node / tp;
     SearchOptions group_options = options;
+    // A plan slower than the K-th best so far matters only as its size's best.
+    if (static_cast<int>(merged.plans.size()) >= options.top_k)
+      group_options.rival_samples_per_s =
+          merged.plans[static_cast<size_t>(options.top_k) - 1].predictions.samples_per_s;
     if (tp > 1) {
       groups.notes.push_back(tensor_parallel_note(profile, tp));
       // ZeRO-1 beside tensor parallelism is not built (plan validation refuses it).
@@ -216,6 +231,8 @@ SearchResult search_tensor_parallel(const PlanningContext& context, const Search
       plan.validate("plan");
     }
     if (!result.plans.empty()) merged.best_per_tp.push_back(result.plans.front());
+    if (result.unsearched_bound_ms)
+      merged.unsearched_tp.emplace_back(tp, *result.unsearched_bound_ms);
     merged.plans.insert(merged.plans.end(), result.plans.begin(), result.plans.end());
     for (std::string& line : result.infeasible)
       merged.infeasible.push_back(tp > 1 ? detail::concat("tp=", tp, " ", line) : line);
@@ -223,11 +240,14 @@ SearchResult search_tensor_parallel(const PlanningContext& context, const Search
     merged.evaluated += result.evaluated;
     merged.simulated += result.simulated;
     merged.pruned += result.pruned;
+    sort_best_first(merged.plans);
+    if (static_cast<int>(merged.plans.size()) > options.top_k)
+      merged.plans.resize(static_cast<size_t>(options.top_k));
   }
-  sort_best_first(merged.plans);
-  if (static_cast<int>(merged.plans.size()) > options.top_k)
-    merged.plans.resize(static_cast<size_t>(options.top_k));
-  if (sizes.size() == 1) merged.best_per_tp.clear();
+  if (sizes.size() == 1) {
+    merged.best_per_tp.clear();
+    merged.unsearched_tp.clear();
+  }
   return merged;
 }
 

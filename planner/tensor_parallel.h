@@ -34,7 +34,8 @@ std::vector<int> tensor_parallel_sizes(const Profile& profile, int devices, int 
 /// tp (LayerProfile::tp_shards) is that shard, its times at every point plus the group's
 /// all-reduces of its output (kTensorParallel*AllReduces: forward and inference forward +2,
 /// backward +2, zb-h1's B +2 and W +2), fits refitted; every other layer whole (replicated on
-/// the group). Memory follows from the shard's parameters and measured bytes. tp = 1: a copy.
+/// the group). Memory follows from the shard's parameters and measured bytes. Shards and
+/// settings.tp_sizes are dropped (tp = 1: the profile without them).
 Profile tensor_parallel_profile(const Profile& profile, int tp);
 
 /// The note a plan of tensor-parallel groups of `tp` carries: which layers split, and whether
@@ -55,8 +56,11 @@ void set_tensor_parallel_times(Plan* plan, const Profile& profile);
 /// search() at each size of tensor_parallel_sizes (options.tp fixes one): each on
 /// tensor_parallel_profile and a cluster of devices / tp groups, its plans widened; the plans of
 /// every size merged best first (top_k), the counts summed, and best_per_tp filled (one entry
-/// per size with a feasible plan) when more than one size was searched. Inference plans search
-/// tp = 1 only (a --tp above 1 is refused).
+/// per size with a feasible plan) when more than one size was searched. Sizes go in ascending
+/// order, each given the K-th best of those before as its rival (SearchOptions::
+/// rival_samples_per_s): a size none of whose candidates could enter the top K is not searched
+/// and is listed in unsearched_tp with its bound. Inference plans search tp = 1 only (a --tp
+/// above 1 is refused).
 SearchResult search_tensor_parallel(const PlanningContext& context, const SearchOptions& options);
 
 }  // namespace pipeplan

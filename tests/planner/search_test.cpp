@@ -103,6 +103,8 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
   int pruned = 0;
   int interleaved = 0;
   size_t reported = 0;
+  int unsearched = 0;
+  int rivalled_outside = 0;
   for (int case_idx = 0; case_idx < 30; ++case_idx) {
     Profile profile = testing::make_profile(testing::random_layers(rng, 3 + case_idx % 6),
                                             {1, 2, 4}, 64, 1000, 0.02, 2e6);
@@ -134,10 +136,65 @@ TEST(SearchTest, PrunedSearchEqualsExhaustiveSearch) {
     reported += fast.infeasible.size();
     pruned += fast.pruned;
     for (const Plan& plan : full.plans) interleaved += plan.virtual_stages > 1;
+    if (full.plans.empty()) continue;
+    // With a rival (search_tensor_parallel's): the best plan and those that reach the rival
+    // are the exhaustive search's, or, when no candidate could, its bound.
+    options.prune = true;
+    for (const double rival : {full.plans.front().predictions.samples_per_s * 1.5,
+                               full.plans.front().predictions.samples_per_s,
+                               full.plans.back().predictions.samples_per_s}) {
+      options.rival_samples_per_s = rival;
+      const SearchResult rivalled = search(context, options);
+      const Plan& best = full.plans.front();
+      if (rivalled.unsearched_bound_ms) {
+        ++unsearched;
+        EXPECT_TRUE(rivalled.plans.empty());
+        EXPECT_LE(*rivalled.unsearched_bound_ms, best.predictions.iteration_ms * (1 + 1e-9));
+        EXPECT_LT(best.predictions.samples_per_s, rival);
+        continue;
+      }
+      ASSERT_FALSE(rivalled.plans.empty()) << "case " << case_idx;
+      for (size_t idx = 0; idx < full.plans.size(); ++idx) {
+        if (idx > 0 && full.plans[idx].predictions.samples_per_s < rival) break;
+        ASSERT_LT(idx, rivalled.plans.size()) << "case " << case_idx;
+        EXPECT_EQ(to_json(rivalled.plans[idx]), to_json(full.plans[idx])) << "case " << case_idx;
+      }
+      rivalled_outside += best.predictions.samples_per_s < rival;
+    }
+    options.rival_samples_per_s.reset();
   }
   EXPECT_GT(interleaved, 5);  // interleaved-1f1b is among the plans compared
   EXPECT_GT(pruned, 100);  // the bound does prune
   EXPECT_GT(reported, 0u);
+  EXPECT_GT(unsearched, 0);        // a rival no candidate can reach: not searched
+  EXPECT_GT(rivalled_outside, 0);  // searched for its own best alone
+}
+
+// A rival no plan reaches leaves the search its own best, exact, wherever the best-first order
+// simulates a slower plan first.
+TEST(SearchTest, ARivalledSearchFindsItsOwnBest) {
+  std::mt19937_64 rng(7);
+  int searched = 0;
+  for (int case_idx = 0; case_idx < 40; ++case_idx) {
+    Profile profile = testing::make_profile(testing::random_layers(rng, 6 + case_idx % 7),
+                                            {1, 2, 4, 8}, 64, 1000, 0.02, 2e6);
+    if (case_idx % 2 == 0) profile = testing::with_backward_split(profile, 0.4, 0.7);
+    const int64_t memory = case_idx % 3 == 0 ? 400'000 : int64_t{1} << 30;
+    const PlanningContext context = context_for(profile, 4 << (case_idx % 3), memory, 64, 4);
+    SearchOptions options;
+    options.top_k = 1;
+    options.prune = false;
+    const SearchResult full = search(context, options);
+    if (full.plans.empty()) continue;
+    options.prune = true;
+    options.rival_samples_per_s = full.plans.front().predictions.samples_per_s * 1.001;
+    const SearchResult rivalled = search(context, options);
+    if (rivalled.unsearched_bound_ms) continue;
+    ++searched;
+    ASSERT_EQ(rivalled.plans.size(), 1u) << "case " << case_idx;
+    EXPECT_EQ(to_json(rivalled.plans.front()), to_json(full.plans.front())) << "case " << case_idx;
+  }
+  EXPECT_GT(searched, 10);
 }
 
 // What the search does and reports is the same from run to run (nothing depends on addresses

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "common/limits.h"
 #include "tests/common/error_of.h"
 #include "tests/planner/test_profiles.h"
@@ -16,9 +19,40 @@ using testing::error_of;
 constexpr double kAllReduceLatencyMs = 0.1;
 constexpr double kAllReduceBandwidthBytesPerS = 1e9;
 
-// Four layers: two "blocks" (1 and 2) that split, with shards at tp 2 and 4 taking
-// `shard_time_share` of the whole block's time per tp halving, half its parameters and 0.6 of
-// its retained bytes; an all-reduce fit of 0.1 ms and 1 GB/s.
+// `profile` with shards of `split` layers at tp 2 and 4, taking `shard_time_share` of the whole
+// layer's time per tp halving, half its parameters and 0.6 of its retained bytes (at least its
+// saved input and output); an all-reduce
+// fit of 0.1 ms and 1 GB/s.
+Profile with_shards(Profile profile, const std::vector<int>& split, double shard_time_share) {
+  profile.interconnect->allreduce.latency_ms = kAllReduceLatencyMs;
+  profile.interconnect->allreduce.bandwidth_bytes_per_s = kAllReduceBandwidthBytesPerS;
+  profile.settings.tp_sizes = {2, 4};
+  for (int layer_idx : split) {
+    LayerProfile& whole = profile.layers[layer_idx];
+    whole.tp_divides = {{"heads", 4}, {"mlp_dim", 16}};
+    for (int tp : {2, 4}) {
+      LayerProfile shard = whole;
+      shard.tp = tp;
+      shard.tp_shards.clear();
+      const double share = tp == 2 ? shard_time_share : shard_time_share * shard_time_share;
+      for (LayerPoint& point : shard.points) {
+        point.fwd_ms = point.fwd_ms_p90 = point.fwd_ms * share;
+        point.bwd_ms = point.bwd_ms_p90 = point.bwd_ms * share;
+        point.retained_bytes = std::max(point.retained_bytes * 6 / 10,
+                                        point.saved_input_bytes + point.saved_output_bytes);
+      }
+      shard.param_count = whole.param_count / tp;
+      shard.param_bytes = shard.param_count * 4;
+      shard.optimizer_step_ms = {{"sgd", 0.01 / tp}, {"adamw", 0.0}};
+      shard.fits = fit_points(shard.points);
+      whole.tp_shards.push_back(shard);
+    }
+  }
+  profile.validate("split profile");
+  return profile;
+}
+
+// Four layers: two "blocks" (1 and 2) that split (with_shards).
 Profile split_profile(double shard_time_share) {
   std::vector<testing::LayerSpec> layers(4);
   for (testing::LayerSpec& layer : layers) {
@@ -32,34 +66,10 @@ Profile split_profile(double shard_time_share) {
   layers[1].fwd_ms = layers[2].fwd_ms = 10;
   layers[1].bwd_ms = layers[2].bwd_ms = 20;
   layers[1].param_count = layers[2].param_count = 100000;
-  Profile profile = testing::make_profile(layers, {1, 2, 4}, /*input_floats=*/256,
-                                          /*runtime_overhead_bytes=*/0, /*p2p_latency_ms=*/0.01,
-                                          /*p2p_bandwidth_bytes_per_s=*/1e10);
-  profile.interconnect->allreduce.latency_ms = kAllReduceLatencyMs;
-  profile.interconnect->allreduce.bandwidth_bytes_per_s = kAllReduceBandwidthBytesPerS;
-  profile.settings.tp_sizes = {2, 4};
-  for (int layer_idx : {1, 2}) {
-    LayerProfile& whole = profile.layers[layer_idx];
-    whole.tp_divides = {{"heads", 4}, {"mlp_dim", 16}};
-    for (int tp : {2, 4}) {
-      LayerProfile shard = whole;
-      shard.tp = tp;
-      shard.tp_shards.clear();
-      const double share = tp == 2 ? shard_time_share : shard_time_share * shard_time_share;
-      for (LayerPoint& point : shard.points) {
-        point.fwd_ms = point.fwd_ms_p90 = point.fwd_ms * share;
-        point.bwd_ms = point.bwd_ms_p90 = point.bwd_ms * share;
-        point.retained_bytes = point.retained_bytes * 6 / 10;
-      }
-      shard.param_count = whole.param_count / tp;
-      shard.param_bytes = shard.param_count * 4;
-      shard.optimizer_step_ms = {{"sgd", 0.01 / tp}, {"adamw", 0.0}};
-      shard.fits = fit_points(shard.points);
-      whole.tp_shards.push_back(shard);
-    }
-  }
-  profile.validate("split profile");
-  return profile;
+  return with_shards(testing::make_profile(layers, {1, 2, 4}, /*input_floats=*/256,
+                                           /*runtime_overhead_bytes=*/0, /*p2p_latency_ms=*/0.01,
+                                           /*p2p_bandwidth_bytes_per_s=*/1e10),
+                     {1, 2}, shard_time_share);
 }
 
 PlanningContext context_for(const Profile& profile, int devices, int devices_per_node) {
@@ -112,6 +122,15 @@ TEST(TensorParallelTest, TheGroupsViewHasTheShardsPlusTheirAllReduces) {
   }
   EXPECT_EQ(tensor_parallel_profile(profile, 1).layers[1].param_count,
             profile.layers[1].param_count);
+  // Every field outside the layers is the profile's (the view is built field by field).
+  Profile tied = profile;
+  tied.ties.push_back({{0, 3}, 1000});
+  Json seen = to_json(tensor_parallel_profile(tied, 2));
+  Json expected = to_json(tied);
+  seen.erase("layers");
+  expected.erase("layers");
+  expected["settings"].erase("tp_sizes");
+  EXPECT_EQ(seen, expected);
   EXPECT_NE(tensor_parallel_note(profile, 4).find("2 of 4 layers split"), std::string::npos);
   EXPECT_NE(tensor_parallel_note(profile, 4).find("modelled, not measured"), std::string::npos);
   EXPECT_NE(tensor_parallel_note(profile, 2).find("(measured)"), std::string::npos);
@@ -194,6 +213,68 @@ TEST(TensorParallelTest, SearchPicksTheSizeThatPaysAndWidensItsRanks) {
   // same split.
   EXPECT_LT(forced.plans.front().predictions.stages[0].memory.parameters_bytes,
             slow_result.best_per_tp[0].predictions.stages[0].memory.parameters_bytes);
+}
+
+// Sizes whose every candidate is bounded out of the top K are not searched; the merged top K
+// and the best plan of each size searched are the exhaustive search's, and a size not searched
+// has no plan better than its bound nor one that enters the top K.
+TEST(TensorParallelTest, SizesBoundedOutOfTheTopAreNotSearchedAndTheResultIsExact) {
+  int unsearched = 0;
+  int outside_top = 0;
+  int case_idx = 0;
+  std::mt19937_64 rng(42);
+  for (bool random : {false, true})
+    for (double share : {0.25, 0.6, 1.0})
+      for (int devices : {2, 4, 8})
+        for (int top_k : {1, 3}) {
+          ++case_idx;
+          // split_profile, or random layers with every other one split.
+          const int layers = 4 + case_idx % 5;
+          std::vector<int> split;
+          for (int layer = 1; layer < layers; layer += 2) split.push_back(layer);
+          const Profile profile =
+              random ? with_shards(testing::make_profile(testing::random_layers(rng, layers),
+                                                         {1, 2, 4}, 64, 1000, 0.02, 2e6),
+                                   split, share)
+                     : split_profile(share);
+          PlanningContext context = context_for(profile, devices, 4);
+          context.global_batch = 8 << (case_idx % 3);
+          SearchOptions options;
+          options.top_k = top_k;
+          const SearchResult fast = search_tensor_parallel(context, options);
+          options.prune = false;
+          const SearchResult full = search_tensor_parallel(context, options);
+          EXPECT_TRUE(full.unsearched_tp.empty());
+          ASSERT_EQ(fast.plans.size(), full.plans.size()) << "case " << case_idx;
+          for (size_t idx = 0; idx < fast.plans.size(); ++idx)
+            EXPECT_EQ(to_json(fast.plans[idx]), to_json(full.plans[idx])) << "case " << case_idx;
+          ASSERT_EQ(fast.best_per_tp.size() + fast.unsearched_tp.size(), full.best_per_tp.size())
+              << "case " << case_idx;
+          for (const Plan& best : full.best_per_tp) {
+            const auto searched =
+                std::find_if(fast.best_per_tp.begin(), fast.best_per_tp.end(),
+                             [&](const Plan& plan) { return plan.tp() == best.tp(); });
+            if (searched != fast.best_per_tp.end()) {
+              EXPECT_EQ(to_json(*searched), to_json(best)) << "case " << case_idx;
+              // Searched, yet its best is outside the top K: found as the size's own best.
+              outside_top +=
+                  best.predictions.samples_per_s < full.plans.back().predictions.samples_per_s;
+              continue;
+            }
+            ++unsearched;
+            const auto bound =
+                std::find_if(fast.unsearched_tp.begin(), fast.unsearched_tp.end(),
+                             [&](const auto& entry) { return entry.first == best.tp(); });
+            ASSERT_NE(bound, fast.unsearched_tp.end()) << "case " << case_idx;
+            // The bound's sums in whole nanoseconds against the play's in ms: the search's slack.
+            EXPECT_LE(bound->second, best.predictions.iteration_ms * (1 + 1e-9))
+                << "case " << case_idx;
+            EXPECT_LT(best.predictions.samples_per_s, full.plans.back().predictions.samples_per_s)
+                << "case " << case_idx;
+          }
+        }
+  EXPECT_GT(unsearched, 0);
+  EXPECT_GT(outside_top, 0);
 }
 
 }  // namespace
