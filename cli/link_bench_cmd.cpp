@@ -1,6 +1,8 @@
 // `pipeplan link-bench`: internal. `pipeplan profile` starts two of these as ranks of one job;
 // they time point-to-point, all-reduce, reduce-scatter and all-gather messages between them and
-// rank 0 writes the fitted interconnect record for the profile.
+// rank 0 writes the fitted interconnect record for the profile. Started as more ranks (a
+// tensor-parallel group's size), they time the all-reduce over all of them alone, and rank 0
+// writes a "group_allreduce" element.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -39,6 +41,13 @@ int run_link_bench(const LinkBenchFlags& flags) {
   const executor::LinkTimings timings = executor::time_links(
       env, device, message_sizes(), flags.repeats, std::chrono::seconds(flags.timeout_s));
   if (env.rank != 0) return 0;
+  if (env.world_size > 2) {
+    std::vector<CommProfile::Point> allreduce;
+    for (const executor::LinkTimings::Point& point : timings.points)
+      allreduce.push_back({point.bytes, point.allreduce_ms});
+    write_json_file(flags.output, to_json(GroupAllReduce{env.world_size, fit_comm(allreduce)}));
+    return 0;
+  }
   std::vector<CommProfile::Point> p2p, allreduce, reduce_scatter, all_gather;
   for (const executor::LinkTimings::Point& point : timings.points) {
     p2p.push_back({point.bytes, point.p2p_ms});
@@ -61,7 +70,9 @@ int run_link_bench(const LinkBenchFlags& flags) {
 Runner add_link_bench_command(CLI::App& app) {
   auto flags = std::make_shared<LinkBenchFlags>();
   CLI::App* sub = app.add_subcommand(
-      "link-bench", "Internal: time messages between the two ranks `pipeplan profile` starts.");
+      "link-bench",
+      "Internal: time messages between the ranks `pipeplan profile` starts (two, or a "
+      "tensor-parallel group's all-reduce).");
   sub->group("");  // hidden from --help
   sub->add_option("--device", flags->device, "cpu or cuda (each rank uses cuda:LOCAL_RANK)");
   sub->add_option("--repeats", flags->repeats, "Timed rounds per message size (median)");

@@ -154,9 +154,38 @@ int measure(const ProfileFlags& flags, const models::Model& model,
   return 0;
 }
 
-// Starts two ranks of `pipeplan link-bench` on this machine, the way `launch` starts a job, and
-// returns the file in the temporary folder where they wrote the interconnect they measured.
-std::string time_link(const ProfileFlags& flags) {
+// Starts `ranks` ranks of `pipeplan link-bench` on this machine, the way `launch` starts a job,
+// writing to `path`.
+void run_link_bench(const std::string& device, int ranks, const std::string& path) {
+  executor::LaunchOptions launch;
+  launch.nproc = ranks;
+  launch.command = {std::filesystem::read_symlink("/proc/self/exe").string(),
+                    "link-bench",
+                    "--device",
+                    device,
+                    "-o",
+                    path};
+  launch.set_omp_num_threads = false;
+  launch.extra_env = {{"OMP_NUM_THREADS", "1"}};
+  PIPEPLAN_RUNTIME_CHECK(executor::launch(launch) == 0, "timing the link between ", ranks,
+                         " local ranks failed (see the ranks' errors above; --no-comm skips "
+                         "the timing)");
+}
+
+// The tensor-parallel sizes above 2 whose all-reduce this machine can time: those of
+// --tp-sizes the model splits by, with a GPU (or, on CPU, a core) for each rank.
+std::vector<int> group_sizes(const ProfileFlags& flags, const models::Model& model) {
+  const bool cuda = flags.options.device.rfind("cuda", 0) == 0;
+  const int local = cuda ? static_cast<int>(torch::cuda::device_count()) : executor::usable_cores();
+  std::vector<int> sizes;
+  for (int tp : flags.options.tp_sizes)
+    if (tp > 2 && tp <= local && models::tensor_parallel_fits(model, tp)) sizes.push_back(tp);
+  return sizes;
+}
+
+// Times the link between 2 local ranks, and the all-reduce of each group_sizes size, and
+// returns the file in the temporary folder where the interconnect they measured is.
+std::string time_link(const ProfileFlags& flags, const models::Model& model) {
   const std::string device = flags.options.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
   const std::string link_path =
       (std::filesystem::temp_directory_path() /
@@ -164,15 +193,20 @@ std::string time_link(const ProfileFlags& flags) {
           .string();
   if (stderr_is_terminal())
     log_line("timing send/recv and all-reduce between 2 local ranks (4 KiB-64 MiB)");
-  executor::LaunchOptions launch;
-  launch.nproc = 2;
-  launch.command = {std::filesystem::read_symlink("/proc/self/exe").string(), "link-bench",
-                    "--device", device, "-o", link_path};
-  launch.set_omp_num_threads = false;
-  launch.extra_env = {{"OMP_NUM_THREADS", "1"}};
-  PIPEPLAN_RUNTIME_CHECK(executor::launch(launch) == 0,
-                         "timing the link between two local ranks failed (see the ranks' errors "
-                         "above; --no-comm skips the timing)");
+  run_link_bench(device, 2, link_path);
+  const std::vector<int> sizes = group_sizes(flags, model);
+  if (sizes.empty()) return link_path;
+  InterconnectProfile link = interconnect_from_json(read_json_file(link_path), link_path);
+  for (int ranks : sizes) {
+    if (stderr_is_terminal())
+      log_line(detail::concat("timing the all-reduce over ", ranks, " local ranks"));
+    const std::string group_path = link_path + "." + std::to_string(ranks);
+    run_link_bench(device, ranks, group_path);
+    link.group_allreduce.push_back(
+        group_allreduce_from_json(read_json_file(group_path), group_path));
+    std::filesystem::remove(group_path);
+  }
+  write_json_file(link_path, to_json(link));
   return link_path;
 }
 
@@ -211,7 +245,7 @@ int run_profile(ProfileFlags& flags) {
   const std::optional<executor::RendezvousEnv> env = copy_env();
   if (!env) {
     // The link first: the profile is then written once, whole, by the process that measured.
-    const RemoveOnExit link{flags.no_comm ? "" : time_link(flags)};
+    const RemoveOnExit link{flags.no_comm ? "" : time_link(flags, model)};
     return options.co_located > 1 ? start_copies(flags, link.path)
                                   : measure(flags, model, {}, link.path);
   }

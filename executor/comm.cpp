@@ -600,20 +600,25 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
 LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
                        const std::vector<int64_t>& sizes, int repeats,
                        std::chrono::milliseconds timeout) {
-  PIPEPLAN_CHECK(env.world_size == 2, "timing a link needs WORLD_SIZE=2, not ", env.world_size);
+  PIPEPLAN_CHECK(env.world_size >= 2, "timing a link needs WORLD_SIZE of 2 or more, not ",
+                 env.world_size);
+  const int ranks = env.world_size;
   PIPEPLAN_ASSERT(repeats >= 1 && !sizes.empty());
-  // The link is timed with the groups a run makes: a two-rank edge group of this device's
-  // backend, transfers through the host when the two ranks share one GPU.
+  // The link is timed with the groups a run makes: a two-rank edge group (or a tensor-parallel
+  // group of every rank) of this device's backend, transfers through the host when the ranks
+  // share one GPU.
   Comm::Impl d;
   d.env = env;
   d.device = device;
   d.timeout = timeout;
-  d.backend = !device.is_cuda()                   ? CommBackend::kGloo
-              : torch::cuda::device_count() >= 2 ? CommBackend::kNccl
-                                                  : CommBackend::kGlooHostStaging;
+  d.backend = !device.is_cuda() ? CommBackend::kGloo
+              : static_cast<int>(torch::cuda::device_count()) >= ranks
+                  ? CommBackend::kNccl
+                  : CommBackend::kGlooHostStaging;
   d.store = make_store(env, timeout, "pipeplan link-bench");
   d.gloo_device = make_gloo_device(env);
-  const GroupPtr group = d.make_group("link", env.rank, 2, /*on_host=*/false, kEdgeGroupThreads);
+  const GroupPtr group =
+      d.make_group("link", env.rank, ranks, /*on_host=*/false, kEdgeGroupThreads);
   const int peer = 1 - env.rank;
   auto wait = [&](const WorkPtr& work, const char* what, int64_t bytes) {
     wait_work(work, d.device_wait_timeout(), [&] {
@@ -681,11 +686,13 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
     // connection, which would otherwise inflate the fitted latency
     // (bench/history/2026-11-22-sessions-1-3.md).
     const int untimed = bytes == sizes.front() ? 5 : 1;
+    const bool pair = ranks == 2;
     for (int round = 0; round < untimed + repeats; ++round) {
-      const double p2p = p2p_ms(tensor, tag++);
+      const double p2p = pair ? p2p_ms(tensor, tag++) : 0;
       const double allreduce = allreduce_ms(tensor);
-      const double reduce_scatter = bucket_ms(tensor, BucketOp::kReduceScatter, "a reduce-scatter");
-      const double all_gather = bucket_ms(tensor, BucketOp::kAllGather, "an all-gather");
+      const double reduce_scatter =
+          pair ? bucket_ms(tensor, BucketOp::kReduceScatter, "a reduce-scatter") : 0;
+      const double all_gather = pair ? bucket_ms(tensor, BucketOp::kAllGather, "an all-gather") : 0;
       tensor.fill_(1);  // keep the summed values finite
       if (round < untimed) continue;
       p2p_samples.push_back(p2p);

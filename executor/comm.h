@@ -18,7 +18,8 @@
 
 namespace pipeplan::executor {
 
-/// Median one-way times of messages between the two ranks of a job, as the executor would
+/// Median one-way times of messages between the ranks of a job (two, or a tensor-parallel
+/// group's: then the all-reduce alone), as the executor would
 /// carry them on `device`: for each size in `sizes` (bytes), a point-to-point send/recv (half a
 /// ping-pong), a two-rank all-reduce of float32 tensors, and the reduce-scatter and all-gather of
 /// ZeRO-1 as Comm runs them (`bytes` the whole tensor: each rank ends with, or contributes, half).
@@ -154,10 +155,12 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousEnv& env,
                                               std::chrono::milliseconds timeout,
                                               const std::string& what);
 
-/// Times the link between the two ranks of `env` (WORLD_SIZE must be 2) over a TCPStore at
-/// MASTER_ADDR:MASTER_PORT. Every rank must call it with the same sizes and repeats. CPU ranks
-/// use Gloo; CUDA ranks NCCL when there are two GPUs and Gloo with host staging when they share
-/// one (as Comm does). `repeats` timed rounds per size after one untimed round.
+/// Times the link between the two ranks of `env` over a TCPStore at MASTER_ADDR:MASTER_PORT.
+/// Every rank must call it with the same sizes and repeats. CPU ranks use Gloo; CUDA ranks NCCL
+/// when there is a GPU for each and Gloo with host staging when they share one (as Comm does).
+/// `repeats` timed rounds per size after one untimed round. With WORLD_SIZE above 2 (a
+/// tensor-parallel group's size) only the all-reduce over every rank is timed; the other times
+/// are 0.
 LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
                        const std::vector<int64_t>& sizes, int repeats,
                        std::chrono::milliseconds timeout);

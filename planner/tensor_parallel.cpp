@@ -65,8 +65,26 @@ void sort_best_first(std::vector<Plan>& plans) {
 
 }  // namespace
 
+namespace {
+
+// The profile's all-reduce fit over `tp` ranks, or null when it measured none.
+const CommProfile* measured_all_reduce(const Profile& profile, int tp) {
+  if (!profile.interconnect) return nullptr;
+  if (tp == profile.interconnect->ranks) return &profile.interconnect->allreduce;
+  for (const GroupAllReduce& group : profile.interconnect->group_allreduce)
+    if (group.ranks == tp) return &group.allreduce;
+  return nullptr;
+}
+
+}  // namespace
+
 double tensor_parallel_all_reduce_ms(const Profile& profile, int tp, int64_t bytes) {
   if (tp <= 1 || !profile.interconnect) return 0;
+  if (const CommProfile* measured = measured_all_reduce(profile, tp))
+    return measured->latency_ms +
+           (measured->bandwidth_bytes_per_s > 0
+                ? static_cast<double>(bytes) / measured->bandwidth_bytes_per_s * 1e3
+                : 0.0);
   const CommProfile& fit = profile.interconnect->allreduce;
   const double transfer_ms = fit.bandwidth_bytes_per_s > 0
                                  ? static_cast<double>(bytes) / fit.bandwidth_bytes_per_s * 1e3
@@ -132,9 +150,10 @@ std::string tensor_parallel_note(const Profile& profile, int tp) {
   for (const LayerProfile& layer : profile.layers) split += shard_at(layer, tp) != nullptr;
   const std::string comm =
       !profile.interconnect ? "not profiled (--no-comm): predicted free"
-      : tp == 2             ? "from the two-rank all-reduce fit (measured)"
-                            : "modelled, not measured: the two-rank all-reduce fit as a ring of " +
-                      std::to_string(tp) + " ranks";
+      : measured_all_reduce(profile, tp) != nullptr
+          ? detail::concat("from the ", tp, "-rank all-reduce fit (measured)")
+          : detail::concat("modelled, not measured: the ", profile.interconnect->ranks,
+                           "-rank all-reduce fit as a ring of ", tp, " ranks");
   return detail::concat("tensor parallelism tp=", tp, ": ", split, " of ", profile.layers.size(),
                         " layers split (times and bytes of their measured shards), the others "
                         "replicated on each group; the group's all-reduces ",

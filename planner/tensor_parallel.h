@@ -17,9 +17,10 @@ namespace pipeplan {
 inline constexpr int kTensorParallelForwardAllReduces = 2;
 inline constexpr int kTensorParallelBackwardAllReduces = 2;
 
-/// One all-reduce of `bytes` over a tensor-parallel group of `tp` ranks, in ms, from the
-/// profile's two-rank all-reduce fit (a tp group is always inside a node): measured at tp = 2;
-/// for larger groups modelled as a ring, latency · (tp − 1) + 2(tp − 1)/tp · bytes / bandwidth.
+/// One all-reduce of `bytes` over a tensor-parallel group of `tp` ranks, in ms (a tp group is
+/// always inside a node): the profile's fit over tp ranks where it measured one (the two-rank
+/// link, or interconnect.group_allreduce, timed where the machine had the devices); else the
+/// two-rank fit modelled as a ring, latency · (tp − 1) + 2(tp − 1)/tp · bytes / bandwidth.
 /// 0 without an interconnect profile.
 double tensor_parallel_all_reduce_ms(const Profile& profile, int tp, int64_t bytes);
 

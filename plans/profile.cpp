@@ -148,11 +148,25 @@ CommProfile comm_from(const JsonReader& reader) {
   return comm;
 }
 
+GroupAllReduce group_allreduce_from(const JsonReader& reader) {
+  return {reader.int_in("ranks", 3, kMaxDevices), comm_from(reader.object("allreduce"))};
+}
+
 InterconnectProfile interconnect_from(const JsonReader& link) {
   InterconnectProfile result{link.string("backend"), link.int_in("ranks", 2, kMaxDevices),
                              comm_from(link.object("p2p")), comm_from(link.object("allreduce"))};
   if (link.has("reduce_scatter")) result.reduce_scatter = comm_from(link.object("reduce_scatter"));
   if (link.has("all_gather")) result.all_gather = comm_from(link.object("all_gather"));
+  if (link.has("group_allreduce"))  // optional: none
+    for (const JsonReader& group : link.objects("group_allreduce")) {
+      result.group_allreduce.push_back(group_allreduce_from(group));
+      const int ranks = result.group_allreduce.back().ranks;
+      const int above = result.group_allreduce.size() == 1 ? result.ranks
+                                                           : result.group_allreduce.end()[-2].ranks;
+      if (ranks <= above)
+        group.fail("ranks", detail::concat(ranks, ": expected more than ", above,
+                                           " (strictly ascending, above the link's ranks)"));
+    }
   if (result.backend != "gloo" && result.backend != "nccl" && result.backend != "gloo-host-staging")
     link.fail("backend", detail::concat(quote(result.backend),
                                         ": expected gloo, nccl or gloo-host-staging"));
@@ -282,11 +296,22 @@ Json to_json(const InterconnectProfile& link) {
             {"allreduce", comm_json(link.allreduce)}};
   if (!link.reduce_scatter.points.empty()) json["reduce_scatter"] = comm_json(link.reduce_scatter);
   if (!link.all_gather.points.empty()) json["all_gather"] = comm_json(link.all_gather);
+  if (!link.group_allreduce.empty())
+    json["group_allreduce"] = json_array(
+        link.group_allreduce, [](const GroupAllReduce& group) { return to_json(group); });
   return json;
 }
 
 InterconnectProfile interconnect_from_json(const Json& json, const std::string& document) {
   return interconnect_from(JsonReader(json, document));
+}
+
+Json to_json(const GroupAllReduce& group) {
+  return Json{{"ranks", group.ranks}, {"allreduce", comm_json(group.allreduce)}};
+}
+
+GroupAllReduce group_allreduce_from_json(const Json& json, const std::string& document) {
+  return group_allreduce_from(JsonReader(json, document));
 }
 
 namespace {

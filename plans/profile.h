@@ -180,6 +180,12 @@ struct CommProfile {
 };
 
 /// Measured between two local ranks with the backend the executor will use.
+/// An all-reduce over more than two ranks: a tensor-parallel group's.
+struct GroupAllReduce {
+  int ranks = 4;
+  CommProfile allreduce;
+};
+
 struct InterconnectProfile {
   std::string backend;  ///< "gloo" or "nccl"
   int ranks = 2;
@@ -190,6 +196,9 @@ struct InterconnectProfile {
   /// profiles from before they were).
   CommProfile reduce_scatter = {};
   CommProfile all_gather = {};
+  /// "group_allreduce" (optional): the all-reduce over each tensor-parallel size above `ranks`
+  /// that the machine had the devices for, by strictly ascending ranks.
+  std::vector<GroupAllReduce> group_allreduce = {};
 };
 
 /// Fits time = latency + bytes / bandwidth to `points` (>= 2 sizes), minimising the relative
@@ -200,6 +209,9 @@ CommProfile fit_comm(std::vector<CommProfile::Point> points);
 /// The "interconnect" object of profile.json, and back (`document` names the file in errors).
 Json to_json(const InterconnectProfile& link);
 InterconnectProfile interconnect_from_json(const Json& json, const std::string& document);
+/// One element of "group_allreduce": {"ranks": N, "allreduce": {...}}, and back.
+Json to_json(const GroupAllReduce& group);
+GroupAllReduce group_allreduce_from_json(const Json& json, const std::string& document);
 
 /// The device the layers ran on.
 struct DeviceProfile {

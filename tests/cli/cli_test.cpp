@@ -13,6 +13,7 @@
 
 #include "common/json.h"
 #include "plans/plan.h"
+#include "plans/profile.h"
 #include "tests/cli/cli_fixture.h"
 
 namespace pipeplan {
@@ -174,6 +175,21 @@ TEST_F(CliTest, AFailedOutputLeavesTheOthersAsTheyWere) {
   EXPECT_EQ(slurp(dir_ / "old.json"), "old\n");
   for (const fs::directory_entry& entry : fs::directory_iterator(dir_))
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+}
+
+// What `profile` does for each tensor-parallel size above 2 that the machine has the cores or
+// GPUs for: link-bench over that many ranks times their all-reduce alone, and rank 0 writes a
+// "group_allreduce" element of the profile's interconnect.
+TEST_F(CliTest, LinkBenchOverFourRanksTimesTheirAllReduce) {
+  const Outcome timed =
+      run("launch --nproc 4 -- '" + testing::kBinary + "' link-bench --repeats 1 -o group.json");
+  ASSERT_EQ(timed.exit_code, 0) << timed.err;
+  const GroupAllReduce group =
+      group_allreduce_from_json(read_json_file((dir_ / "group.json").string()), "group.json");
+  EXPECT_EQ(group.ranks, 4);
+  EXPECT_EQ(group.allreduce.points.size(), 8u);  // 4 KiB to 64 MiB in factors of 4
+  EXPECT_GT(group.allreduce.bandwidth_bytes_per_s, 0);
+  for (const CommProfile::Point& point : group.allreduce.points) EXPECT_GT(point.time_ms, 0);
 }
 
 }  // namespace

@@ -94,6 +94,17 @@ TEST(TensorParallelTest, AllReduceIsTheTwoRankFitAtTwoAndARingAbove) {
   Profile no_comm = profile;
   no_comm.interconnect.reset();
   EXPECT_DOUBLE_EQ(tensor_parallel_all_reduce_ms(no_comm, 2, bytes), 0);
+  // A group's all-reduce timed over 4 ranks replaces the ring at 4 only, and the note says so.
+  Profile timed = profile;
+  timed.interconnect->group_allreduce = {{4, {}}};
+  timed.interconnect->group_allreduce[0].allreduce.latency_ms = 2.0;
+  timed.interconnect->group_allreduce[0].allreduce.bandwidth_bytes_per_s = 0.5e9;
+  EXPECT_DOUBLE_EQ(tensor_parallel_all_reduce_ms(timed, 4, bytes), 2.0 + 2.0);
+  EXPECT_DOUBLE_EQ(tensor_parallel_all_reduce_ms(timed, 8, bytes), 7 * 0.1 + 1.75 * 1.0);
+  EXPECT_NE(tensor_parallel_note(timed, 4).find("from the 4-rank all-reduce fit (measured)"),
+            std::string::npos);
+  EXPECT_NE(tensor_parallel_note(timed, 8).find("modelled, not measured: the 2-rank"),
+            std::string::npos);
 }
 
 TEST(TensorParallelTest, TheGroupsViewHasTheShardsPlusTheirAllReduces) {

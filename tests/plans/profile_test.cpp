@@ -607,5 +607,31 @@ TEST(CommFitTest, InterconnectRoundTripsAndUnknownBackendIsNamed) {
   }
 }
 
+// The all-reduces of tensor-parallel groups (optional) round-trip; their ranks ascend above the
+// link's.
+TEST(CommFitTest, GroupAllReducesRoundTripAndAscendAboveTheLinksRanks) {
+  InterconnectProfile link{"gloo", 2, fit_comm({{4096, 0.03}, {1 << 20, 0.4}}),
+                           fit_comm({{4096, 0.1}, {1 << 20, 0.9}})};
+  EXPECT_FALSE(to_json(link).contains("group_allreduce"));
+  link.group_allreduce = {{4, fit_comm({{4096, 0.3}, {1 << 20, 1.9}})},
+                          {8, fit_comm({{4096, 0.7}, {1 << 20, 3.9}})}};
+  const InterconnectProfile back = interconnect_from_json(to_json(link), "link.json");
+  ASSERT_EQ(back.group_allreduce.size(), 2u);
+  EXPECT_EQ(back.group_allreduce[1].ranks, 8);
+  EXPECT_DOUBLE_EQ(back.group_allreduce[1].allreduce.latency_ms,
+                   link.group_allreduce[1].allreduce.latency_ms);
+  EXPECT_EQ(to_json(back), to_json(link));
+  Json json = to_json(link);
+  json["group_allreduce"][1]["ranks"] = 4;
+  EXPECT_EQ(error_of([&] { interconnect_from_json(json, "link.json"); }),
+            "link.json: group_allreduce[1].ranks: 4: expected more than 4 (strictly ascending, "
+            "above the link's ranks)");
+  json["group_allreduce"][0]["ranks"] = 2;
+  EXPECT_NE(error_of([&] {
+              interconnect_from_json(json, "link.json");
+            }).find("group_allreduce[0].ranks: 2"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipeplan
