@@ -13,6 +13,7 @@
 #include "common/files.h"
 #include "common/hash.h"
 #include "common/limits.h"
+#include "models/blocks.h"
 #include "models/torch_error.h"
 #include "plans/run.h"
 
@@ -484,28 +485,48 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir, int64_t step
 
 void load_stage_weights_by_name(const std::string& dir, int64_t step,
                                 const CheckpointManifest& manifest, StageRuntime& stage) {
-  PIPEPLAN_CHECK(manifest.tp == 1, "checkpoint ", quote(checkpoint_step_dir(dir, step)),
-                 " was saved with tp=", manifest.tp,
-                 ": each tensor-parallel rank's stage file holds only its shards, and joining "
-                 "them for another split is not built; resume it with its own plan");
-  std::vector<torch::serialize::InputArchive> archives(manifest.stage_checksums.size());
-  std::vector<std::string> paths;
-  for (size_t stage_idx = 0; stage_idx < archives.size(); ++stage_idx) {
-    paths.push_back(checkpoint_stage_path(dir, step, static_cast<int>(stage_idx)));
-    verify_whole_file(archives[stage_idx], paths.back(), step,
-                      manifest.stage_checksums[stage_idx]);
+  // archives[stage][tp rank]: with tp > 1 each rank's file holds its shards of the split layers.
+  const size_t stages = manifest.stage_checksums.size();
+  const int tp = manifest.tp;
+  std::vector<std::vector<torch::serialize::InputArchive>> archives(stages);
+  std::vector<std::string> paths;  // tp rank 0's file of each stage
+  for (size_t stage_idx = 0; stage_idx < stages; ++stage_idx) {
+    archives[stage_idx].resize(static_cast<size_t>(tp));
+    for (int tp_rank = 0; tp_rank < tp; ++tp_rank) {
+      const std::string path =
+          checkpoint_stage_path(dir, step, static_cast<int>(stage_idx), tp_rank);
+      verify_whole_file(archives[stage_idx][static_cast<size_t>(tp_rank)], path, step,
+                        tp > 1 ? manifest.tp_checksums[stage_idx][static_cast<size_t>(tp_rank)]
+                               : manifest.stage_checksums[stage_idx]);
+      if (tp_rank == 0) paths.push_back(path);
+    }
   }
   torch::NoGradGuard no_grad;
   for_each_stage_tensor(stage, [&](const std::string& name, const torch::Tensor& target) {
     torch::Tensor saved;
     size_t found = 0;
-    while (found < archives.size() && !archives[found].try_read(name, saved)) ++found;
-    PIPEPLAN_CHECK(found < archives.size(), "checkpoint ", quote(checkpoint_step_dir(dir, step)),
+    while (found < stages && !archives[found][0].try_read(name, saved)) ++found;
+    PIPEPLAN_CHECK(found < stages, "checkpoint ", quote(checkpoint_step_dir(dir, step)),
                    ": no stage file holds ", quote(name),
                    "; serve the model and configuration it was trained with");
+    if (tp > 1 && saved.sizes() != target.sizes()) {
+      // A split block's shards, joined (models::block_parameter_join).
+      std::vector<torch::Tensor> shards{saved};
+      for (int tp_rank = 1; tp_rank < tp; ++tp_rank) {
+        shards.emplace_back();
+        PIPEPLAN_CHECK(archives[found][static_cast<size_t>(tp_rank)].try_read(name, shards.back()),
+                       "checkpoint ", quote(checkpoint_step_dir(dir, step)), ": tp rank ", tp_rank,
+                       "'s file of stage ", found, " does not hold ", quote(name),
+                       "; serve the model and configuration it was trained with");
+      }
+      const torch::Tensor joined =
+          models::block_parameter_join(name.substr(name.find('.') + 1), shards);
+      if (joined.defined()) saved = joined;
+    }
     PIPEPLAN_CHECK(saved.sizes() == target.sizes(), "checkpoint ", quote(paths[found]), ": ",
-                   quote(name), " has shape ", saved.sizes(), ", this stage needs ",
-                   target.sizes(), "; serve the model and configuration it was trained with");
+                   quote(name), " has shape ", saved.sizes(),
+                   tp > 1 ? " (joined over tp ranks)" : "", ", this stage needs ", target.sizes(),
+                   "; serve the model and configuration it was trained with");
     target.copy_(saved);
   });
 }

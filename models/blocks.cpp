@@ -137,6 +137,29 @@ torch::Tensor block_parameter_shard(const std::string& name, const torch::Tensor
   return whole;  // layer norms, out_proj.bias, fc2.bias
 }
 
+torch::Tensor block_parameter_join(const std::string& name,
+                                   const std::vector<torch::Tensor>& shards) {
+  PIPEPLAN_ASSERT(!shards.empty());
+  for (const torch::Tensor& shard : shards)
+    if (shard.sizes() != shards.front().sizes()) return {};
+  if (name == "in_proj.weight" || name == "in_proj.bias") {
+    // Each shard's rows are [3, its heads · head_dim]: join q, k and v each over the ranks.
+    std::vector<torch::Tensor> thirds;
+    for (const torch::Tensor& shard : shards) {
+      if (shard.size(0) % 3 != 0) return {};
+      std::vector<int64_t> split{3, shard.size(0) / 3};
+      if (shard.dim() == 2) split.push_back(shard.size(1));
+      thirds.push_back(shard.reshape(split));
+    }
+    const torch::Tensor joined = torch::cat(thirds, 1);
+    return shards.front().dim() == 1 ? joined.reshape({-1})
+                                     : joined.reshape({-1, shards.front().size(1)});
+  }
+  if (name == "out_proj.weight" || name == "fc2.weight") return torch::cat(shards, 1);
+  if (name == "fc1.weight" || name == "fc1.bias") return torch::cat(shards, 0);
+  return shards.front();  // layer norms, out_proj.bias, fc2.bias
+}
+
 int64_t transformer_block_param_count(int64_t hidden, int64_t mlp_dim) {
   const int64_t layer_norms = 2 * (2 * hidden);
   const int64_t attention = (3 * hidden * hidden + 3 * hidden) + (hidden * hidden + hidden);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/json.h"
 #include "models/model.h"
@@ -74,6 +75,12 @@ int64_t transformer_block_param_count(int64_t hidden, int64_t mlp_dim);
 /// the parameters that stay whole). tp must divide shape.heads and shape.mlp_dim.
 torch::Tensor block_parameter_shard(const std::string& name, const torch::Tensor& whole,
                                     const BlockShape& shape, int tp_rank, int tp);
+
+/// block_parameter_shard undone: the whole parameter `name` from every rank's shard, in tp-rank
+/// order (rank 0's for the parameters that stay whole). Needs no shape: q, k and v are each cut
+/// the same way. Undefined when the shards' shapes differ.
+torch::Tensor block_parameter_join(const std::string& name,
+                                   const std::vector<torch::Tensor>& shards);
 
 /// LayerSpec "block<block_idx>" of kind "block" that builds a TransformerBlock of `shape`, whole
 /// or (build_shard) split by heads and MLP width.

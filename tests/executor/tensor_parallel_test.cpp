@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "executor/checkpoint.h"
+#include "executor/stage.h"
 #include "models/blocks.h"
 #include "models/model.h"
 #include "plans/plan.h"
@@ -126,6 +127,33 @@ TEST(SerialTensorParallelTest, EachRankHoldsItsOwnShard) {
   EXPECT_FALSE(torch::equal(first.at("layer1.fc1.weight"), second.at("layer1.fc1.weight")));
   EXPECT_TRUE(torch::equal(first.at("layer1.ln_1.weight"), second.at("layer1.ln_1.weight")));
   EXPECT_TRUE(torch::equal(first.at("layer0.token.weight"), second.at("layer0.token.weight")));
+}
+
+// A checkpoint of tp = 2 × pp = 2 serves whole: infer's loader joins each split block's shards
+// from every tp rank's file, giving one process's weights after the same steps.
+TEST(SerialTensorParallelTest, ATensorParallelCheckpointLoadsWhole) {
+  TestPlanSpec reference_spec;
+  reference_spec.model = "gpt_tiny";
+  reference_spec.num_micro_batches = 4;
+  const Plan reference_plan = make_test_plan(reference_spec);
+  const TrainRun reference = train_new(reference_plan, "reference", kSteps);
+  expect_success(reference);
+  TestPlanSpec spec = reference_spec;
+  spec.tp = 2;
+  spec.pp = 2;
+  const TrainRun run = train_new(make_test_plan(spec), "tensor-parallel", kSteps);
+  expect_success(run);
+  const models::Model model =
+      models::make_model_from_config(reference_plan.model.name, reference_plan.model.config);
+  executor::StageRuntime stage(model, reference_plan, 0, torch::kCPU, /*seed=*/99);
+  executor::load_stage_weights_by_name(
+      run.checkpoints, kSteps, executor::read_checkpoint_manifest(run.checkpoints, kSteps), stage);
+  std::map<std::string, torch::Tensor> loaded;
+  for (size_t position = 0; position < stage.layers().size(); ++position)
+    for (const auto& item : stage.layers()[position]->named_parameters())
+      loaded["layer" + std::to_string(stage.layer_index(position)) + "." + item.key()] =
+          item.value();
+  expect_same_parameters(loaded, final_parameters(reference, 1, kSteps), "served whole");
 }
 
 // A run stopped after a checkpoint resumes from each tp rank's own file to the same numbers.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "common/error.h"
 
@@ -77,6 +78,30 @@ TEST(BlocksTest, ParameterCountMatchesBuiltBlock) {
     EXPECT_EQ(built, spec.param_count);
     EXPECT_EQ(transformer_block_param_count(/*hidden=*/12, /*mlp_dim=*/20), built);
   }
+}
+
+// Joining every rank's shard gives the whole parameter back, for each of a block's parameters
+// and each group size dividing its heads and MLP width; shards of unequal shapes are refused.
+TEST(BlocksTest, JoiningTheShardsGivesTheWholeParameter) {
+  BlockShape shape = small_shape(/*causal=*/true, BlockInit::kGpt);
+  shape.heads = 4;
+  shape.mlp_dim = 24;
+  const LayerPtr block = transformer_block_spec(0, shape).build();
+  int split = 0;
+  for (int tp : {2, 4})
+    for (const auto& param : block->named_parameters()) {
+      std::vector<torch::Tensor> shards;
+      for (int tp_rank = 0; tp_rank < tp; ++tp_rank)
+        shards.push_back(block_parameter_shard(param.key(), param.value(), shape, tp_rank, tp));
+      split += shards.front().numel() < param.value().numel();
+      const torch::Tensor joined = block_parameter_join(param.key(), shards);
+      ASSERT_TRUE(joined.defined()) << param.key();
+      EXPECT_TRUE(torch::equal(joined, param.value())) << param.key() << " tp=" << tp;
+    }
+  EXPECT_EQ(split,
+            2 * 6);  // in_proj weight and bias, out_proj.weight, fc1 weight and bias, fc2.weight
+  EXPECT_FALSE(
+      block_parameter_join("fc1.weight", {torch::zeros({2, 3}), torch::zeros({3, 3})}).defined());
 }
 
 TEST(BlocksTest, TruncNormalIsBoundedWithTheRequestedSpread) {
