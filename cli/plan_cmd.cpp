@@ -246,9 +246,8 @@ void print_table(const SearchResult& result) {
   }
 }
 
-// With several tensor-parallel sizes searched: the best plan of each, so that the choice of tp
-// shows.
-// By ascending tp: each size's best plan, or the bound that kept it from being searched.
+// With several tensor-parallel sizes: by ascending tp, each size's best plan, or the bound that
+// kept it from being searched, so that the choice of tp shows.
 void print_best_per_tp(const SearchResult& result) {
   if (result.best_per_tp.empty() && result.unsearched_tp.empty()) return;
   std::printf("best plan per tensor-parallel size:\n");

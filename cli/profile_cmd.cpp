@@ -154,6 +154,15 @@ int measure(const ProfileFlags& flags, const models::Model& model,
   return 0;
 }
 
+// Removes a file when the scope ends.
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove(path, ignored);
+  }
+};
+
 // Starts `ranks` ranks of `pipeplan link-bench` on this machine, the way `launch` starts a job,
 // writing to `path`.
 void run_link_bench(const std::string& device, int ranks, const std::string& path) {
@@ -193,31 +202,24 @@ std::string time_link(const ProfileFlags& flags, const models::Model& model) {
           .string();
   if (stderr_is_terminal())
     log_line("timing send/recv and all-reduce between 2 local ranks (4 KiB-64 MiB)");
+  RemoveOnExit unless_returned{link_path};
   run_link_bench(device, 2, link_path);
   const std::vector<int> sizes = group_sizes(flags, model);
-  if (sizes.empty()) return link_path;
-  InterconnectProfile link = interconnect_from_json(read_json_file(link_path), link_path);
-  for (int ranks : sizes) {
-    if (stderr_is_terminal())
-      log_line(detail::concat("timing the all-reduce over ", ranks, " local ranks"));
-    const std::string group_path = link_path + "." + std::to_string(ranks);
-    run_link_bench(device, ranks, group_path);
-    link.group_allreduce.push_back(
-        group_allreduce_from_json(read_json_file(group_path), group_path));
-    std::filesystem::remove(group_path);
+  if (!sizes.empty()) {
+    InterconnectProfile link = interconnect_from_json(read_json_file(link_path), link_path);
+    for (int ranks : sizes) {
+      if (stderr_is_terminal())
+        log_line(detail::concat("timing the all-reduce over ", ranks, " local ranks"));
+      const RemoveOnExit group{link_path + "." + std::to_string(ranks)};
+      run_link_bench(device, ranks, group.path);
+      link.group_allreduce.push_back(
+          group_allreduce_from_json(read_json_file(group.path), group.path));
+    }
+    write_json_file(link_path, to_json(link));
   }
-  write_json_file(link_path, to_json(link));
+  unless_returned.path.clear();
   return link_path;
 }
-
-// Removes a file when the scope ends.
-struct RemoveOnExit {
-  std::string path;
-  ~RemoveOnExit() {
-    std::error_code ignored;
-    if (!path.empty()) std::filesystem::remove(path, ignored);
-  }
-};
 
 int run_profile(ProfileFlags& flags) {
   profiler::ProfileOptions& options = flags.options;
@@ -295,8 +297,9 @@ Runner add_profile_command(CLI::App& app) {
   sub->add_option("--seed", options.seed, "Seed of the layer weights and the random batch")
       ->capture_default_str();
   sub->add_flag("--no-comm", flags->no_comm,
-                "Skip timing send/recv and all-reduce between two local ranks (the planner then "
-                "predicts communication as free)");
+                "Skip timing send/recv and all-reduce between two local ranks, and the "
+                "all-reduce of larger tensor-parallel groups (the planner then predicts "
+                "communication as free)");
   sub->add_option("-o,--output", flags->output, "Where to write profile.json")->required();
   return [flags] { return run_profile(*flags); };
 }

@@ -43,11 +43,11 @@ struct SearchOptions {
   PartitionSpec partition;
   int top_k = 5;
   /// Skip candidates whose upper bound on samples/s is below the K-th best found so far.
-  /// The result is the same without it (a test checks); only the work differs.
+  /// Without a rival the result is the same without it (a test checks); only the work differs.
   bool prune = true;
   /// With prune: the samples/s a plan must reach to be wanted beside this search's own best
   /// (search_tensor_parallel passes the K-th best of the sizes searched before). When no
-  /// candidate's bound reaches it, nothing is partitioned: no plans, and
+  /// candidate's bound reaches it, nothing is partitioned (nor reported infeasible): no plans, and
   /// SearchResult::unsearched_bound_ms. Else the best plan and those of the top K that reach
   /// it are exact; the rest of the top K may be missing.
   std::optional<double> rival_samples_per_s;
@@ -80,8 +80,8 @@ struct SearchResult {
   /// With SearchOptions::rival_samples_per_s that no candidate could reach: the least bound
   /// on any candidate's iteration (the search stopped there).
   std::optional<double> unsearched_bound_ms;
-  /// search_tensor_parallel over several tp sizes: the best plan of each size that has a
-  /// feasible one, by ascending tp; else empty.
+  /// search_tensor_parallel over several tp sizes: the best plan of each size searched that has
+  /// a feasible one, by ascending tp; else empty.
   std::vector<Plan> best_per_tp;
   /// search_tensor_parallel over several tp sizes: the sizes not searched, each with its
   /// unsearched_bound_ms, by ascending tp.

@@ -57,7 +57,7 @@ void set_tensor_parallel_times(Plan* plan, const Profile& profile);
 /// search() at each size of tensor_parallel_sizes (options.tp fixes one): each on
 /// tensor_parallel_profile and a cluster of devices / tp groups, its plans widened; the plans of
 /// every size merged best first (top_k), the counts summed, and best_per_tp filled (one entry
-/// per size with a feasible plan) when more than one size was searched. Sizes go in ascending
+/// per size searched with a feasible plan) when there is more than one size. Sizes go in ascending
 /// order, each given the K-th best of those before as its rival (SearchOptions::
 /// rival_samples_per_s): a size none of whose candidates could enter the top K is not searched
 /// and is listed in unsearched_tp with its bound. Inference plans search tp = 1 only (a --tp

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
 #include <utility>
 
 #include "common/error.h"
@@ -423,6 +426,140 @@ Profile profile_from(const Json& json, const std::string& document,
   return profile;
 }
 
+// Where the elements of the root object's "layers" array lie in `text`: a scan of the
+// structure (strings, brackets) that stops after the array. Empty when the text is not shaped
+// as a profile is ("layers" a root key whose array holds objects, separated by commas), or
+// nests deeper than the parse's limit allows: parse_profile then reads the text another way.
+struct LayerTexts {
+  size_t array_open = 0;   // the array's '['
+  size_t array_close = 0;  // its ']'
+  std::vector<std::string_view> elements;
+};
+
+std::optional<LayerTexts> find_layer_texts(std::string_view text) {
+  const size_t n = text.size();
+  size_t i = 0;
+  // The end of the string opening at `at` (its closing quote), or n.
+  const auto string_end = [&](size_t at) {
+    for (size_t j = at + 1; j < n; ++j) {
+      if (text[j] == '\\') {
+        ++j;
+      } else if (text[j] == '"') {
+        return j;
+      }
+    }
+    return n;
+  };
+  const auto skip_space = [&](size_t at) {
+    while (at < n && (text[at] == ' ' || text[at] == '\n' || text[at] == '\r' || text[at] == '\t'))
+      ++at;
+    return at;
+  };
+  // To the root object's key "layers", written plainly.
+  int depth = 0;
+  constexpr std::string_view kKey = "\"layers\"";
+  for (;; ++i) {
+    if (i >= n) return std::nullopt;
+    const char c = text[i];
+    if (c == '"') {
+      if (depth == 1 && text.substr(i, kKey.size()) == kKey) {
+        const size_t colon = skip_space(i + kKey.size());
+        if (colon < n && text[colon] == ':') {
+          i = skip_space(colon + 1);
+          break;
+        }
+      }
+      i = string_end(i);
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  if (depth != 1 || i >= n || text[i] != '[') return std::nullopt;
+  LayerTexts found;
+  found.array_open = i;
+  i = skip_space(i + 1);
+  if (i < n && text[i] == ']') {
+    found.array_close = i;
+    return found;
+  }
+  // Elements: an object, then a comma or the array's end. The array sits at depth 2; keep the
+  // elements' nesting where the whole document's parse accepts it.
+  constexpr int kDeepest = kMaxJsonDepth - 4;
+  for (;;) {
+    if (i >= n || text[i] != '{') return std::nullopt;
+    const size_t begin = i;
+    int nested = 0;
+    for (; i < n; ++i) {
+      const char c = text[i];
+      if (c == '"') {
+        i = string_end(i);
+      } else if (c == '{' || c == '[') {
+        if (++nested > kDeepest) return std::nullopt;
+      } else if ((c == '}' || c == ']') && --nested == 0) {
+        break;
+      }
+    }
+    if (i >= n) return std::nullopt;
+    found.elements.push_back(text.substr(begin, i + 1 - begin));
+    i = skip_space(i + 1);
+    if (i < n && text[i] == ']') {
+      found.array_close = i;
+      return found;
+    }
+    if (i >= n || text[i] != ',') return std::nullopt;
+    i = skip_space(i + 1);
+  }
+}
+
+// Converts elements [first, last) of `texts`, each parsed alone; false at the first that is
+// no JSON object or fails to convert.
+bool convert_layers(const LayerTexts& texts, size_t first, size_t last, const std::string& path,
+                    std::vector<LayerProfile>* layers) {
+  try {
+    for (size_t idx = first; idx < last; ++idx) {
+      const Json layer = parse_json(texts.elements[idx], path);
+      if (!layer.is_object()) return false;
+      layers->push_back(layer_from(JsonReader(layer, path, "layers[" + std::to_string(idx) + "]")));
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+// detail::parse_profile_in_halves, for a text shaped as profiles are (find_layer_texts): the
+// layers parsed and converted in two halves on two threads (a 10,000-layer profile is 300 MB:
+// reading it was most of planning's time), the rest of the document, its layers array left
+// empty, after. nullopt where that could differ from profile_from_json of the whole document:
+// the text is not shaped so, a piece is no JSON, an element no object or fails to convert.
+std::optional<Profile> profile_in_halves(std::string_view text, const std::string& path) {
+  const std::optional<LayerTexts> texts = find_layer_texts(text);
+  if (!texts) return std::nullopt;
+  const size_t count = texts->elements.size();
+  const size_t half = count / 2;
+  std::vector<LayerProfile> first;
+  std::vector<LayerProfile> second;
+  first.reserve(half);
+  second.reserve(count - half);
+  bool second_ok = false;
+  std::thread other([&] { second_ok = convert_layers(*texts, half, count, path, &second); });
+  const bool first_ok = convert_layers(*texts, 0, half, path, &first);
+  other.join();
+  if (!first_ok || !second_ok) return std::nullopt;
+  std::string rest(text.substr(0, texts->array_open + 1));
+  rest.append(text.substr(texts->array_close));
+  std::optional<Json> document;
+  try {
+    document = parse_json(rest, path);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  for (LayerProfile& layer : second) first.push_back(std::move(layer));
+  return profile_from(*document, path, &first);
+}
+
 // parse_profile's quick way: each layer converted as soon as the parser has it and then dropped,
 // so that the document of a 10,000-layer profile is never held whole (building and freeing it
 // took half the time of reading the file). nullopt where that could differ from
@@ -455,8 +592,15 @@ Profile profile_from_json(const Json& json, const std::string& document) {
   return profile_from(json, document, /*streamed_layers=*/nullptr);
 }
 
+namespace detail {
+std::optional<Profile> parse_profile_in_halves(std::string_view text, const std::string& path) {
+  return profile_in_halves(text, path);
+}
+}  // namespace detail
+
 Profile parse_profile(std::string_view text, const std::string& path) {
-  std::optional<Profile> profile = parse_profile_streaming(text, path);
+  std::optional<Profile> profile = detail::parse_profile_in_halves(text, path);
+  if (!profile) profile = parse_profile_streaming(text, path);
   if (!profile) profile = profile_from_json(parse_json(text, path), path);
   return *std::move(profile);
 }

@@ -125,20 +125,6 @@ void time_optimizer_steps(const ChainContext& context, std::vector<LayerProfile>
               : 0.0;
 }
 
-// The sizes of `requested` at which every layer of `model` that splits can split, ascending;
-// none when no layer splits.
-std::vector<int> usable_tp_sizes(const models::Model& model, std::vector<int> requested) {
-  const bool any_splits = std::any_of(
-      model.layers.begin(), model.layers.end(),
-      [](const models::LayerSpec& spec) { return static_cast<bool>(spec.build_shard); });
-  std::sort(requested.begin(), requested.end());
-  requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
-  std::vector<int> usable;
-  for (int tp : requested)
-    if (any_splits && models::tensor_parallel_fits(model, tp)) usable.push_back(tp);
-  return usable;
-}
-
 // The chain measured again at each of the profile's tp sizes, from the inputs it had
 // (`activations`, a copy), its split layers' records added to their `profiles`' tp_shards.
 void profile_chain_shards(const ChainContext& context, const LayerChain& chain,
@@ -279,5 +265,16 @@ Profile profile_model(const models::Model& model, const ProfileOptions& options,
   return profile;
 }
 
+std::vector<int> usable_tp_sizes(const models::Model& model, std::vector<int> requested) {
+  const bool any_splits = std::any_of(
+      model.layers.begin(), model.layers.end(),
+      [](const models::LayerSpec& spec) { return static_cast<bool>(spec.build_shard); });
+  std::sort(requested.begin(), requested.end());
+  requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
+  std::vector<int> usable;
+  for (int tp : requested)
+    if (any_splits && models::tensor_parallel_fits(model, tp)) usable.push_back(tp);
+  return usable;
+}
 
 }  // namespace pipeplan::profiler

@@ -90,4 +90,8 @@ using BarrierFn = std::function<void()>;
 Profile profile_model(const models::Model& model, const ProfileOptions& options,
                       const ProgressFn& progress = {}, const BarrierFn& barrier = {});
 
+/// The sizes of `requested` at which every layer of `model` that splits can split, ascending,
+/// each once; none when no layer splits (the profile's settings.tp_sizes).
+std::vector<int> usable_tp_sizes(const models::Model& model, std::vector<int> requested);
+
 }  // namespace pipeplan::profiler

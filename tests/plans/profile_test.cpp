@@ -524,6 +524,72 @@ TEST(ProfileTensorParallelTest, ShardsRoundTripAndNoKeysAreWrittenWithout) {
   EXPECT_EQ(to_json(parse_profile(json.dump(), "profile.json")), json);
 }
 
+// What reading `text` gives: the profile's JSON, or the error.
+std::string outcome(const std::function<Profile()>& read) {
+  try {
+    return to_json(read()).dump();
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// Reading a profile's layers in two halves on two threads (detail::parse_profile_in_halves)
+// gives what reading the whole document gives: the same profile, or nothing, so that
+// parse_profile reads the text another way for the same error. Strings holding brackets, quotes
+// and "layers" do not confuse where the layers are.
+TEST(ProfileParseTest, ReadingTheLayersInHalvesGivesTheWholeDocumentsProfileOrNothing) {
+  Profile profile = sample_profile_with_shards();
+  profile.layers[0].name = "odd \"]}{[, \"layers\": [";  // a valid name full of structure
+  profile.model.name = "layers";
+  const std::string compact = to_json(profile).dump();
+  const std::string pretty = to_json(profile).dump(2);
+  const auto whole = [](const std::string& text) {
+    return outcome([&] { return profile_from_json(parse_json(text, "p.json"), "p.json"); });
+  };
+  for (const std::string& text : {compact, pretty}) {
+    const std::optional<Profile> halves = detail::parse_profile_in_halves(text, "p.json");
+    ASSERT_TRUE(halves.has_value());
+    EXPECT_EQ(to_json(*halves).dump(), whole(text));
+    EXPECT_EQ(outcome([&] { return parse_profile(text, "p.json"); }), whole(text));
+  }
+  // Each a text the whole document's reading refuses (or reads otherwise): the halves give
+  // nothing, and parse_profile says what the whole reading says.
+  const auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = compact;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const size_t between = compact.find("},{\"buffer_bytes\"");
+  ASSERT_NE(between, std::string::npos);
+  const std::vector<std::string> spoiled = {
+      replaced("\"param_count\":", "\"param_count\":1,\"param_count\":"),  // a key twice
+      std::string(compact).replace(between, 2, "}{"),                      // no comma
+      std::string(compact).replace(between, 2, "},,"),                     // two commas
+      std::string(compact).insert(between + 1, " 5"),                      // no object
+      replaced("\"layers\":[", "\"layers\":[],\"layers\":["),              // the key twice
+      compact + " x",                                                      // trailing bytes
+      std::string(compact).insert(between, std::string(1, '\0')),          // a NUL byte
+      // Nested within a layer as deep as the parse allows a document, but not inside two more
+      // levels (the root object and the layers array).
+      std::string(compact).insert(between + 3,
+                                  "\"zz\":" + std::string(63, '[') + std::string(63, ']') + ","),
+      compact.substr(0, compact.size() / 2),  // cut short
+  };
+  for (const std::string& text : spoiled) {
+    const std::string expected = whole(text);
+    EXPECT_EQ(expected.rfind("error: ", 0), 0u) << "accepted: " << text.substr(0, 200);
+    EXPECT_FALSE(detail::parse_profile_in_halves(text, "p.json").has_value())
+        << text.substr(0, 200);
+    EXPECT_EQ(outcome([&] { return parse_profile(text, "p.json"); }), expected)
+        << text.substr(0, 200);
+  }
+  // The key written escaped is still the key: read another way, to the same profile.
+  const std::string escaped = replaced("\"layers\":[", "\"lay\\u0065rs\":[");
+  EXPECT_FALSE(detail::parse_profile_in_halves(escaped, "p.json").has_value());
+  EXPECT_EQ(outcome([&] { return parse_profile(escaped, "p.json"); }), whole(compact));
+}
+
 TEST(ProfileTensorParallelTest, ShardsThatDoNotMatchTheirLayerOrTheSizesAreRefused) {
   const auto refusal = [](const Profile& profile) {
     return error_of([&] { profile.validate("profile.json"); });
