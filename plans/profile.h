@@ -284,8 +284,9 @@ Json to_json(const Profile& profile);
 /// Parses and validates; `document` names the file in errors.
 Profile profile_from_json(const Json& json, const std::string& document);
 /// profile_from_json(parse_json(text, path), path) for `text`, the bytes of the profile file
-/// `path`, with the same result and errors in less time and memory: each layer is converted as
-/// soon as it is parsed (a 10,000-layer profile is never one JSON document in memory).
+/// `path`, with the same result and errors in less time and memory: the layers are parsed and
+/// converted in two halves on two threads (detail::parse_profile_in_halves), else each as soon
+/// as the parser has it (a 10,000-layer profile is never one JSON document in memory).
 Profile parse_profile(std::string_view text, const std::string& path);
 
 namespace detail {
