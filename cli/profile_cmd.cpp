@@ -181,14 +181,15 @@ void run_link_bench(const std::string& device, int ranks, const std::string& pat
                          "the timing)");
 }
 
-// The tensor-parallel sizes above 2 whose all-reduce this machine can time: those of
-// --tp-sizes the model splits by, with a GPU (or, on CPU, a core) for each rank.
+// The tensor-parallel sizes above 2 whose all-reduce this machine can time: the profile's
+// (profiler::usable_tp_sizes: ascending, each once, none for a model that does not split),
+// with a GPU (on CPU, a core) for each rank.
 std::vector<int> group_sizes(const ProfileFlags& flags, const models::Model& model) {
   const bool cuda = flags.options.device.rfind("cuda", 0) == 0;
   const int local = cuda ? static_cast<int>(torch::cuda::device_count()) : executor::usable_cores();
   std::vector<int> sizes;
-  for (int tp : flags.options.tp_sizes)
-    if (tp > 2 && tp <= local && models::tensor_parallel_fits(model, tp)) sizes.push_back(tp);
+  for (int tp : profiler::usable_tp_sizes(model, flags.options.tp_sizes))
+    if (tp > 2 && tp <= local) sizes.push_back(tp);
   return sizes;
 }
 

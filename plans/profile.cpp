@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -503,6 +504,7 @@ std::optional<LayerTexts> find_layer_texts(std::string_view text) {
     }
     if (i >= n) return std::nullopt;
     found.elements.push_back(text.substr(begin, i + 1 - begin));
+    if (found.elements.size() > static_cast<size_t>(kMaxLayers)) return std::nullopt;
     i = skip_space(i + 1);
     if (i < n && text[i] == ']') {
       found.array_close = i;
@@ -541,13 +543,15 @@ std::optional<Profile> profile_in_halves(std::string_view text, const std::strin
   const size_t half = count / 2;
   std::vector<LayerProfile> first;
   std::vector<LayerProfile> second;
-  first.reserve(half);
-  second.reserve(count - half);
   bool second_ok = false;
-  std::thread other([&] { second_ok = convert_layers(*texts, half, count, path, &second); });
-  const bool first_ok = convert_layers(*texts, 0, half, path, &first);
-  other.join();
-  if (!first_ok || !second_ok) return std::nullopt;
+  try {
+    std::thread other([&] { second_ok = convert_layers(*texts, half, count, path, &second); });
+    const bool first_ok = convert_layers(*texts, 0, half, path, &first);
+    other.join();
+    if (!first_ok || !second_ok) return std::nullopt;
+  } catch (const std::system_error&) {  // no thread to be had: read the text another way
+    return std::nullopt;
+  }
   std::string rest(text.substr(0, texts->array_open + 1));
   rest.append(text.substr(texts->array_close));
   std::optional<Json> document;

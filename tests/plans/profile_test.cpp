@@ -539,8 +539,11 @@ std::string outcome(const std::function<Profile()>& read) {
 // and "layers" do not confuse where the layers are.
 TEST(ProfileParseTest, ReadingTheLayersInHalvesGivesTheWholeDocumentsProfileOrNothing) {
   Profile profile = sample_profile_with_shards();
-  profile.layers[0].name = "odd \"]}{[, \"layers\": [";  // a valid name full of structure
-  profile.model.name = "layers";
+  // Valid strings full of structure, before the root's "layers" key (keys are written sorted)
+  // and inside the layers.
+  profile.created_at = "\",\"layers\":[{";
+  profile.device.name = "layers\\";
+  profile.layers[0].name = "odd \"]}{[, \"layers\": [";
   const std::string compact = to_json(profile).dump();
   const std::string pretty = to_json(profile).dump(2);
   const auto whole = [](const std::string& text) {
@@ -571,9 +574,9 @@ TEST(ProfileParseTest, ReadingTheLayersInHalvesGivesTheWholeDocumentsProfileOrNo
       compact + " x",                                                      // trailing bytes
       std::string(compact).insert(between, std::string(1, '\0')),          // a NUL byte
       // Nested within a layer as deep as the parse allows a document, but not inside two more
-      // levels (the root object and the layers array).
+      // levels (the root object and the layers array): the first depth refused.
       std::string(compact).insert(between + 3,
-                                  "\"zz\":" + std::string(63, '[') + std::string(63, ']') + ","),
+                                  "\"zz\":" + std::string(62, '[') + std::string(62, ']') + ","),
       compact.substr(0, compact.size() / 2),  // cut short
   };
   for (const std::string& text : spoiled) {
@@ -584,6 +587,11 @@ TEST(ProfileParseTest, ReadingTheLayersInHalvesGivesTheWholeDocumentsProfileOrNo
     EXPECT_EQ(outcome([&] { return parse_profile(text, "p.json"); }), expected)
         << text.substr(0, 200);
   }
+  // Nested as deep as the halves still read (kMaxJsonDepth - 4 within a layer): the same.
+  std::string nested = compact;
+  nested.insert(between + 3, "\"zz\":" + std::string(59, '[') + std::string(59, ']') + ",");
+  ASSERT_TRUE(detail::parse_profile_in_halves(nested, "p.json").has_value());
+  EXPECT_EQ(outcome([&] { return parse_profile(nested, "p.json"); }), whole(nested));
   // The key written escaped is still the key: read another way, to the same profile.
   const std::string escaped = replaced("\"layers\":[", "\"lay\\u0065rs\":[");
   EXPECT_FALSE(detail::parse_profile_in_halves(escaped, "p.json").has_value());

@@ -20,6 +20,7 @@
 
 #include "common/error.h"
 #include "common/stats.h"
+#include "models/zoo.h"
 #include "profiler/layer_profiler.h"
 
 namespace pipeplan::profiler {
@@ -88,6 +89,15 @@ TEST(ModelProfilerTest, LayersAgreeWithTheModel) {
 // Every layer of every zoo model gets the B/W split: B 0 for layer 0 (its input is the data, or
 // tokens), B positive for every later layer, W positive exactly for layers with parameters; the
 // fits carry it, and so does the file.
+// The tp sizes a profile measures (and `profile` times group all-reduces at): ascending, each
+// once, those dividing every split layer's heads and MLP width; none for a model without
+// layers that split.
+TEST(ModelProfilerTest, UsableTensorParallelSizesAreSortedDividingAndNoneWithoutSplits) {
+  const models::Model gpt = models::make_model("gpt_tiny");  // 4 heads
+  EXPECT_EQ(usable_tp_sizes(gpt, {8, 4, 2, 4, 3}), (std::vector<int>{2, 4}));
+  EXPECT_TRUE(usable_tp_sizes(models::make_model("mlp_tiny"), {2, 4, 8}).empty());
+}
+
 TEST(ModelProfilerTest, EveryLayerHasTheBackwardSplit) {
   for (const std::string& name : kModels) {
     const models::Model model = models::make_model(name);
