@@ -619,7 +619,6 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
   d.gloo_device = make_gloo_device(env);
   const GroupPtr group =
       d.make_group("link", env.rank, ranks, /*on_host=*/false, kEdgeGroupThreads);
-  const int peer = 1 - env.rank;
   auto wait = [&](const WorkPtr& work, const char* what, int64_t bytes) {
     wait_work(work, d.device_wait_timeout(), [&] {
       return detail::concat("rank ", env.rank, ": timing ", what, " of ", bytes, " bytes");
@@ -631,6 +630,7 @@ LinkTimings time_links(const RendezvousEnv& env, const torch::Device& device,
   };
   // Half a ping-pong of `tensor` (on `device`): rank 0 sends, rank 1 sends it back.
   auto p2p_ms = [&](torch::Tensor& tensor, int tag) {
+    const int peer = 1 - env.rank;  // two ranks only
     const int64_t bytes = tensor.numel() * tensor.element_size();
     runtime::synchronize(device);
     const auto start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "planner/time_model.h"
 
 namespace pipeplan {
 namespace {
@@ -63,10 +64,6 @@ void sort_best_first(std::vector<Plan>& plans) {
   });
 }
 
-}  // namespace
-
-namespace {
-
 // The profile's all-reduce fit over `tp` ranks, or null when it measured none.
 const CommProfile* measured_all_reduce(const Profile& profile, int tp) {
   if (!profile.interconnect) return nullptr;
@@ -81,18 +78,11 @@ const CommProfile* measured_all_reduce(const Profile& profile, int tp) {
 double tensor_parallel_all_reduce_ms(const Profile& profile, int tp, int64_t bytes) {
   if (tp <= 1 || !profile.interconnect) return 0;
   if (const CommProfile* measured = measured_all_reduce(profile, tp))
-    return measured->latency_ms +
-           (measured->bandwidth_bytes_per_s > 0
-                ? static_cast<double>(bytes) / measured->bandwidth_bytes_per_s * 1e3
-                : 0.0);
+    return transfer_ms(bytes, measured->bandwidth_bytes_per_s, measured->latency_ms);
+  // The two-rank fit is a ring of 2 steps moving the bytes once: each step's latency is half
+  // the fit's, and its bandwidth the ring's.
   const CommProfile& fit = profile.interconnect->allreduce;
-  const double transfer_ms = fit.bandwidth_bytes_per_s > 0
-                                 ? static_cast<double>(bytes) / fit.bandwidth_bytes_per_s * 1e3
-                                 : 0.0;
-  // The two-rank fit's bandwidth term moves 2(p − 1)/p = 1 of the bytes; a ring of p ranks
-  // moves 2(p − 1)/p of them in 2(p − 1) steps, twice the two-rank ring's per p − 1.
-  const double ring = 2.0 * (tp - 1) / tp;
-  return fit.latency_ms * (tp - 1) + ring * transfer_ms;
+  return allreduce_ms(bytes, tp, fit.bandwidth_bytes_per_s, fit.latency_ms / 2);
 }
 
 std::vector<int> tensor_parallel_sizes(const Profile& profile, int devices, int devices_per_node,
