@@ -23,8 +23,8 @@
 #include "executor/launcher.h"
 #include "executor/rendezvous.h"
 #include "models/zoo.h"
-#include "profiler/model_profiler.h"
 #include "plans/profile.h"
+#include "profiler/model_profiler.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -276,9 +276,9 @@ Runner add_profile_command(CLI::App& app) {
                   "Micro-batch sizes to measure, comma-separated")
       ->capture_default_str();
   sub->add_option("--tp-sizes", flags->tp_sizes,
-                  "Tensor-parallel group sizes to measure the transformer blocks' shards at, "
-                  "comma-separated, or none (sizes that do not divide the heads and MLP width "
-                  "are skipped)")
+                  "Tensor-parallel group sizes to measure the split layers' shards at (zoo "
+                  "transformer blocks; a TorchScript file's MLPs), comma-separated, or none "
+                  "(sizes that do not divide the heads and MLP widths are skipped)")
       ->capture_default_str();
   sub->add_option("--precision", options.precision, "fp32, or amp-bf16 / amp-fp16 (CUDA autocast)")
       ->capture_default_str();

@@ -14,7 +14,9 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "models/blocks.h"
+#include "models/tensor_parallel.h"
 #include "models/torch_error.h"
+#include "models/torchscript.h"
 #include "plans/run.h"
 
 namespace pipeplan::executor {
@@ -510,7 +512,7 @@ void load_stage_weights_by_name(const std::string& dir, int64_t step,
                    ": no stage file holds ", quote(name),
                    "; serve the model and configuration it was trained with");
     if (tp > 1 && saved.sizes() != target.sizes()) {
-      // A split block's shards, joined (models::block_parameter_join).
+      // A split layer's shards, joined.
       std::vector<torch::Tensor> shards{saved};
       for (int tp_rank = 1; tp_rank < tp; ++tp_rank) {
         shards.emplace_back();
@@ -519,8 +521,11 @@ void load_stage_weights_by_name(const std::string& dir, int64_t step,
                        "'s file of stage ", found, " does not hold ", quote(name),
                        "; serve the model and configuration it was trained with");
       }
+      // A zoo block's by its parameter names; a TorchScript layer's MLP slices by shape.
       const torch::Tensor joined =
-          models::block_parameter_join(name.substr(name.find('.') + 1), shards);
+          models::is_torchscript_path(manifest.model_name)
+              ? models::join_slices(shards, target.sizes())
+              : models::block_parameter_join(name.substr(name.find('.') + 1), shards);
       if (joined.defined()) saved = joined;
     }
     PIPEPLAN_CHECK(saved.sizes() == target.sizes(), "checkpoint ", quote(paths[found]), ": ",

@@ -63,6 +63,9 @@ struct LayerSpec {
   /// Tensor parallelism: what a group's size must divide for the layer to split ({"heads", 12},
   /// {"mlp_dim", 3072}); empty where the layer runs whole on every rank of its group.
   std::vector<std::pair<std::string, int64_t>> tp_divides = {};
+  /// A layer that splits: its all-reduces of its output's size per forward (one per column–row
+  /// pair; LayerProfile::tp_all_reduces).
+  int tp_all_reduces = 0;
   /// Builds the layer's shard for `group`'s rank: initialised whole from the global torch RNG
   /// as `build` does, then sliced, so that the shards together hold one process's weights.
   /// Unset where the layer does not split.
@@ -92,7 +95,9 @@ struct Model {
   std::string hash;  ///< content_hash of name and config (and of the file for TorchScript)
   /// When set, builds layers [first, last) in one go instead of each LayerSpec::build (a
   /// TorchScript file is read once per range); their weights come from it, not from a seed.
-  std::function<std::vector<LayerPtr>(int first, int last)> build_range;
+  /// A `group` of more than one rank gets the shards of the layers that split.
+  std::function<std::vector<LayerPtr>(int first, int last, const TensorParallelGroupPtr& group)>
+      build_range;
   /// Parameters used by several layers (TorchScript files only; counted in each user's
   /// param_count).
   std::vector<TiedParameter> ties = {};

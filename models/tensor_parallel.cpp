@@ -84,4 +84,19 @@ torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& input,
   return ReduceFromTensorParallel::apply(input, group);
 }
 
+torch::Tensor join_slices(const std::vector<torch::Tensor>& shards, c10::IntArrayRef whole) {
+  if (shards.empty() || shards.front().dim() != static_cast<int64_t>(whole.size())) return {};
+  for (const torch::Tensor& shard : shards)
+    if (shard.sizes() != shards.front().sizes()) return {};
+  const auto parts = static_cast<int64_t>(shards.size());
+  int64_t joined_dim = -1;
+  for (int64_t dim = 0; dim < shards.front().dim(); ++dim) {
+    const int64_t size = shards.front().size(dim);
+    if (size == whole[dim]) continue;
+    if (joined_dim >= 0 || size * parts != whole[dim]) return {};
+    joined_dim = dim;
+  }
+  return joined_dim < 0 ? torch::Tensor() : torch::cat(shards, joined_dim);
+}
+
 }  // namespace pipeplan::models

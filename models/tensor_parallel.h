@@ -39,4 +39,10 @@ torch::Tensor copy_to_tensor_parallel(const torch::Tensor& input,
 torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& input,
                                           const TensorParallelGroupPtr& group);
 
+/// The whole tensor of shape `whole` from shards cut from it in equal contiguous slices along one
+/// dimension (a TorchScript MLP's linears: split_layer), in tp-rank order: their concatenation
+/// along the one dimension where they differ from `whole`. Undefined when no single dimension
+/// fits or the shards' shapes differ.
+torch::Tensor join_slices(const std::vector<torch::Tensor>& shards, c10::IntArrayRef whole);
+
 }  // namespace pipeplan::models

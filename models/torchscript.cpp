@@ -7,8 +7,10 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "common/hash.h"
 #include "common/limits.h"
 #include "models/script_graph.h"
+#include "models/script_tensor_parallel.h"
 #include "models/torch_error.h"
 #include "models/torchscript_settings.h"
 
@@ -87,14 +90,17 @@ torch::Tensor pack_live(const c10::ivalue::Tuple& values) {
 
 // One layer of the split: runs its graph on the module objects and attributes it reads, which it
 // shares with the file's module: StageRuntime's set_data into the flat buffer and to(device)
-// replace their storage in place, which the graph then uses.
+// replace their storage in place, which the graph then uses. A layer split over a
+// tensor-parallel group (split_layer) keeps the group reachable by its graph's collectives.
 class TorchScriptLayer : public Layer {
  public:
-  TorchScriptLayer(const jit::Module& top, const ScriptLayer& layer, std::string file)
+  TorchScriptLayer(const jit::Module& top, const ScriptLayer& layer, std::string file,
+                   std::shared_ptr<const ScriptGroupHandle> group = {})
       : function_(std::make_shared<jit::GraphFunction>("pipeplan_layer", layer.graph, nullptr)),
         live_in_(layer.live_in),
         name_(layer.name),
-        file_(std::move(file)) {
+        file_(std::move(file)),
+        group_(std::move(group)) {
     std::unordered_set<const void*> seen;
     for (const ScriptAttribute& attribute : layer.attributes) {
       if (attribute.is_module) {
@@ -152,6 +158,7 @@ class TorchScriptLayer : public Layer {
   std::vector<LiveTensor> live_in_;     // how the input unpacks
   std::string name_;                    // for errors
   std::string file_;
+  std::shared_ptr<const ScriptGroupHandle> group_;  // its collectives' group, when split
 };
 
 // Before LibTorch opens it: a regular file (a FIFO would block the load) of a bounded size.
@@ -202,18 +209,47 @@ std::vector<ScriptLayer> split_module(const std::string& path, jit::Module modul
 }
 
 // Loads the file and keeps the tensors of layers [first, last) only; the rest is freed on return.
+// With a `group` of more than one rank, the layers whose MLPs split hold this rank's shards.
 std::vector<LayerPtr> load_layers(const std::string& path, const std::string& expected_hash,
-                                  const TorchScriptSettings& settings, int first, int last) {
+                                  const TorchScriptSettings& settings, int first, int last,
+                                  const TensorParallelGroupPtr& group) {
   check_unchanged(path, expected_hash);
-  const jit::Module module = load_module(path);
+  jit::Module module = load_module(path);
   torch::Tensor output;
   const std::vector<ScriptLayer> split = split_module(path, module, settings, &output);
   PIPEPLAN_ASSERT(last <= static_cast<int>(split.size()), "layer range [", first, ", ", last,
                   ") of ", split.size(), " layers");
+  const bool splits = group && group->size() > 1;
+  const auto handle = splits ? std::make_shared<const ScriptGroupHandle>(group) : nullptr;
+  const std::unordered_set<const void*> shared =
+      splits ? shared_tensors(module, split) : std::unordered_set<const void*>();
   std::vector<LayerPtr> layers;
-  for (int layer_idx = first; layer_idx < last; ++layer_idx)
-    layers.push_back(std::make_shared<TorchScriptLayer>(module, split[layer_idx], path));
+  for (int layer_idx = first; layer_idx < last; ++layer_idx) {
+    std::optional<ScriptLayer> shard;
+    if (splits) shard = split_layer(module, split[layer_idx], shared, group, handle->id());
+    layers.push_back(shard ? std::make_shared<TorchScriptLayer>(module, *shard, path, handle)
+                           : std::make_shared<TorchScriptLayer>(module, split[layer_idx], path));
+  }
   return layers;
+}
+
+// The split of `layer`'s MLPs (find_split_mlps) as its spec states it: what tp must divide, how
+// many all-reduces it runs, and how its shard is built (layer `layer_idx` loaded alone).
+void describe_split(const std::vector<ScriptMlp>& mlps, int layer_idx, const std::string& path,
+                    const std::string& hash, const TorchScriptSettings& settings, LayerSpec* spec) {
+  if (mlps.empty()) return;
+  // "mlp_dim" while the widths agree, else each MLP's by its first linear.
+  const bool one_width = std::all_of(mlps.begin(), mlps.end(), [&](const ScriptMlp& mlp) {
+    return mlp.width == mlps.front().width;
+  });
+  if (one_width) spec->tp_divides.emplace_back("mlp_dim", mlps.front().width);
+  for (const ScriptMlp& mlp : one_width ? std::vector<ScriptMlp>() : mlps)
+    spec->tp_divides.emplace_back("mlp_dim of " + mlp.first.substr(0, mlp.first.rfind('.')),
+                                  mlp.width);
+  spec->tp_all_reduces = static_cast<int>(mlps.size());
+  spec->build_shard = [path, hash, settings, layer_idx](const TensorParallelGroupPtr& group) {
+    return load_layers(path, hash, settings, layer_idx, layer_idx + 1, group).front();
+  };
 }
 
 Model assemble(const std::string& path, const std::string& hash,
@@ -226,10 +262,13 @@ Model assemble(const std::string& path, const std::string& hash,
   // Tensors registered by several layers are tied parameters, by their first user's order.
   std::vector<const void*> first_seen;
   std::unordered_map<const void*, TiedParameter> users;
+  const std::unordered_set<const void*> shared = shared_tensors(module, split);
   for (const ScriptLayer& layer : split) {
     LayerSpec spec;
     spec.name = layer.name;
     spec.kind = layer.kind;
+    describe_split(find_split_mlps(module, layer, shared), static_cast<int>(model.layers.size()),
+                   path, hash, settings, &spec);
     // Counted on the layer as built, so that the count is what a stage trains (a tensor
     // reachable twice in it counted once).
     const TorchScriptLayer built(module, layer, path);
@@ -246,8 +285,9 @@ Model assemble(const std::string& path, const std::string& hash,
   }
   for (const void* impl : first_seen)
     if (users.at(impl).users.size() > 1) model.ties.push_back(std::move(users.at(impl)));
-  model.build_range = [path, hash, settings](int first, int last) {
-    return load_layers(path, hash, settings, first, last);
+  model.build_range = [path, hash, settings](int first, int last,
+                                             const TensorParallelGroupPtr& group) {
+    return load_layers(path, hash, settings, first, last, group);
   };
   return model;
 }

@@ -79,7 +79,7 @@ std::vector<LayerPtr> build_layers(const Model& model, int first, int last, uint
                                    const TensorParallelGroupPtr& group) {
   PIPEPLAN_ASSERT(0 <= first && first <= last && last <= static_cast<int>(model.layers.size()),
                   "layer range [", first, ", ", last, ")");
-  if (model.build_range) return model.build_range(first, last);
+  if (model.build_range) return model.build_range(first, last, group);
   std::vector<LayerPtr> layers;
   for (int layer_idx = first; layer_idx < last; ++layer_idx) {
     torch::manual_seed(mix_seed(seed, static_cast<uint64_t>(layer_idx)));

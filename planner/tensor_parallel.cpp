@@ -20,13 +20,14 @@ const LayerProfile* shard_at(const LayerProfile& layer, int tp) {
 }
 
 // `shard` with the group's all-reduces of its output added to each point's times.
-LayerProfile with_all_reduces(const Profile& profile, const LayerProfile& shard, int tp) {
+LayerProfile with_all_reduces(const Profile& profile, const LayerProfile& whole,
+                              const LayerProfile& shard, int tp) {
   LayerProfile layer = shard;
   layer.tp = 1;  // a layer of the group's view
   for (LayerPoint& point : layer.points) {
     const double one_ms = tensor_parallel_all_reduce_ms(profile, tp, point.output_bytes);
-    const double forward_ms = kTensorParallelForwardAllReduces * one_ms;
-    const double backward_ms = kTensorParallelBackwardAllReduces * one_ms;
+    const double forward_ms = whole.tp_all_reduces * one_ms;
+    const double backward_ms = whole.tp_all_reduces * one_ms;
     point.fwd_ms += forward_ms;
     point.fwd_ms_p90 += forward_ms;
     point.bwd_ms += backward_ms;
@@ -128,7 +129,7 @@ Profile tensor_parallel_profile(const Profile& profile, int tp) {
   view.layers.reserve(profile.layers.size());
   for (const LayerProfile& layer : profile.layers) {
     const LayerProfile* shard = shard_at(layer, tp);
-    view.layers.push_back(shard != nullptr ? with_all_reduces(profile, *shard, tp) : layer);
+    view.layers.push_back(shard != nullptr ? with_all_reduces(profile, layer, *shard, tp) : layer);
     view.layers.back().tp_shards.clear();
   }
   view.settings.tp_sizes.clear();
@@ -172,8 +173,8 @@ void widen_to_tensor_parallel(Plan* plan, int tp, const Cluster& cluster) {
 void set_tensor_parallel_times(Plan* plan, const Profile& profile) {
   const int tp = plan->tp();
   if (tp == 1) return;
-  const int backward =
-      kTensorParallelBackwardAllReduces * (plan->schedule == Schedule::kZeroBubbleH1 ? 2 : 1);
+  // zb-h1's W runs f's all-reduces again.
+  const int backward_passes = plan->schedule == Schedule::kZeroBubbleH1 ? 2 : 1;
   for (size_t chunk_idx = 0; chunk_idx < plan->stages.size(); ++chunk_idx) {
     const StagePlan& chunk = plan->stages[chunk_idx];
     double per_micro_batch_ms = 0;
@@ -187,7 +188,7 @@ void set_tensor_parallel_times(Plan* plan, const Profile& profile) {
           chunk.checkpoint ||
           std::find(chunk.recompute_layers.begin(), chunk.recompute_layers.end(), layer_idx) !=
               chunk.recompute_layers.end();
-      const int count = kTensorParallelForwardAllReduces * (recomputed ? 2 : 1) + backward;
+      const int count = layer.tp_all_reduces * ((recomputed ? 2 : 1) + backward_passes);
       per_micro_batch_ms += count * tensor_parallel_all_reduce_ms(profile, tp, bytes);
     }
     plan->predictions.stages[chunk_idx % static_cast<size_t>(plan->pp)].tp_allreduce_ms +=

@@ -11,12 +11,6 @@
 
 namespace pipeplan {
 
-/// All-reduces a split layer runs per micro-batch and pass: g after each half-block in the
-/// forward (a recompute runs them again), f before each in the backward; zb-h1's W runs f's
-/// again on its way to the layer norms' weights.
-inline constexpr int kTensorParallelForwardAllReduces = 2;
-inline constexpr int kTensorParallelBackwardAllReduces = 2;
-
 /// One all-reduce of `bytes` over a tensor-parallel group of `tp` ranks, in ms (a tp group is
 /// always inside a node): the profile's fit over tp ranks where it measured one (the two-rank
 /// link, or interconnect.group_allreduce, timed where the machine had the devices); else the
@@ -33,8 +27,9 @@ std::vector<int> tensor_parallel_sizes(const Profile& profile, int devices, int 
 
 /// `profile` as one rank of a tensor-parallel group of `tp` sees it: each layer with a shard at
 /// tp (LayerProfile::tp_shards) is that shard, its times at every point plus the group's
-/// all-reduces of its output (kTensorParallel*AllReduces: forward and inference forward +2,
-/// backward +2, zb-h1's B +2 and W +2), fits refitted; every other layer whole (replicated on
+/// all-reduces of its output (LayerProfile::tp_all_reduces, n: g after each column–row pair in
+/// the forward and inference forward, +n; f before each in the backward, +n; zb-h1's B +n and
+/// W +n, since W runs f's again on its way to the replicated weights), fits refitted; every other layer whole (replicated on
 /// the group). Memory follows from the shard's parameters and measured bytes. Shards and
 /// settings.tp_sizes are dropped (tp = 1: the profile without them).
 Profile tensor_parallel_profile(const Profile& profile, int tp);

@@ -99,7 +99,10 @@ Json layer_json(const LayerProfile& layer) {
             {"points", json_array(layer.points, point_json)},
             {"fits", fits_json(layer.fits)}};
   if (layer.tp > 1) json["tp"] = layer.tp;  // shards only
-  if (!layer.tp_divides.empty()) json["tp_divides"] = layer.tp_divides;
+  if (!layer.tp_divides.empty()) {
+    json["tp_divides"] = layer.tp_divides;
+    json["tp_all_reduces"] = layer.tp_all_reduces;
+  }
   if (!layer.tp_shards.empty()) json["tp_shards"] = json_array(layer.tp_shards, layer_json);
   return json;
 }
@@ -126,6 +129,8 @@ LayerProfile layer_from(const JsonReader& reader) {
     for (auto it = divides.json().begin(); it != divides.json().end(); ++it)
       layer.tp_divides[it.key()] = divides.integer_in(it.key(), 1, kMaxBytes);
   }
+  if (reader.has("tp_all_reduces"))  // optional: a transformer block's
+    layer.tp_all_reduces = reader.int_in("tp_all_reduces", 1, kMaxLayers);
   if (reader.has("tp_shards"))  // optional: none
     for (const JsonReader& shard : reader.objects("tp_shards"))
       layer.tp_shards.push_back(layer_from(shard));

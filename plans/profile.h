@@ -16,6 +16,8 @@
 namespace pipeplan {
 
 inline constexpr const char* kProfileSchema = "pipeplan.profile/1";
+/// A split transformer block's all-reduces per forward: g after attention and after the MLP.
+inline constexpr int kBlockAllReduces = 2;
 
 /// y = intercept + slope·x, fitted by least squares over the profiled points.
 struct LinearFit {
@@ -160,6 +162,10 @@ struct LayerProfile {
   /// What a tensor-parallel group's size must divide for the layer to split ({"heads": 12,
   /// "mlp_dim": 3072}); empty for a layer that does not split (optional key "tp_divides").
   std::map<std::string, int64_t> tp_divides;
+  /// A layer that splits: the all-reduces of its output's size it runs per forward, one per
+  /// column–row pair (2 for a transformer block: attention and MLP; a TorchScript layer's
+  /// MLPs); its backward runs as many (optional key "tp_all_reduces": 2).
+  int tp_all_reduces = kBlockAllReduces;
   /// A layer that splits (a transformer block): its shard measured at each size of
   /// settings.tp_sizes, ascending, with the same index, name and kind, the shard's parameters
   /// and its own points and fits (optional key "tp_shards", written when not empty). The

@@ -9,9 +9,9 @@
 #include "common/limits.h"
 #include "common/version.h"
 #include "models/torchscript.h"
+#include "profiler/layer_profiler.h"
 #include "runtime/device.h"
 #include "runtime/memory_tracker.h"
-#include "profiler/layer_profiler.h"
 
 namespace pipeplan::profiler {
 namespace {
@@ -68,6 +68,8 @@ std::vector<models::LayerPtr> build_chain(const ChainContext& context, const Lay
     profile.kind = context.model.layers[profile.index].kind;
     for (const auto& [what, count] : context.model.layers[profile.index].tp_divides)
       profile.tp_divides[what] = count;
+    if (!profile.tp_divides.empty())
+      profile.tp_all_reduces = context.model.layers[profile.index].tp_all_reduces;
     describe_layer(*layers[offset], profile);
     profiles.push_back(profile);
   }

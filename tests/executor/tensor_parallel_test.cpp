@@ -17,6 +17,7 @@
 #include "plans/profile.h"
 #include "plans/run.h"
 #include "tests/executor/train_harness.h"
+#include "tests/models/torchscript_files.h"
 
 namespace pipeplan::testing {
 namespace {
@@ -238,6 +239,75 @@ TEST(SerialTensorParallelTest, PlannedRunsPeakAsPredicted) {
   const std::vector<RankExit> refused = run_ranks(0, indivisible);
   ASSERT_EQ(refused.size(), 1u);
   expect_one_line_error(refused[0], 2, "--tp: 3: does not divide heads = 4 of layer 'block0'");
+}
+
+// What tp rank `tp_rank` of `tp` should hold of tied_gpt.pt's parameters `whole`: each block's
+// MLP (mlp.0: Linear, mlp.1: GELU, mlp.2: Linear) cut as Megatron cuts it, every other
+// parameter whole (attention is not a pattern pipeplan proves: it stays replicated).
+std::map<std::string, torch::Tensor> mlp_slices(const std::map<std::string, torch::Tensor>& whole,
+                                                int tp_rank, int tp) {
+  std::map<std::string, torch::Tensor> slices;
+  for (const auto& [name, tensor] : whole) {
+    const bool first = name.find(".mlp.0.") != std::string::npos;
+    const bool second = name.find(".mlp.2.weight") != std::string::npos;
+    const int64_t dim = first ? 0 : 1;
+    const int64_t size = tensor.dim() > dim ? tensor.size(dim) / tp : 0;
+    slices[name] = first || second ? tensor.narrow(dim, tp_rank * size, size) : tensor;
+  }
+  return slices;
+}
+
+// A TorchScript GPT's blocks split their MLPs: tp = 2 alone, beside two stages (1f1b, zb-h1)
+// and beside two replicas train as one process does (losses, and each rank's slices of its
+// parameters); the tp = 2 × pp = 2 checkpoint serves whole, its slices joined by shape.
+TEST(SerialTensorParallelTest, TorchScriptMlpsSplitAndTrainAsOneProcess) {
+  if (torch_python().empty()) GTEST_SKIP() << kNoTorchPython;
+  std::string error;
+  const std::string file = test_models_dir(kTrainSeed, &error) + "/tied_gpt.pt";
+  ASSERT_TRUE(error.empty()) << error;
+  TestPlanSpec reference_spec;
+  reference_spec.model = file;
+  reference_spec.micro_batch_size = 2;
+  reference_spec.num_micro_batches = 4;
+  const Plan reference_plan = make_test_plan(reference_spec);
+  const TrainRun reference = train_new(reference_plan, "script-reference", kSteps);
+  expect_success(reference);
+  const std::map<std::string, torch::Tensor> whole = final_parameters(reference, 1, kSteps);
+  const std::vector<Case> cases = {{file, 1, 2, 1, 1, Schedule::kOneFOneB},
+                                   {file, 1, 2, 2, 1, Schedule::kZeroBubbleH1},
+                                   {file, 2, 2, 1, 1, Schedule::kOneFOneB},
+                                   {file, 1, 2, 2, 1, Schedule::kOneFOneB}};
+  TrainRun run;
+  for (const Case& test : cases) {
+    TestPlanSpec spec = reference_spec;
+    spec.dp = test.dp;
+    spec.tp = test.tp;
+    spec.pp = test.pp;
+    spec.schedule = test.schedule;
+    spec.num_micro_batches = reference_spec.num_micro_batches / test.dp;
+    const Plan plan = make_test_plan(spec);
+    const std::string what = "tied_gpt.pt " + plan_configuration(plan);
+    run = train_new(plan, "script-tensor-parallel", kSteps);
+    expect_success(run);
+    expect_same_losses(step_losses(run.log), step_losses(reference.log), kLossRelativeTolerance,
+                       what);
+    for (int tp_rank = 0; tp_rank < test.tp; ++tp_rank)
+      expect_same_parameters(rank_parameters(run, test.pp, tp_rank, kSteps),
+                             mlp_slices(whole, tp_rank, test.tp),
+                             what + " tp rank " + std::to_string(tp_rank));
+  }
+  // The last run's (tp = 2 × pp = 2) checkpoint, loaded into one whole stage.
+  const models::Model model =
+      models::make_model_from_config(reference_plan.model.name, reference_plan.model.config);
+  executor::StageRuntime stage(model, reference_plan, 0, torch::kCPU, /*seed=*/99);
+  executor::load_stage_weights_by_name(
+      run.checkpoints, kSteps, executor::read_checkpoint_manifest(run.checkpoints, kSteps), stage);
+  std::map<std::string, torch::Tensor> loaded;
+  for (size_t position = 0; position < stage.layers().size(); ++position)
+    for (const auto& item : stage.layers()[position]->named_parameters())
+      loaded["layer" + std::to_string(stage.layer_index(position)) + "." + item.key()] =
+          item.value();
+  expect_same_parameters(loaded, whole, "tied_gpt.pt served whole");
 }
 
 // A group size that does not divide the heads is refused before any rank waits, naming both.

@@ -6,7 +6,7 @@ mlp.pt mirrors the zoo's mlp_tiny layer for layer (models/mlp.cpp); with --mlp-w
 dict of tensors written by torch::pickle_save, keys "LAYER.fc.weight" ...) it carries those
 weights. The other files cover batch norm, the `layers` container forms, token inputs, the
 module attributes, graphs with skips and functional ops (scripted and traced), forwards that
-return a named tuple or a tuple, torchvision's resnet18, googlenet and a small
+return a named tuple or a tuple, MLPs tensor parallelism splits or not, torchvision's resnet18, googlenet and a small
 VisionTransformer (when torchvision is installed), a GPT with tied embeddings, and the modules pipeplan must refuse.
 param_counts.json holds PyTorch's parameter count of every module of each scripted file, by
 attribute path ("" for the whole model).
@@ -212,6 +212,47 @@ class TiedGpt(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class SplitBlock(nn.Module):
+    """A residual MLP tensor parallelism splits: Linear, SiLU, dropout, Linear without bias."""
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.ln = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width, bias=False)
+
+    def forward(self, x):
+        return x + self.fc2(F.dropout(F.silu(self.fc1(self.ln(x))), 0.0, self.training))
+
+
+class ForkedBlock(nn.Module):
+    """Linear, ReLU, Linear, but the hidden values also feed a sum: not a pattern to split."""
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        return x + self.fc2(torch.relu(h)) + h.mean(-1, keepdim=True)
+
+
+class MlpPatterns(nn.Module):
+    """Tensor parallelism's MLP pattern in a TorchScript model: a block that splits, one that
+    does not, and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = SplitBlock(16, 48)
+        self.b = ForkedBlock(16, 32)
+        self.head = nn.Linear(64, 10)
+        self.pipeplan_input_shape = [4, 16]
+
+    def forward(self, x):
+        return self.head(self.b(self.a(x)).flatten(1))
+
+
 class TwoInputs(nn.Module):
     """Two inputs: x (2x4) through a and b, then joined with the side features y (3) before c."""
 
@@ -409,6 +450,7 @@ def main():
     save(InPlace(), args.out_dir, "in_place.pt")
     save(ReturnsDict(), args.out_dir, "returns_dict.pt")
     save(TiedGpt(), args.out_dir, "tied_gpt.pt")
+    save(MlpPatterns(), args.out_dir, "mlp_patterns.pt")
     save(NoParameters(), args.out_dir, "no_parameters.pt")
     save(ReturnsNamedTuple(), args.out_dir, "named_tuple.pt")
     save(ReturnsTuple(), args.out_dir, "tuple.pt")

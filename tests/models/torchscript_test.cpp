@@ -14,6 +14,7 @@
 #include "common/hash.h"
 #include "common/json.h"
 #include "common/units.h"
+#include "models/tensor_parallel.h"
 #include "models/zoo.h"
 #include "runtime/memory_tracker.h"
 #include "tests/models/torchscript_files.h"
@@ -471,6 +472,56 @@ TEST_F(TorchScriptTest, ATupleOutputTrainsOnTheElementOutputNames) {
     const std::string message = bad_input_message([&] { make_model(path, args); });
     EXPECT_NE(message.find(expected), std::string::npos) << path << " " << pick << ": " << message;
   }
+}
+
+// Tensor parallelism splits the Linear–activation–Linear MLPs it can prove and nothing else:
+// mlp_patterns' block a (SiLU and dropout between, no second bias) splits by its 48 hidden
+// features; block b (its hidden values also feed a sum) and the head stay whole. tied_gpt's
+// blocks split their MLPs (attention is not a pattern it proves), as do ViT's encoder blocks.
+TEST_F(TorchScriptTest, TensorParallelismSplitsOnlyTheMlpsItProves) {
+  const Model model = make_model(file("mlp_patterns.pt"));
+  ASSERT_EQ(layer_names(model), (std::vector<std::string>{"a", "b", "head"}));
+  using Divides = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(model.layers[0].tp_divides, (Divides{{"mlp_dim", 48}}));
+  EXPECT_EQ(model.layers[0].tp_all_reduces, 1);
+  ASSERT_TRUE(model.layers[0].build_shard);
+  for (int layer_idx : {1, 2}) {
+    EXPECT_TRUE(model.layers[layer_idx].tp_divides.empty()) << layer_idx;
+    EXPECT_FALSE(model.layers[layer_idx].build_shard) << layer_idx;
+  }
+  EXPECT_NE(bad_input_message([&] {
+              check_tensor_parallel(model, 5, "--tp");
+            }).find("--tp: 5: does not divide mlp_dim = 48 of layer 'a'"),
+            std::string::npos);
+  // Each rank's shard keeps the layer's parameter names and holds its slices; with a group that
+  // sums nothing it gives its part, and the parts together, less the input each adds back, are
+  // the whole layer's output.
+  const LayerPtr whole = build_layers(model, 0, 1, /*seed=*/0).front();
+  const torch::Tensor input = torch::randn({3, 4, 16});
+  torch::Tensor parts = -input;
+  for (int tp_rank : {0, 1}) {
+    const auto group = c10::make_intrusive<TensorParallelGroup>(tp_rank, 2);
+    group->set_all_reduce([](torch::Tensor&) {});
+    const LayerPtr shard = model.layers[0].build_shard(group);
+    const auto shard_parameters = shard->named_parameters();
+    for (const auto& item : whole->named_parameters()) {
+      ASSERT_NE(shard_parameters.find(item.key()), nullptr) << item.key();
+      const torch::Tensor& held = shard_parameters[item.key()];
+      const int64_t dim = item.key() == "a.fc2.weight" ? 1 : 0;
+      const bool sliced = item.key().rfind("a.fc", 0) == 0;
+      const torch::Tensor expected =
+          sliced ? item.value().narrow(dim, tp_rank * 24, 24) : item.value();
+      EXPECT_TRUE(torch::equal(held, expected)) << item.key() << " on tp rank " << tp_rank;
+    }
+    parts = parts + shard->forward(input);
+  }
+  EXPECT_TRUE(torch::allclose(parts, whole->forward(input), 1e-5, 1e-6));
+  for (const LayerSpec& layer : make_model(file("tied_gpt.pt")).layers)
+    EXPECT_EQ(layer.tp_all_reduces, layer.kind == "GptBlock" ? 1 : 0) << layer.name;
+  if (!fs::exists(file("vit.pt"))) return;
+  const Model vit = make_model(file("vit.pt"));
+  for (int block = 1; block <= 4; ++block)
+    EXPECT_EQ(vit.layers[block].tp_divides, (Divides{{"mlp_dim", 64}})) << block;
 }
 
 // torchvision's googlenet returns GoogLeNetOutputs when scripted, even without auxiliary heads:

@@ -511,7 +511,8 @@ TEST(ProfileTensorParallelTest, ShardsRoundTripAndNoKeysAreWrittenWithout) {
   EXPECT_FALSE(plain.at("settings").contains("tp_sizes"));
   EXPECT_FALSE(plain.at("layers").at(1).contains("tp_shards"));
   EXPECT_FALSE(plain.at("layers").at(1).contains("tp_divides"));
-  const Profile profile = sample_profile_with_shards();
+  Profile profile = sample_profile_with_shards();
+  profile.layers[1].tp_all_reduces = 1;
   EXPECT_NO_THROW(profile.validate("profile.json"));
   const Json json = to_json(profile);
   const Profile back = profile_from_json(json, "profile.json");
@@ -520,7 +521,12 @@ TEST(ProfileTensorParallelTest, ShardsRoundTripAndNoKeysAreWrittenWithout) {
   EXPECT_EQ(back.layers[1].tp_shards[0].tp, 2);
   EXPECT_EQ(back.layers[1].tp_shards[0].param_count, 50240);
   EXPECT_EQ(back.layers[1].tp_divides.at("heads"), 4);
+  EXPECT_EQ(back.layers[1].tp_all_reduces, 1);
   EXPECT_EQ(back.settings.tp_sizes, std::vector<int>{2});
+  // A profile from before the key: a transformer block's two all-reduces.
+  Json older = json;
+  older["layers"][1].erase("tp_all_reduces");
+  EXPECT_EQ(profile_from_json(older, "profile.json").layers[1].tp_all_reduces, 2);
   EXPECT_EQ(to_json(parse_profile(json.dump(), "profile.json")), json);
 }
 
@@ -641,7 +647,6 @@ TEST(LinearFitTest, RecoversALineAndHandlesOnePoint) {
   const LinearFit noisy = fit_linear({1, 2, 3}, {1, 3, 2});
   EXPECT_GT(noisy.rms_residual, 0.0);
 }
-
 
 TEST(CommFitTest, RecoversLatencyAndBandwidthAndWeighsSmallMessages) {
   // 20 us latency, 3 GB/s: the small messages alone set the latency.
