@@ -162,6 +162,12 @@ std::string torchtitan_document(const ExportContext& ctx) {
         "# torchtitan's tensor parallelism splits the embedding and the output layer by the\n"
         "# vocabulary too, where the plan kept them whole on each rank: they take 1/tp of the\n"
         "# memory the plan predicted for them.\n";
+  // A TorchScript file's configuration records its content hash: pipeplan split its MLPs only.
+  if (plan.tp() > 1 && plan.model.config.contains("file_hash"))
+    toml +=
+        "# pipeplan split only this TorchScript model's MLPs and kept attention whole on each\n"
+        "# rank; torchtitan's tensor parallelism splits attention by heads too, so its blocks\n"
+        "# take less memory and time than the plan predicted.\n";
   if (checkpoint_all)
     toml +=
         "# torchtitan's full mode checkpoints each transformer block: a stage keeps every "

@@ -2,11 +2,13 @@
 // operators that carry the tensor-parallel collectives.
 #include "models/script_tensor_parallel.h"
 
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/library.h>
 
 #include <atomic>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -23,15 +25,16 @@ namespace jit = torch::jit;
 // splits nothing.
 constexpr int kMaxInlineDepth = 64;
 
-// The groups graphs reach by id (ScriptGroupHandle).
+// The groups graphs reach by id (ScriptGroupHandle). Never destroyed, so that a layer released
+// during static destruction still finds them.
 std::mutex& registry_mutex() {
-  static std::mutex mutex;
-  return mutex;
+  static auto* mutex = new std::mutex;
+  return *mutex;
 }
 
 std::unordered_map<int64_t, TensorParallelGroupPtr>& registry() {
-  static std::unordered_map<int64_t, TensorParallelGroupPtr> groups;
-  return groups;
+  static auto* groups = new std::unordered_map<int64_t, TensorParallelGroupPtr>;
+  return *groups;
 }
 
 TensorParallelGroupPtr registered_group(int64_t group_id) {
@@ -56,21 +59,53 @@ TORCH_LIBRARY(pipeplan, library) {
   library.def("tp_reduce(Tensor input, int group) -> Tensor", &tp_reduce);
 }
 
-// Element-wise ops that may sit between the two linears: one tensor in, the rest non-tensor
-// arguments (an approximation mode, a dropout rate, the training flag).
-bool is_elementwise(const jit::Node* node) {
-  static const std::unordered_set<c10::Symbol> kinds = [] {
-    std::unordered_set<c10::Symbol> symbols;
-    for (const char* name :
-         {"aten::relu", "aten::relu_", "aten::gelu", "aten::gelu_", "aten::silu", "aten::silu_",
-          "aten::tanh", "aten::sigmoid", "aten::dropout", "aten::dropout_"})
-      symbols.insert(c10::Symbol::fromQualString(name));
-    return symbols;
-  }();
+// `names` as symbols.
+std::unordered_set<c10::Symbol> symbols(std::initializer_list<const char*> names) {
+  std::unordered_set<c10::Symbol> set;
+  for (const char* name : names) set.insert(c10::Symbol::fromQualString(name));
+  return set;
+}
+
+// Element-wise activations that may sit between the two linears: one tensor in, the rest
+// non-tensor arguments (gelu's approximation).
+bool is_activation(const jit::Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds =
+      symbols({"aten::relu", "aten::relu_", "aten::gelu", "aten::gelu_", "aten::silu",
+               "aten::silu_", "aten::tanh", "aten::sigmoid"});
   if (kinds.count(node->kind()) == 0 || node->outputs().size() != 1) return false;
   for (size_t input_idx = 1; input_idx < node->inputs().size(); ++input_idx)
     if (node->input(input_idx)->type()->kind() == c10::TypeKind::TensorType) return false;
   return true;
+}
+
+// Nodes after which nothing in the graph is proven: a call Inline could not open (an interface
+// method), an attribute written.
+bool is_opaque(const jit::Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds =
+      symbols({"prim::CallMethod", "prim::CallFunction", "prim::SetAttr"});
+  return kinds.count(node->kind()) != 0;
+}
+
+// Attribute types whose values the finder can account for: modules, tensors (an optional one:
+// a bias), and scalars. A list, dict, tuple or interface could hold a parameter out of sight.
+bool is_accounted_type(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::ClassType:
+    case c10::TypeKind::TensorType:
+    case c10::TypeKind::NoneType:
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::DeviceObjType:
+      return true;
+    case c10::TypeKind::OptionalType:
+      return type->expectRef<c10::OptionalType>().getElementType()->kind() ==
+             c10::TypeKind::TensorType;
+    default:
+      return false;
+  }
 }
 
 std::string joined(const std::string& owner, const std::string& name) {
@@ -99,7 +134,8 @@ class MlpFinder {
     jit::Node* first = nullptr;
     jit::Node* second = nullptr;
     ScriptMlp mlp;
-    std::string first_bias;  // "" without one
+    std::string first_bias;   // "" without one
+    std::string second_bias;  // "" without one
   };
 
   std::vector<Match> matches() const {
@@ -120,12 +156,14 @@ class MlpFinder {
   // Paths of attribute reads, tensors' read counts, and whether a module object escapes.
   void read_block(jit::Block* block) {
     for (jit::Node* node : block->nodes()) {
+      opaque_ = opaque_ || is_opaque(node);
       if (node->kind() == c10::prim::GetAttr && paths_.count(node->input()) != 0)
         paths_[node->output()] = joined(paths_.at(node->input()), node->s(c10::attr::name));
       for (jit::Block* inner : node->blocks()) read_block(inner);
     }
     if (block != graph_.block()) return;
     for (const auto& [value, path] : paths_) {
+      opaque_ = opaque_ || !is_accounted_type(value->type());
       if (const auto type = value->type()->cast<c10::ClassType>()) {
         for (const jit::Use& use : value->uses())
           opaque_ = opaque_ || use.user->kind() != c10::prim::GetAttr;
@@ -149,6 +187,21 @@ class MlpFinder {
       return {};
     *path = found->second;
     return tensor;
+  }
+
+  // A dropout whose rate is 0, a constant or an attribute (nn.Dropout's p; attributes are not
+  // written: is_opaque): the identity. At any other rate each rank would draw one mask over its
+  // own slice of the hidden features, which one process does not do.
+  bool is_identity_dropout(const jit::Node* node) const {
+    static const std::unordered_set<c10::Symbol> kinds =
+        symbols({"aten::dropout", "aten::dropout_"});
+    if (kinds.count(node->kind()) == 0 || node->inputs().size() != 3) return false;
+    const jit::Value* rate = node->input(1);
+    std::optional<c10::IValue> value;
+    if (const c10::optional<c10::IValue> constant = jit::toIValue(rate)) value = *constant;
+    const auto found = paths_.find(rate);
+    if (!value && found != paths_.end()) value = value_at(module_, found->second);
+    return value && value->isDouble() && value->toDouble() == 0.0;
   }
 
   // Whether a linear's bias is absent (a None constant or a None attribute).
@@ -182,13 +235,12 @@ class MlpFinder {
         match.second = user;
         break;
       }
-      if (!is_elementwise(user)) return std::nullopt;
+      if (!is_activation(user) && !is_identity_dropout(user)) return std::nullopt;
       value = user->output();
     }
     const torch::Tensor second = parameter(match.second->input(1), &match.mlp.second);
-    std::string second_bias;
     if (!second.defined() || second.dim() != 2 || second.size(1) != match.mlp.width ||
-        !bias_fits(match.second->input(2), second.size(0), &second_bias))
+        !bias_fits(match.second->input(2), second.size(0), &match.second_bias))
       return std::nullopt;
     return match;
   }
@@ -212,11 +264,11 @@ bool has_calls(jit::Block* block) {
 }
 
 // `layer`'s graph with every call inlined and the branches on constants taken (F.silu's and
-// F.dropout's `inplace`), so that a functional activation is one node. jit::Inline inlines one
-// level while graph optimisation is off (as pipeplan runs layers): the callee's unoptimised
-// graph, whose own calls it does not revisit; so it runs until no call is left.
-// ConstantPropagationImmutableTypes folds only ints, bools, strings and such: no tensor op is
-// run ahead.
+// F.dropout's `inplace`), so that a functional activation is one node. jit::Inline inlines the
+// callee's optimised graph, which while graph optimisation is off (once a layer has run under
+// TorchScriptLayer's guard) is its unoptimised graph, calls and all, and does not revisit what
+// it inserted; so it runs until no call is left. ConstantPropagationImmutableTypes folds only
+// ints, bools, strings and such: no tensor op is run ahead.
 std::shared_ptr<jit::Graph> inlined(const ScriptLayer& layer) {
   std::shared_ptr<jit::Graph> graph = layer.graph->copy();
   for (int round = 0; round < kMaxInlineDepth && has_calls(graph->block()); ++round)
@@ -250,7 +302,6 @@ void wrap_in_collectives(jit::Graph& graph, const MlpFinder::Match& match, int64
   }
   jit::Node* second = match.second;
   jit::Value* bias = second->input(2);
-  const bool has_bias = bias->type()->kind() != c10::TypeKind::NoneType;
   {
     const jit::WithInsertPoint before(second);
     second->replaceInput(2, graph.insertConstant(c10::IValue()));
@@ -258,9 +309,11 @@ void wrap_in_collectives(jit::Graph& graph, const MlpFinder::Match& match, int64
   const jit::WithInsertPoint after(second->next());
   jit::Value* partial = second->output();
   jit::Value* summed = graph.insert(kReduce, {partial, graph.insertConstant(group_id)});
-  if (has_bias) {
+  if (!match.second_bias.empty()) {
     if (bias->type()->kind() != c10::TypeKind::TensorType)
       bias = graph.insertUncheckedCast(bias, c10::TensorType::get());
+    // In the bias's dtype the sum would promote an autocast product back to float32.
+    bias = graph.insert(c10::aten::type_as, {bias, summed});
     summed = graph.insert(c10::aten::add, {summed, bias});
   }
   partial->replaceAllUsesAfterNodeWith(summed->node(), summed);

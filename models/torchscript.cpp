@@ -238,14 +238,13 @@ std::vector<LayerPtr> load_layers(const std::string& path, const std::string& ex
 void describe_split(const std::vector<ScriptMlp>& mlps, int layer_idx, const std::string& path,
                     const std::string& hash, const TorchScriptSettings& settings, LayerSpec* spec) {
   if (mlps.empty()) return;
-  // "mlp_dim" while the widths agree, else each MLP's by its first linear.
+  // "mlp_dim" while the widths agree, else each MLP's by its first linear's weight.
   const bool one_width = std::all_of(mlps.begin(), mlps.end(), [&](const ScriptMlp& mlp) {
     return mlp.width == mlps.front().width;
   });
   if (one_width) spec->tp_divides.emplace_back("mlp_dim", mlps.front().width);
   for (const ScriptMlp& mlp : one_width ? std::vector<ScriptMlp>() : mlps)
-    spec->tp_divides.emplace_back("mlp_dim of " + mlp.first.substr(0, mlp.first.rfind('.')),
-                                  mlp.width);
+    spec->tp_divides.emplace_back("mlp_dim of " + mlp.first, mlp.width);
   spec->tp_all_reduces = static_cast<int>(mlps.size());
   spec->build_shard = [path, hash, settings, layer_idx](const TensorParallelGroupPtr& group) {
     return load_layers(path, hash, settings, layer_idx, layer_idx + 1, group).front();

@@ -150,6 +150,13 @@ TEST(TorchtitanExportTest, CarriesTensorParallelismAndPipeliningRefusesIt) {
   const Plan plan = with_tensor_parallel(chunked_plan({3, 4, 4}, /*pp=*/3, Schedule::kOneFOneB), 2);
   const std::string toml = export_plan(plan, gpt_model(8), ExportFormat::kTorchtitan, {}).document;
   EXPECT_NE(toml.find("\ntensor_parallel_degree = 2\n"), std::string::npos) << toml;
+  EXPECT_EQ(toml.find("only this TorchScript model's MLPs"), std::string::npos) << toml;
+  // A TorchScript file's plan (its configuration holds the file's hash) split its MLPs only.
+  Plan script_plan = plan;
+  script_plan.model.config["file_hash"] = "fnv1a64:0000000000000001";
+  EXPECT_NE(export_plan(script_plan, gpt_model(8), ExportFormat::kTorchtitan, {})
+                .document.find("only this TorchScript model's MLPs"),
+            std::string::npos);
   EXPECT_EQ(refusal(plan, gpt_model(8), ExportFormat::kTorchPipelining)
                 .rfind("torch-pipelining cannot express tensor_parallel.tp = 2", 0),
             0u);

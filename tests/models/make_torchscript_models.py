@@ -238,19 +238,51 @@ class ForkedBlock(nn.Module):
         return x + self.fc2(torch.relu(h)) + h.mean(-1, keepdim=True)
 
 
+class DropoutBlock(nn.Module):
+    """Linear, GELU, dropout at 0.1, Linear: each rank would draw its own mask, so it stays whole."""
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.drop = nn.Dropout(0.1)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.fc2(self.drop(F.gelu(self.fc1(x))))
+
+
+class FunctionalBlock(nn.Module):
+    """F.linear on bare parameters, nn.Dropout(0.0) between, and an Optional bias that is None:
+    splits, the bias added to nothing."""
+
+    bias2: Optional[torch.Tensor]
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(hidden, width) * 0.2)
+        self.w2 = nn.Parameter(torch.randn(width, hidden) * 0.2)
+        self.drop = nn.Dropout(0.0)
+        self.bias2 = None
+
+    def forward(self, x):
+        return x + F.linear(self.drop(torch.relu(F.linear(x, self.w1))), self.w2, self.bias2)
+
+
 class MlpPatterns(nn.Module):
-    """Tensor parallelism's MLP pattern in a TorchScript model: a block that splits, one that
-    does not, and a head."""
+    """Tensor parallelism's MLP pattern in a TorchScript model: blocks that split (a, d), blocks
+    that do not (b, c), and a head."""
 
     def __init__(self):
         super().__init__()
         self.a = SplitBlock(16, 48)
         self.b = ForkedBlock(16, 32)
+        self.c = DropoutBlock(16, 32)
+        self.d = FunctionalBlock(16, 24)
         self.head = nn.Linear(64, 10)
         self.pipeplan_input_shape = [4, 16]
 
     def forward(self, x):
-        return self.head(self.b(self.a(x)).flatten(1))
+        return self.head(self.d(self.c(self.b(self.a(x)))).flatten(1))
 
 
 class TwoInputs(nn.Module):

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 
 #include "common/error.h"
@@ -475,47 +476,60 @@ TEST_F(TorchScriptTest, ATupleOutputTrainsOnTheElementOutputNames) {
 }
 
 // Tensor parallelism splits the Linear–activation–Linear MLPs it can prove and nothing else:
-// mlp_patterns' block a (SiLU and dropout between, no second bias) splits by its 48 hidden
-// features; block b (its hidden values also feed a sum) and the head stay whole. tied_gpt's
-// blocks split their MLPs (attention is not a pattern it proves), as do ViT's encoder blocks.
+// mlp_patterns' block a (SiLU and dropout at 0 between, no second bias) splits by its 48 hidden
+// features, block d (F.linear on bare parameters, nn.Dropout(0.0), an Optional bias that is None)
+// by its 24; block b (its hidden values also feed a sum), block c (dropout at 0.1 between) and
+// the head stay whole. tied_gpt's blocks split their MLPs (attention is not a pattern it
+// proves), as do ViT's encoder blocks.
 TEST_F(TorchScriptTest, TensorParallelismSplitsOnlyTheMlpsItProves) {
   const Model model = make_model(file("mlp_patterns.pt"));
-  ASSERT_EQ(layer_names(model), (std::vector<std::string>{"a", "b", "head"}));
+  ASSERT_EQ(layer_names(model), (std::vector<std::string>{"a", "b", "c", "d", "head"}));
   using Divides = std::vector<std::pair<std::string, int64_t>>;
   EXPECT_EQ(model.layers[0].tp_divides, (Divides{{"mlp_dim", 48}}));
-  EXPECT_EQ(model.layers[0].tp_all_reduces, 1);
-  ASSERT_TRUE(model.layers[0].build_shard);
-  for (int layer_idx : {1, 2}) {
+  EXPECT_EQ(model.layers[3].tp_divides, (Divides{{"mlp_dim", 24}}));
+  for (int layer_idx : {0, 3}) {
+    EXPECT_EQ(model.layers[layer_idx].tp_all_reduces, 1) << layer_idx;
+    ASSERT_TRUE(model.layers[layer_idx].build_shard) << layer_idx;
+  }
+  for (int layer_idx : {1, 2, 4}) {
     EXPECT_TRUE(model.layers[layer_idx].tp_divides.empty()) << layer_idx;
     EXPECT_FALSE(model.layers[layer_idx].build_shard) << layer_idx;
   }
-  EXPECT_NE(bad_input_message([&] {
-              check_tensor_parallel(model, 5, "--tp");
-            }).find("--tp: 5: does not divide mlp_dim = 48 of layer 'a'"),
+  EXPECT_NE(bad_input_message([&] { check_tensor_parallel(model, 5, "--tp"); })
+                .find("--tp: 5: does not divide mlp_dim = 48 of layer 'a'"),
             std::string::npos);
-  // Each rank's shard keeps the layer's parameter names and holds its slices; with a group that
-  // sums nothing it gives its part, and the parts together, less the input each adds back, are
-  // the whole layer's output.
-  const LayerPtr whole = build_layers(model, 0, 1, /*seed=*/0).front();
-  const torch::Tensor input = torch::randn({3, 4, 16});
-  torch::Tensor parts = -input;
-  for (int tp_rank : {0, 1}) {
-    const auto group = c10::make_intrusive<TensorParallelGroup>(tp_rank, 2);
-    group->set_all_reduce([](torch::Tensor&) {});
-    const LayerPtr shard = model.layers[0].build_shard(group);
-    const auto shard_parameters = shard->named_parameters();
-    for (const auto& item : whole->named_parameters()) {
-      ASSERT_NE(shard_parameters.find(item.key()), nullptr) << item.key();
-      const torch::Tensor& held = shard_parameters[item.key()];
-      const int64_t dim = item.key() == "a.fc2.weight" ? 1 : 0;
-      const bool sliced = item.key().rfind("a.fc", 0) == 0;
-      const torch::Tensor expected =
-          sliced ? item.value().narrow(dim, tp_rank * 24, 24) : item.value();
-      EXPECT_TRUE(torch::equal(held, expected)) << item.key() << " on tp rank " << tp_rank;
+  // Each rank's shard keeps the layer's parameter names and holds its slices (the first
+  // weight's and bias's rows, the second weight's columns); with a group that sums nothing it
+  // gives its part, and the parts together, less the input each adds back, are the whole
+  // layer's output.
+  const std::map<std::string, int64_t> sliced_dim = {
+      {"a.fc1.weight", 0}, {"a.fc1.bias", 0}, {"a.fc2.weight", 1}, {"d.w1", 0}, {"d.w2", 1}};
+  for (int layer_idx : {0, 3}) {
+    const LayerPtr whole = build_layers(model, layer_idx, layer_idx + 1, /*seed=*/0).front();
+    const torch::Tensor input = torch::randn({3, 4, 16});
+    const torch::Tensor expected_output = whole->forward(input);
+    // d's output is flattened (the head's flatten goes with it).
+    torch::Tensor parts = -input.reshape(expected_output.sizes());
+    for (int tp_rank : {0, 1}) {
+      const auto group = c10::make_intrusive<TensorParallelGroup>(tp_rank, 2);
+      group->set_all_reduce([](torch::Tensor&) {});
+      const LayerPtr shard = model.layers[layer_idx].build_shard(group);
+      const auto shard_parameters = shard->named_parameters();
+      for (const auto& item : whole->named_parameters()) {
+        ASSERT_NE(shard_parameters.find(item.key()), nullptr) << item.key();
+        const auto dim = sliced_dim.find(item.key());
+        torch::Tensor expected = item.value();
+        if (dim != sliced_dim.end()) {
+          const int64_t size = expected.size(dim->second) / 2;
+          expected = expected.narrow(dim->second, tp_rank * size, size);
+        }
+        EXPECT_TRUE(torch::equal(shard_parameters[item.key()], expected))
+            << item.key() << " on tp rank " << tp_rank;
+      }
+      parts = parts + shard->forward(input);
     }
-    parts = parts + shard->forward(input);
+    EXPECT_TRUE(torch::allclose(parts, expected_output, 1e-5, 1e-6)) << layer_idx;
   }
-  EXPECT_TRUE(torch::allclose(parts, whole->forward(input), 1e-5, 1e-6));
   for (const LayerSpec& layer : make_model(file("tied_gpt.pt")).layers)
     EXPECT_EQ(layer.tp_all_reduces, layer.kind == "GptBlock" ? 1 : 0) << layer.name;
   if (!fs::exists(file("vit.pt"))) return;
