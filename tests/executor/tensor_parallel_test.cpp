@@ -63,6 +63,22 @@ std::map<std::string, torch::Tensor> rank_parameters(const TrainRun& run, int pp
   return all;
 }
 
+// The parameters ("layerN.NAME") of one stage holding the whole model of `whole_plan` (one
+// process, one stage), loaded by name from `run`'s checkpoint of kSteps as infer loads them.
+std::map<std::string, torch::Tensor> served_whole(const TrainRun& run, const Plan& whole_plan) {
+  const models::Model model =
+      models::make_model_from_config(whole_plan.model.name, whole_plan.model.config);
+  executor::StageRuntime stage(model, whole_plan, 0, torch::kCPU, /*seed=*/99);
+  executor::load_stage_weights_by_name(
+      run.checkpoints, kSteps, executor::read_checkpoint_manifest(run.checkpoints, kSteps), stage);
+  std::map<std::string, torch::Tensor> loaded;
+  for (size_t position = 0; position < stage.layers().size(); ++position)
+    for (const auto& item : stage.layers()[position]->named_parameters())
+      loaded["layer" + std::to_string(stage.layer_index(position)) + "." + item.key()] =
+          item.value();
+  return loaded;
+}
+
 struct Case {
   std::string model;
   int dp, tp, pp, virtual_stages;
@@ -144,17 +160,8 @@ TEST(SerialTensorParallelTest, ATensorParallelCheckpointLoadsWhole) {
   spec.pp = 2;
   const TrainRun run = train_new(make_test_plan(spec), "tensor-parallel", kSteps);
   expect_success(run);
-  const models::Model model =
-      models::make_model_from_config(reference_plan.model.name, reference_plan.model.config);
-  executor::StageRuntime stage(model, reference_plan, 0, torch::kCPU, /*seed=*/99);
-  executor::load_stage_weights_by_name(
-      run.checkpoints, kSteps, executor::read_checkpoint_manifest(run.checkpoints, kSteps), stage);
-  std::map<std::string, torch::Tensor> loaded;
-  for (size_t position = 0; position < stage.layers().size(); ++position)
-    for (const auto& item : stage.layers()[position]->named_parameters())
-      loaded["layer" + std::to_string(stage.layer_index(position)) + "." + item.key()] =
-          item.value();
-  expect_same_parameters(loaded, final_parameters(reference, 1, kSteps), "served whole");
+  expect_same_parameters(served_whole(run, reference_plan), final_parameters(reference, 1, kSteps),
+                         "served whole");
 }
 
 // A run stopped after a checkpoint resumes from each tp rank's own file to the same numbers.
@@ -297,17 +304,7 @@ TEST(SerialTensorParallelTest, TorchScriptMlpsSplitAndTrainAsOneProcess) {
                              what + " tp rank " + std::to_string(tp_rank));
   }
   // The last run's (tp = 2 × pp = 2) checkpoint, loaded into one whole stage.
-  const models::Model model =
-      models::make_model_from_config(reference_plan.model.name, reference_plan.model.config);
-  executor::StageRuntime stage(model, reference_plan, 0, torch::kCPU, /*seed=*/99);
-  executor::load_stage_weights_by_name(
-      run.checkpoints, kSteps, executor::read_checkpoint_manifest(run.checkpoints, kSteps), stage);
-  std::map<std::string, torch::Tensor> loaded;
-  for (size_t position = 0; position < stage.layers().size(); ++position)
-    for (const auto& item : stage.layers()[position]->named_parameters())
-      loaded["layer" + std::to_string(stage.layer_index(position)) + "." + item.key()] =
-          item.value();
-  expect_same_parameters(loaded, whole, "tied_gpt.pt served whole");
+  expect_same_parameters(served_whole(run, reference_plan), whole, "tied_gpt.pt served whole");
 }
 
 // A group size that does not divide the heads is refused before any rank waits, naming both.
