@@ -17,8 +17,6 @@ constexpr double kVitLayerNormEps = 1e-6;
 constexpr double kGptLayerNormEps = 1e-5;
 constexpr double kVitMlpBiasStd = 1e-6;  // torchvision's MLPBlock
 constexpr double kGptWeightStd = 0.02;   // GPT-2
-// A split block's column–row pairs, each with one all-reduce per pass: attention and MLP.
-constexpr int kColumnRowPairs = 2;
 
 torch::nn::Linear make_linear(int64_t in_features, int64_t out_features) {
   return torch::nn::Linear(torch::nn::LinearOptions(in_features, out_features));
@@ -176,7 +174,6 @@ LayerSpec transformer_block_spec(int64_t block_idx, const BlockShape& shape) {
   spec.param_count = transformer_block_param_count(shape.hidden, shape.mlp_dim);
   spec.build = [shape] { return std::make_shared<TransformerBlock>(shape); };
   spec.tp_divides = {{"heads", shape.heads}, {"mlp_dim", shape.mlp_dim}};
-  spec.tp_all_reduces = kColumnRowPairs;
   spec.build_shard = [shape](const TensorParallelGroupPtr& group) {
     return std::make_shared<TransformerBlock>(shape, group);
   };

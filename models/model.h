@@ -63,9 +63,9 @@ struct LayerSpec {
   /// Tensor parallelism: what a group's size must divide for the layer to split ({"heads", 12},
   /// {"mlp_dim", 3072}); empty where the layer runs whole on every rank of its group.
   std::vector<std::pair<std::string, int64_t>> tp_divides = {};
-  /// A layer that splits: its all-reduces of its output's size per forward (one per column–row
-  /// pair; LayerProfile::tp_all_reduces).
-  int tp_all_reduces = 0;
+  /// A layer that splits: its all-reduces of its output's size per forward, one per column–row
+  /// pair (LayerProfile::tp_all_reduces): 2 for a transformer block (attention and MLP).
+  int tp_all_reduces = 2;
   /// Builds the layer's shard for `group`'s rank: initialised whole from the global torch RNG
   /// as `build` does, then sliced, so that the shards together hold one process's weights.
   /// Unset where the layer does not split.

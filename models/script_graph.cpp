@@ -83,15 +83,6 @@ bool batch_first_tensor(const c10::IValue& small, const c10::IValue& large, int6
          y.size(0) == large_rows && x.sizes().slice(1) == y.sizes().slice(1);
 }
 
-// The module that holds leaf `attribute` and the leaf's name in it: {module "layer1.0",
-// "weight"} for "layer1.0.weight"; {`module`, "training"} for "training".
-std::pair<jit::Module, std::string> attribute_owner(const jit::Module& module,
-                                                    const ScriptAttribute& attribute) {
-  const size_t dot = attribute.path.rfind('.');
-  if (dot == std::string::npos) return {module, attribute.path};
-  return {child_at(module, attribute.path.substr(0, dot)), attribute.path.substr(dot + 1)};
-}
-
 // Whether `module`'s forward is a chain through its children with functional ops and its own
 // parameters or buffers in between (torchvision's ViT Encoder: add the positional embedding,
 // dropout, the blocks, the norm): one tensor in and out, some child's forward called, a
@@ -713,6 +704,13 @@ jit::Module child_at(const jit::Module& module, const std::string& path) {
     start = end + 1;
   }
   return child;
+}
+
+std::pair<jit::Module, std::string> attribute_owner(const jit::Module& module,
+                                                    const ScriptAttribute& attribute) {
+  const size_t dot = attribute.path.rfind('.');
+  if (dot == std::string::npos) return {module, attribute.path};
+  return {child_at(module, attribute.path.substr(0, dot)), attribute.path.substr(dot + 1)};
 }
 
 c10::IValue attribute_value(const jit::Module& module, const ScriptAttribute& attribute) {

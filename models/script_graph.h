@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -84,6 +85,11 @@ void check_forward_signature(const torch::jit::Module& module, const std::string
 /// as itself.
 std::vector<torch::Tensor> unpack_live(const torch::Tensor& packed,
                                        const std::vector<LiveTensor>& live);
+
+/// The module that holds leaf `attribute` and the leaf's name in it: {module "layer1.0",
+/// "weight"} for "layer1.0.weight"; {`module`, "training"} for "training".
+std::pair<torch::jit::Module, std::string> attribute_owner(const torch::jit::Module& module,
+                                                           const ScriptAttribute& attribute);
 
 /// The object or value of `attribute` in `module` (a child module's object, or the leaf).
 c10::IValue attribute_value(const torch::jit::Module& module, const ScriptAttribute& attribute);

@@ -280,9 +280,7 @@ std::shared_ptr<jit::Graph> inlined(const ScriptLayer& layer) {
 // Replaces the parameter at `path` by rank `rank`'s slice of `parts` along `dim`.
 void slice_parameter(jit::Module& module, const std::string& path, int64_t dim, int rank,
                      int parts) {
-  const size_t dot = path.rfind('.');
-  jit::Module owner = dot == std::string::npos ? module : child_at(module, path.substr(0, dot));
-  const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
+  auto [owner, name] = attribute_owner(module, ScriptAttribute{path, false});
   const torch::Tensor whole = owner.attr(name).toTensor();
   const int64_t size = whole.size(dim) / parts;
   torch::Tensor shard = whole.detach().narrow(dim, rank * size, size).clone();

@@ -68,8 +68,7 @@ std::vector<models::LayerPtr> build_chain(const ChainContext& context, const Lay
     profile.kind = context.model.layers[profile.index].kind;
     for (const auto& [what, count] : context.model.layers[profile.index].tp_divides)
       profile.tp_divides[what] = count;
-    if (!profile.tp_divides.empty())
-      profile.tp_all_reduces = context.model.layers[profile.index].tp_all_reduces;
+    profile.tp_all_reduces = context.model.layers[profile.index].tp_all_reduces;
     describe_layer(*layers[offset], profile);
     profiles.push_back(profile);
   }
